@@ -1,0 +1,239 @@
+package events
+
+// Type is a versioned CloudEvents "type" attribute. The version suffix is part
+// of the name so that a changed schema becomes a new type and old history can
+// still be decoded (and upcast).
+type Type string
+
+// Event is a domain event payload: the JSON "data" of a CloudEvent.
+type Event interface {
+	// EventType returns the CloudEvents type this payload is encoded as.
+	EventType() Type
+}
+
+// Manager aggregate event types.
+const (
+	TypeUpgradeRequested Type = "io.switchback.manager.upgrade-requested.v1"
+	TypePrecheckPassed   Type = "io.switchback.manager.precheck-passed.v1"
+	TypePrecheckFailed   Type = "io.switchback.manager.precheck-failed.v1"
+	TypeUpgradePlanned   Type = "io.switchback.manager.upgrade-planned.v1"
+	TypeNodeScheduled    Type = "io.switchback.manager.node-scheduled.v1"
+	TypeNodeFinished     Type = "io.switchback.manager.node-finished.v1"
+	TypeUpgradeCompleted Type = "io.switchback.manager.upgrade-completed.v1"
+	TypeUpgradeFailed    Type = "io.switchback.manager.upgrade-failed.v1"
+	TypeCancelRequested  Type = "io.switchback.manager.cancel-requested.v1"
+	TypeUpgradeCancelled Type = "io.switchback.manager.cancelled.v1"
+)
+
+// Node aggregate event types.
+const (
+	TypeNodeUpgradeStarted   Type = "io.switchback.node.upgrade-started.v1"
+	TypeNodeStateChanged     Type = "io.switchback.node.state-changed.v1"
+	TypeVolumeStateChanged   Type = "io.switchback.node.volume-state-changed.v1"
+	TypeNodeStalled          Type = "io.switchback.node.stalled.v1"
+	TypeNodeResumed          Type = "io.switchback.node.resumed.v1"
+	TypeNodeUpgradeCompleted Type = "io.switchback.node.completed.v1"
+	TypeNodeUpgradeFailed    Type = "io.switchback.node.failed.v1"
+	TypeNodeCancelRequested  Type = "io.switchback.node.cancel-requested.v1"
+	TypeNodeUpgradeCancelled Type = "io.switchback.node.cancelled.v1"
+)
+
+// UpgradeRequested records the user's intent: a DataEngineUpgradeManager was
+// created. It opens the manager aggregate.
+type UpgradeRequested struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	DataEngine string `json:"dataEngine"`
+	// Nodes is spec.nodes as written by the user; empty means every v2 node.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// PrecheckPassed records one pre-upgrade requirement that holds. Check is the
+// condition type it is projected to (e.g. DefaultImageOnAllNodesReady).
+type PrecheckPassed struct {
+	Check   string `json:"check"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// PrecheckFailed records one pre-upgrade requirement that does not hold. Any
+// failed precheck ends the upgrade before a node is touched.
+type PrecheckFailed struct {
+	Check   string `json:"check"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// UpgradePlanned fixes what the upgrade will do once every precheck passed: the
+// target image, captured once from the default IM image so a later change of
+// the setting cannot split the cluster, and the deterministic node order.
+type UpgradePlanned struct {
+	InstanceManagerImage string   `json:"instanceManagerImage"`
+	Nodes                []string `json:"nodes"`
+}
+
+// NodeScheduled hands one node to its worker. Attempt makes the command id
+// unique per try, so a re-issued command deduplicates.
+type NodeScheduled struct {
+	Node    string `json:"node"`
+	Attempt int    `json:"attempt"`
+}
+
+// NodeFinished copies a node upgrade's terminal outcome into the manager
+// aggregate, so that the manager's decisions never need to read node streams.
+type NodeFinished struct {
+	Node    string    `json:"node"`
+	State   NodeState `json:"state"`
+	Message string    `json:"message,omitempty"`
+}
+
+// UpgradeCompleted: every planned node completed.
+type UpgradeCompleted struct {
+	Message string `json:"message,omitempty"`
+}
+
+// UpgradeFailed is terminal: a new upgrade needs a new manager.
+type UpgradeFailed struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Node is the node whose failure failed the upgrade, if any.
+	Node string `json:"node,omitempty"`
+}
+
+// CancelRequested: the manager was deleted. No new node starts; the node in
+// flight is brought to a safe point first.
+type CancelRequested struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// UpgradeCancelled: the cancel flow reached its safe point; the finalizer may go.
+type UpgradeCancelled struct {
+	Message string `json:"message,omitempty"`
+	// Node is the node that was in flight when the cancel arrived, if any.
+	Node string `json:"node,omitempty"`
+}
+
+// NodeUpgradeStarted opens a node aggregate: the worker accepted the node.
+type NodeUpgradeStarted struct {
+	Node                 string `json:"node"`
+	DataEngine           string `json:"dataEngine"`
+	InstanceManagerImage string `json:"instanceManagerImage"`
+	Attempt              int    `json:"attempt"`
+}
+
+// NodeStateChanged moves a node upgrade from one working step to the next.
+type NodeStateChanged struct {
+	From    NodeState `json:"from"`
+	To      NodeState `json:"to"`
+	Message string    `json:"message,omitempty"`
+}
+
+// VolumeStateChanged moves one volume inside a node upgrade. From is empty when
+// the volume is first recorded. TargetNode is where the volume's target lives
+// after the change, so restart and cancel know where to move it back from.
+type VolumeStateChanged struct {
+	Volume     string      `json:"volume"`
+	From       VolumeState `json:"from,omitempty"`
+	To         VolumeState `json:"to"`
+	TargetNode string      `json:"targetNode,omitempty"`
+	Message    string      `json:"message,omitempty"`
+}
+
+// NodeStalled: a step made no progress for stallAfter. The state does not
+// change (the review's rule: stuck is not error); Message names what blocks.
+type NodeStalled struct {
+	Step    NodeState `json:"step"`
+	Volume  string    `json:"volume,omitempty"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+}
+
+// NodeResumed: the cause of a stall went away and the step progresses again.
+type NodeResumed struct {
+	Step    NodeState `json:"step"`
+	Message string    `json:"message,omitempty"`
+}
+
+// NodeUpgradeCompleted: the node runs the target image and its volumes are back.
+type NodeUpgradeCompleted struct {
+	Message string `json:"message,omitempty"`
+}
+
+// NodeUpgradeFailed is terminal for the node and, through the manager, for the
+// whole upgrade.
+type NodeUpgradeFailed struct {
+	Step    NodeState `json:"step"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+}
+
+// NodeCancelRequested tells the node's worker to bring the node to a safe point.
+type NodeCancelRequested struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// NodeUpgradeCancelled: the node reached a safe point (every target back on its
+// own node, node flag cleared) and does no more work.
+type NodeUpgradeCancelled struct {
+	Step    NodeState `json:"step"`
+	Message string    `json:"message,omitempty"`
+}
+
+// EventType implements Event.
+func (UpgradeRequested) EventType() Type { return TypeUpgradeRequested }
+
+// EventType implements Event.
+func (PrecheckPassed) EventType() Type { return TypePrecheckPassed }
+
+// EventType implements Event.
+func (PrecheckFailed) EventType() Type { return TypePrecheckFailed }
+
+// EventType implements Event.
+func (UpgradePlanned) EventType() Type { return TypeUpgradePlanned }
+
+// EventType implements Event.
+func (NodeScheduled) EventType() Type { return TypeNodeScheduled }
+
+// EventType implements Event.
+func (NodeFinished) EventType() Type { return TypeNodeFinished }
+
+// EventType implements Event.
+func (UpgradeCompleted) EventType() Type { return TypeUpgradeCompleted }
+
+// EventType implements Event.
+func (UpgradeFailed) EventType() Type { return TypeUpgradeFailed }
+
+// EventType implements Event.
+func (CancelRequested) EventType() Type { return TypeCancelRequested }
+
+// EventType implements Event.
+func (UpgradeCancelled) EventType() Type { return TypeUpgradeCancelled }
+
+// EventType implements Event.
+func (NodeUpgradeStarted) EventType() Type { return TypeNodeUpgradeStarted }
+
+// EventType implements Event.
+func (NodeStateChanged) EventType() Type { return TypeNodeStateChanged }
+
+// EventType implements Event.
+func (VolumeStateChanged) EventType() Type { return TypeVolumeStateChanged }
+
+// EventType implements Event.
+func (NodeStalled) EventType() Type { return TypeNodeStalled }
+
+// EventType implements Event.
+func (NodeResumed) EventType() Type { return TypeNodeResumed }
+
+// EventType implements Event.
+func (NodeUpgradeCompleted) EventType() Type { return TypeNodeUpgradeCompleted }
+
+// EventType implements Event.
+func (NodeUpgradeFailed) EventType() Type { return TypeNodeUpgradeFailed }
+
+// EventType implements Event.
+func (NodeCancelRequested) EventType() Type { return TypeNodeCancelRequested }
+
+// EventType implements Event.
+func (NodeUpgradeCancelled) EventType() Type { return TypeNodeUpgradeCancelled }

@@ -1,0 +1,47 @@
+// Package eventstest provides valid sample events of every catalogue type,
+// for round-trip tests of anything that stores or transports events.
+package eventstest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Samples returns one valid envelope of every catalogue type for manager m:
+// manager events on m's aggregate, node events on node's, each with its own
+// causing command.
+func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
+	mgr := events.ManagerAggregate(m)
+	nodeAgg := events.NodeAggregate(m, node)
+	list := []struct {
+		agg events.AggregateID
+		ev  events.Event
+	}{
+		{mgr, events.UpgradeRequested{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Generation: 1, DataEngine: "v2", Nodes: []string{"n1", "n2"}}},
+		{mgr, events.PrecheckPassed{Check: "NodesKnown", Reason: "AllNodesKnown", Message: "2 nodes"}},
+		{mgr, events.PrecheckFailed{Check: "NoVersionDrift", Reason: "VersionDrift", Message: "n3 runs im:v1"}},
+		{mgr, events.UpgradePlanned{InstanceManagerImage: "longhornio/longhorn-instance-manager:v1.9.0", Nodes: []string{"n1", "n2"}}},
+		{mgr, events.NodeScheduled{Node: "n1", Attempt: 1}},
+		{mgr, events.NodeFinished{Node: "n1", State: events.NodeCompleted}},
+		{mgr, events.UpgradeCompleted{Message: "2 nodes upgraded"}},
+		{mgr, events.UpgradeFailed{Reason: "NodeUpgradeFailed", Message: "n1: IM did not start", Node: "n1"}},
+		{mgr, events.CancelRequested{Reason: "manager deleted"}},
+		{mgr, events.UpgradeCancelled{Message: "safe point reached", Node: "n1"}},
+		{nodeAgg, events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1}},
+		{nodeAgg, events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}},
+		{nodeAgg, events.VolumeStateChanged{Volume: "pvc-1", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "n2"}},
+		{nodeAgg, events.NodeStalled{Step: events.NodeSwitchingOver, Volume: "pvc-1", Reason: "TargetNotMoved", Message: "pvc-1 still reports target on n1"}},
+		{nodeAgg, events.NodeResumed{Step: events.NodeSwitchingOver}},
+		{nodeAgg, events.NodeUpgradeCompleted{}},
+		{nodeAgg, events.NodeUpgradeFailed{Step: events.NodeUpgradingInstanceManager, Reason: "InstanceManagerNotRunning", Message: "im-n1 crashlooping"}},
+		{nodeAgg, events.NodeCancelRequested{Reason: "manager deleted"}},
+		{nodeAgg, events.NodeUpgradeCancelled{Step: events.NodeSwitchingOver, Message: "targets moved back"}},
+	}
+	out := make([]events.Envelope, len(list))
+	for i, s := range list {
+		out[i] = events.New(s.agg, events.SourceController, fmt.Sprintf("sample-%d", i), at, s.ev)[0]
+	}
+	return out
+}

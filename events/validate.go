@@ -1,0 +1,116 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Validation keeps nonsense out of history at both ends: Encode refuses to
+// write it and Decode parks it, so folds only ever see well-formed payloads.
+
+func required(pairs ...string) error {
+	var errs []error
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			errs = append(errs, fmt.Errorf("%s is required", pairs[i]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e UpgradeRequested) validate() error {
+	return required("namespace", e.Namespace, "name", e.Name, "uid", e.UID, "dataEngine", e.DataEngine)
+}
+
+func (e PrecheckPassed) validate() error {
+	return required("check", e.Check, "reason", e.Reason)
+}
+
+func (e PrecheckFailed) validate() error {
+	return required("check", e.Check, "reason", e.Reason, "message", e.Message)
+}
+
+func (e UpgradePlanned) validate() error {
+	if err := required("instanceManagerImage", e.InstanceManagerImage); err != nil {
+		return err
+	}
+	if len(e.Nodes) == 0 {
+		return errors.New("nodes must not be empty")
+	}
+	return nil
+}
+
+func (e NodeScheduled) validate() error {
+	if e.Attempt < 1 {
+		return fmt.Errorf("attempt %d must be >= 1", e.Attempt)
+	}
+	return required("node", e.Node)
+}
+
+func (e NodeFinished) validate() error {
+	if !e.State.Terminal() {
+		return fmt.Errorf("state %q is not terminal", e.State)
+	}
+	return required("node", e.Node)
+}
+
+func (e UpgradeFailed) validate() error {
+	return required("reason", e.Reason, "message", e.Message)
+}
+
+func (e NodeUpgradeStarted) validate() error {
+	if e.Attempt < 1 {
+		return fmt.Errorf("attempt %d must be >= 1", e.Attempt)
+	}
+	return required("node", e.Node, "dataEngine", e.DataEngine, "instanceManagerImage", e.InstanceManagerImage)
+}
+
+func (e NodeStateChanged) validate() error {
+	if !e.From.Valid() || !e.To.Valid() {
+		return fmt.Errorf("unknown node state in %q -> %q", e.From, e.To)
+	}
+	return nil
+}
+
+func (e VolumeStateChanged) validate() error {
+	if (e.From != "" && !e.From.Valid()) || !e.To.Valid() {
+		return fmt.Errorf("unknown volume state in %q -> %q", e.From, e.To)
+	}
+	return required("volume", e.Volume)
+}
+
+func (e NodeStalled) validate() error {
+	if !e.Step.Valid() {
+		return fmt.Errorf("unknown step %q", e.Step)
+	}
+	return required("reason", e.Reason, "message", e.Message)
+}
+
+func (e NodeResumed) validate() error {
+	if !e.Step.Valid() {
+		return fmt.Errorf("unknown step %q", e.Step)
+	}
+	return nil
+}
+
+func (e NodeUpgradeFailed) validate() error {
+	if !e.Step.Valid() {
+		return fmt.Errorf("unknown step %q", e.Step)
+	}
+	return required("reason", e.Reason, "message", e.Message)
+}
+
+func (e NodeUpgradeCancelled) validate() error {
+	if !e.Step.Valid() {
+		return fmt.Errorf("unknown step %q", e.Step)
+	}
+	return nil
+}
+
+// Validate checks the payload's required fields and enums.
+func Validate(e Event) error {
+	if v, ok := e.(validator); ok {
+		return v.validate()
+	}
+	return nil
+}

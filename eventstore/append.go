@@ -1,0 +1,108 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Append stores evs on agg's subject if the aggregate is still at version
+// expected (the stream sequence of its last event; 0 = no event yet) and
+// returns the new version. Several events are committed as one atomic batch,
+// so a crash never leaves half a decision in history.
+//
+// Retrying an Append that succeeded (e.g. after a timeout) succeeds again
+// without storing anything twice: Nats-Msg-Id deduplicates, and a concurrency
+// rejection whose last stored message is our last event is recognised as our
+// own earlier success.
+func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uint64, evs ...events.Envelope) (uint64, error) {
+	if len(evs) == 0 {
+		return expected, nil
+	}
+	msgs := make([]*nats.Msg, len(evs))
+	subject := agg.Subject()
+	for i, e := range evs {
+		if e.Aggregate != agg {
+			return 0, fmt.Errorf("eventstore: append to %s: event %s belongs to %s", agg, e.ID, e.Aggregate)
+		}
+		m, err := events.Encode(e)
+		if err != nil {
+			return 0, fmt.Errorf("eventstore: append to %s: %w", agg, err)
+		}
+		msgs[i] = m
+	}
+	var (
+		seq uint64
+		err error
+	)
+	if len(msgs) == 1 {
+		var ack *jetstream.PubAck
+		ack, err = s.js.PublishMsg(ctx, msgs[0], jetstream.WithExpectLastSequencePerSubject(expected))
+		if ack != nil {
+			seq = ack.Sequence
+		}
+	} else {
+		seq, err = s.publishBatch(ctx, msgs, expected)
+	}
+	if err == nil {
+		return seq, nil
+	}
+	if !isWrongLastSequence(err) && !isBatchDuplicate(err) {
+		return 0, fmt.Errorf("eventstore: append %d event(s) to %s: %w", len(evs), agg, err)
+	}
+	last, lerr := s.settledLast(ctx, subject, expected)
+	if lerr != nil {
+		return 0, fmt.Errorf("eventstore: append to %s: conflict, then reading last message: %w", agg, errors.Join(err, lerr))
+	}
+	if last.MsgID == evs[len(evs)-1].ID {
+		return last.Sequence, nil
+	}
+	actual := last.Sequence
+	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
+}
+
+func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {
+	b, err := jetstreamext.NewBatchPublisher(s.js)
+	if err != nil {
+		return 0, err
+	}
+	for i, m := range msgs[:len(msgs)-1] {
+		var opts []jetstreamext.BatchMsgOpt
+		if i == 0 {
+			opts = append(opts, jetstreamext.WithBatchExpectLastSequencePerSubject(expected))
+		}
+		if err := b.AddMsg(m, opts...); err != nil {
+			_ = b.Discard()
+			return 0, err
+		}
+	}
+	ack, err := b.CommitMsg(ctx, msgs[len(msgs)-1])
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// isBatchDuplicate matches an atomic batch refused because one of its
+// Nats-Msg-Ids is already stored: the retry of a batch that succeeded.
+func isBatchDuplicate(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishDuplicateMsgID
+}
+
+// isWrongLastSequence matches both codes JetStream uses for a failed
+// expected-last-sequence check: 10071, and 10164 on replicated streams.
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}

@@ -1,0 +1,154 @@
+package eventstore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/eventstest"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+)
+
+func TestEveryTypeRoundTripsThroughTheStore(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	s := openStore(t, js, eventstore.Config{})
+	c := ctx(t)
+	samples := eventstest.Samples(mgr, "node.with.dots", t0)
+	versions := map[events.AggregateID]uint64{}
+	for i, e := range samples {
+		v, err := s.Append(c, e.Aggregate, versions[e.Aggregate], e)
+		require.NoError(t, err, e.Type())
+		versions[e.Aggregate] = v
+		samples[i].Sequence = v
+	}
+	var got []events.Envelope
+	require.NoError(t, s.Scan(c, eventstore.ScanOptions{}, func(e events.Envelope) error {
+		got = append(got, e)
+		return nil
+	}, nil))
+	assert.Equal(t, samples, got)
+}
+
+func TestScanRangesAndFilters(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	s := openStore(t, js, eventstore.Config{})
+	c := ctx(t)
+	other := events.ManagerRef{Namespace: "ns", Name: "other", UID: "uid-2"}
+	var v1, v2 uint64
+	var err error
+	for i := range 10 {
+		a := events.NodeAggregate(mgr, "n1")
+		v1, err = s.Append(c, a, v1, resumed(a, fmt.Sprintf("m%d", i)))
+		require.NoError(t, err)
+		b := events.NodeAggregate(other, "n1")
+		v2, err = s.Append(c, b, v2, resumed(b, fmt.Sprintf("o%d", i)))
+		require.NoError(t, err)
+	}
+	// One poison message in the middle of the stream.
+	require.NoError(t, nc.Publish(events.NodeAggregate(mgr, "n1").Subject(), []byte("garbage")))
+	require.NoError(t, nc.Flush())
+	require.Eventually(t, func() bool { l, _ := s.LastSequence(c); return l == 21 }, 10e9, 10e6)
+
+	collect := func(o eventstore.ScanOptions) (msgs []string, parked int) {
+		require.NoError(t, s.Scan(c, o, func(e events.Envelope) error {
+			msgs = append(msgs, e.Data.(events.NodeResumed).Message)
+			return nil
+		}, func(*events.DecodeError) { parked++ }))
+		return msgs, parked
+	}
+	cases := []struct {
+		name       string
+		opts       eventstore.ScanOptions
+		wantFirst  string
+		wantCount  int
+		wantParked int
+	}{
+		{"everything", eventstore.ScanOptions{}, "m0", 20, 1},
+		{"from the middle", eventstore.ScanOptions{FromSeq: 11}, "m5", 10, 1},
+		{"until a sequence", eventstore.ScanOptions{UntilSeq: 4}, "m0", 4, 0},
+		{"one manager", eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(other) + ".>"}}, "o0", 10, 0},
+		{"one manager, bounded", eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(other) + ".>"}, UntilSeq: 6}, "o0", 3, 0},
+		{"past the end", eventstore.ScanOptions{FromSeq: 100}, "", 0, 0},
+		{"filter matches nothing", eventstore.ScanOptions{Subjects: []string{"sb.evt.none.>"}}, "", 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, parked := collect(tc.opts)
+			assert.Len(t, got, tc.wantCount)
+			assert.Equal(t, tc.wantParked, parked)
+			if tc.wantCount > 0 {
+				assert.Equal(t, tc.wantFirst, got[0])
+			}
+		})
+	}
+}
+
+// counter is a toy aggregate state for snapshot tests.
+type counter struct {
+	N    int    `json:"n"`
+	Last string `json:"last"`
+}
+
+func foldCounter(s counter, e events.Envelope) (counter, error) {
+	r, ok := e.Data.(events.NodeResumed)
+	if !ok {
+		return s, fmt.Errorf("unexpected %s", e.Type())
+	}
+	return counter{N: s.N + 1, Last: r.Message}, nil
+}
+
+func TestLoadStateWithSnapshots(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	s := openStore(t, js, eventstore.Config{})
+	c := ctx(t)
+	agg := events.NodeAggregate(mgr, "n1")
+	var v uint64
+	var err error
+	for i := range 30 {
+		v, err = s.Append(c, agg, v, resumed(agg, fmt.Sprintf("e%d", i)))
+		require.NoError(t, err)
+	}
+	snap := &eventstore.Snapshotting{Schema: "counter/v1", Every: 10}
+
+	full, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, nil)
+	require.NoError(t, err)
+	assert.Equal(t, counter{N: 30, Last: "e29"}, full.State)
+	assert.Equal(t, 30, full.Folded)
+
+	first, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, snap)
+	require.NoError(t, err)
+	assert.Equal(t, full.State, first.State)
+	assert.Zero(t, first.SnapshotSeq, "no snapshot yet; this load writes one")
+
+	for i := 30; i < 35; i++ {
+		v, err = s.Append(c, agg, v, resumed(agg, fmt.Sprintf("e%d", i)))
+		require.NoError(t, err)
+	}
+	second, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, snap)
+	require.NoError(t, err)
+	assert.Equal(t, counter{N: 35, Last: "e34"}, second.State)
+	assert.Equal(t, 5, second.Folded, "only the tail after the snapshot is read")
+	assert.Equal(t, first.Version, second.SnapshotSeq)
+	assert.Equal(t, v, second.Version)
+
+	// A snapshot written for another schema is ignored, not misread.
+	other, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, &eventstore.Snapshotting{Schema: "counter/v2"})
+	require.NoError(t, err)
+	assert.Equal(t, 35, other.Folded)
+	assert.Equal(t, second.State, other.State)
+
+	// Events the fold rejects are reported, not fatal.
+	_, err = s.Append(c, agg, v, events.New(agg, "x", "bad", t0, events.NodeUpgradeCompleted{})...)
+	require.NoError(t, err)
+	withProblem, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, nil)
+	require.NoError(t, err)
+	assert.Len(t, withProblem.Problems, 1)
+	assert.Equal(t, 35, withProblem.State.N)
+}

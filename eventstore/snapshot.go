@@ -1,0 +1,128 @@
+package eventstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Snapshots are a cache, never the truth: a missing, stale, corrupt or
+// foreign-schema snapshot only means a longer fold from the stream.
+
+type snapshot struct {
+	Schema   string          `json:"schema"`
+	Sequence uint64          `json:"seq"`
+	State    json.RawMessage `json:"state"`
+}
+
+func snapshotKey(agg events.AggregateID) string {
+	sum := sha256.Sum256([]byte(agg.Subject()))
+	return "agg." + hex.EncodeToString(sum[:16])
+}
+
+// SaveSnapshot stores state as agg's state at stream sequence seq. schema names
+// the state's Go shape (e.g. "manager/v1"); change it whenever the shape
+// changes so old snapshots are ignored rather than misread.
+func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema string, seq uint64, state any) error {
+	raw, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
+	}
+	b, err := json.Marshal(snapshot{Schema: schema, Sequence: seq, State: raw})
+	if err != nil {
+		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
+	}
+	if _, err := s.snaps.Put(ctx, snapshotKey(agg), b); err != nil {
+		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
+	}
+	return nil
+}
+
+// loadSnapshot decodes agg's snapshot into into; ok is false when there is no
+// usable one.
+func (s *Store) loadSnapshot(ctx context.Context, agg events.AggregateID, schema string, into any) (seq uint64, ok bool, err error) {
+	entry, err := s.snaps.Get(ctx, snapshotKey(agg))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
+	}
+	var snap snapshot
+	if json.Unmarshal(entry.Value(), &snap) != nil || snap.Schema != schema {
+		return 0, false, nil
+	}
+	if json.Unmarshal(snap.State, into) != nil {
+		return 0, false, nil
+	}
+	return snap.Sequence, true, nil
+}
+
+// Loaded is an aggregate's folded state.
+type Loaded[S any] struct {
+	State S
+	// Version is what the next Append must expect.
+	Version uint64
+	// Folded counts events read from the stream (the tail after a snapshot).
+	Folded int
+	// SnapshotSeq is the sequence of the snapshot used, 0 if none.
+	SnapshotSeq uint64
+	// Problems lists parked messages and events the fold rejected; the
+	// aggregate is still usable, and the caller reports them.
+	Problems []error
+}
+
+// Snapshotting asks LoadState to use and refresh snapshots.
+type Snapshotting struct {
+	// Schema identifies the state's shape; see SaveSnapshot.
+	Schema string
+	// Every: refresh the snapshot when at least this many events were folded
+	// from the stream; 0 never writes.
+	Every int
+}
+
+// LoadState folds agg's history into a state, starting from a snapshot when
+// snap is non-nil and one is usable.
+func LoadState[S any](ctx context.Context, s *Store, agg events.AggregateID, zero S, fold func(S, events.Envelope) (S, error), snap *Snapshotting) (Loaded[S], error) {
+	out := Loaded[S]{State: zero}
+	if snap != nil {
+		var st S
+		seq, ok, err := s.loadSnapshot(ctx, agg, snap.Schema, &st)
+		if err != nil {
+			return Loaded[S]{}, err
+		}
+		if ok {
+			out.State, out.SnapshotSeq = st, seq
+		}
+	}
+	h, err := s.LoadAfter(ctx, agg, out.SnapshotSeq)
+	if err != nil {
+		return Loaded[S]{}, err
+	}
+	out.Version = h.Version
+	out.Folded = len(h.Events)
+	for _, p := range h.Parked {
+		out.Problems = append(out.Problems, p)
+	}
+	for _, e := range h.Events {
+		next, err := fold(out.State, e)
+		if err != nil {
+			out.Problems = append(out.Problems, fmt.Errorf("event seq %d %s: %w", e.Sequence, e.Type(), err))
+			continue
+		}
+		out.State = next
+	}
+	if snap != nil && snap.Every > 0 && out.Folded >= snap.Every {
+		if err := s.SaveSnapshot(ctx, agg, snap.Schema, out.Version, out.State); err != nil {
+			out.Problems = append(out.Problems, err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+// Package eventstore keeps Switchback's event history in one JetStream stream:
+// one subject per aggregate, optimistic concurrency per subject, Nats-Msg-Id
+// deduplication, fast aggregate loads (direct batch get) with optional KV
+// snapshots, and ordered scans of the whole stream for projectors and replay.
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Defaults for Config.
+const (
+	DefaultStream          = "SWITCHBACK_EVENTS"
+	DefaultSnapshotBucket  = "switchback-snapshots"
+	DefaultDuplicateWindow = 2 * time.Minute
+)
+
+// Config describes the event stream.
+type Config struct {
+	// Stream name; default DefaultStream.
+	Stream string
+	// Replicas: 1 for an embedded server, 3 for a clustered deployment.
+	Replicas int
+	// DuplicateWindow bounds Nats-Msg-Id deduplication; default 2 minutes.
+	DuplicateWindow time.Duration
+	// SnapshotBucket is the KV bucket holding aggregate snapshots; default DefaultSnapshotBucket.
+	SnapshotBucket string
+	// LoadBatch is how many messages one direct batch get returns; default 512.
+	LoadBatch int
+}
+
+func (c *Config) defaults() {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.SnapshotBucket == "" {
+		c.SnapshotBucket = DefaultSnapshotBucket
+	}
+	if c.LoadBatch == 0 {
+		c.LoadBatch = 512
+	}
+}
+
+// StreamConfig is the JetStream configuration of the event stream. History is
+// the system of record, so nothing may delete or purge it, and it is kept on
+// disk with limits retention (no age or count limit).
+func (c Config) StreamConfig() jetstream.StreamConfig {
+	c.defaults()
+	return jetstream.StreamConfig{
+		Name:        c.Stream,
+		Description: "Switchback upgrade history: CloudEvents, one subject per aggregate",
+		Subjects:    []string{events.StreamSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  c.DuplicateWindow,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+		// Multi-event appends are committed as one atomic batch.
+		AllowAtomicPublish: true,
+		MaxMsgSize:         events.MaxDataBytes + 8<<10,
+	}
+}
+
+// Store is the event store. It is safe for concurrent use.
+type Store struct {
+	js     jetstream.JetStream
+	cfg    Config
+	stream jetstream.Stream
+	snaps  jetstream.KeyValue
+}
+
+// Open creates or updates the stream and the snapshot bucket and returns a
+// Store. Safe to call from every process at start-up: the configuration is
+// declarative and converges.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	cfg.defaults()
+	stream, err := js.CreateOrUpdateStream(ctx, cfg.StreamConfig())
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: stream %s: %w", cfg.Stream, err)
+	}
+	snaps, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.SnapshotBucket,
+		Description: "Switchback aggregate snapshots (a cache: deleting it only slows loads)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eventstore: snapshot bucket %s: %w", cfg.SnapshotBucket, err)
+	}
+	return &Store{js: js, cfg: cfg, stream: stream, snaps: snaps}, nil
+}
+
+// Stream returns the stream name.
+func (s *Store) Stream() string { return s.cfg.Stream }
+
+// JetStream returns the JetStream context the store uses.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// LastSequence returns the stream's last sequence (0 when empty).
+func (s *Store) LastSequence(ctx context.Context) (uint64, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: stream %s info: %w", s.cfg.Stream, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// ErrConflict is matched (errors.Is) by every *ConflictError.
+var ErrConflict = errors.New("concurrency conflict")
+
+// ConflictError reports that an aggregate moved past the version an append
+// expected. Actual is its version now; reload, decide again, retry.
+type ConflictError struct {
+	Aggregate events.AggregateID
+	Expected  uint64
+	Actual    uint64
+	Err       error
+}
+
+// Error implements error.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("eventstore: append to %s: expected version %d, actual %d: %v", e.Aggregate, e.Expected, e.Actual, ErrConflict)
+}
+
+// Unwrap exposes ErrConflict and the server's error.
+func (e *ConflictError) Unwrap() []error { return []error{ErrConflict, e.Err} }
