@@ -2,8 +2,8 @@ package events
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
