@@ -1,0 +1,127 @@
+package workqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+const maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + CommandStream + ".*"
+
+// Dead-letter message headers.
+const (
+	HeaderDeadReason    = "Sb-Dead-Reason"
+	HeaderDeadStream    = "Sb-Dead-Stream"
+	HeaderDeadSequence  = "Sb-Dead-Sequence"
+	HeaderDeadSubject   = "Sb-Dead-Subject"
+	HeaderDeadConsumer  = "Sb-Dead-Consumer"
+	HeaderDeadDelivered = "Sb-Dead-Deliveries"
+)
+
+// DeadCommand describes a command that exhausted its deliveries.
+type DeadCommand struct {
+	Command    Command
+	Sequence   uint64
+	Deliveries int
+	// Err is set when the dead message was not a valid command at all.
+	Err error
+}
+
+type maxDeliveriesAdvisory struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries int    `json:"deliveries"`
+}
+
+// DeadLetterCommand copies one command message to the dead-letter stream
+// under sb.dlq.cmd.<node>; the caller removes it from the queue with
+// RemoveCommand once the failure is recorded, so a crash in between repeats
+// the (idempotent) parking instead of losing the failure. ok is false when
+// the message is already gone from the queue.
+func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer string, deliveries int, reason string) (dead DeadCommand, ok bool, err error) {
+	raw, err := q.cmd.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return DeadCommand{}, false, nil
+	}
+	if err != nil {
+		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: %w", seq, err)
+	}
+	node := "unknown"
+	cmd, decodeErr := DecodeCommand(raw.Data)
+	if decodeErr == nil {
+		node = cmd.Node
+	}
+	msg := nats.NewMsg("sb.dlq.cmd." + events.EncodeToken(node))
+	msg.Data = raw.Data
+	for k, v := range raw.Header {
+		msg.Header[k] = v
+	}
+	msg.Header.Set(HeaderDeadReason, reason)
+	msg.Header.Set(HeaderDeadStream, CommandStream)
+	msg.Header.Set(HeaderDeadSequence, strconv.FormatUint(seq, 10))
+	msg.Header.Set(HeaderDeadSubject, raw.Subject)
+	msg.Header.Set(HeaderDeadConsumer, consumer)
+	msg.Header.Set(HeaderDeadDelivered, strconv.Itoa(deliveries))
+	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", CommandStream, seq))
+	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
+		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: publish: %w", seq, err)
+	}
+	return DeadCommand{Command: cmd, Sequence: seq, Deliveries: deliveries, Err: decodeErr}, true, nil
+}
+
+// RemoveCommand deletes a parked command from the work queue.
+func (q *Queue) RemoveCommand(ctx context.Context, seq uint64) error {
+	if err := q.cmd.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("workqueue: remove command seq %d: %w", seq, err)
+	}
+	return nil
+}
+
+// WatchDeadLetters consumes max-deliveries advisories (durably, so none is
+// missed while the controller is down), parks each command and calls onDead,
+// which turns it into a node event. onDead's error makes the advisory come
+// back later; parking is idempotent so that is safe.
+func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Context, DeadCommand) error) (jetstream.ConsumeContext, error) {
+	cons, err := q.js.CreateOrUpdateConsumer(ctx, DeadLetterStream, jetstream.ConsumerConfig{
+		Durable:       "dead-letterer",
+		Description:   "parks commands that exhausted MaxDeliver",
+		FilterSubject: maxDeliveriesAdvisories,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.cfg.AckWait,
+		MaxAckPending: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workqueue: dead-letter consumer: %w", err)
+	}
+	return cons.Consume(func(m jetstream.Msg) {
+		var adv maxDeliveriesAdvisory
+		if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+			_ = m.Term() // not an advisory we understand; nothing to retry
+			return
+		}
+		dead, ok, err := q.DeadLetterCommand(ctx, adv.StreamSeq, adv.Consumer, adv.Deliveries, "max deliveries exceeded")
+		if err != nil {
+			_ = m.Nak()
+			return
+		}
+		if ok {
+			if err := onDead(ctx, dead); err != nil {
+				_ = m.Nak()
+				return
+			}
+			if err := q.RemoveCommand(ctx, dead.Sequence); err != nil {
+				_ = m.Nak()
+				return
+			}
+		}
+		_ = m.Ack()
+	})
+}

@@ -1,0 +1,220 @@
+// Package workqueue carries node commands from the orchestrator to node
+// workers over a JetStream work-queue stream: one subject and one durable pull
+// consumer per node, explicit acks, a short AckWait kept alive by InProgress
+// heartbeats during long steps, bounded redelivery with back-off, and a
+// dead-letter stream for commands that exhaust their deliveries.
+package workqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Stream names and subjects.
+const (
+	CommandStream     = "SWITCHBACK_COMMANDS"
+	DeadLetterStream  = "SWITCHBACK_DEAD_LETTERS"
+	CommandSubjects   = "sb.cmd.node.*"
+	DeadLetterSubject = "sb.dlq.>"
+)
+
+// Kind says what a command asks of a node worker.
+type Kind string
+
+// Command kinds. A worker always acts on the node aggregate's recorded state,
+// so one kind, Advance, drives every step: it means "make progress on the
+// node upgrade from Step". A cancel request is recorded on the node aggregate
+// before its Advance is sent, so the worker sees it when it loads the node.
+const (
+	Advance Kind = "advance"
+)
+
+// Command is one message on a node's queue.
+type Command struct {
+	// ID is deterministic (manager uid, node, attempt, step), so a re-issued
+	// command deduplicates and a redelivered one is recognised.
+	ID                   string            `json:"id"`
+	Kind                 Kind              `json:"kind"`
+	Manager              events.ManagerRef `json:"manager"`
+	Node                 string            `json:"node"`
+	Attempt              int               `json:"attempt"`
+	Step                 events.NodeState  `json:"step"`
+	DataEngine           string            `json:"dataEngine"`
+	InstanceManagerImage string            `json:"instanceManagerImage"`
+	IssuedAt             time.Time         `json:"issuedAt"`
+}
+
+// Validate reports missing fields.
+func (c Command) Validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("id is required"))
+	}
+	if c.Kind != Advance {
+		errs = append(errs, fmt.Errorf("unknown kind %q", c.Kind))
+	}
+	if err := events.NodeAggregate(c.Manager, c.Node).Validate(); err != nil || c.Node == "" {
+		errs = append(errs, fmt.Errorf("manager and node are required"))
+	}
+	if c.Attempt < 1 {
+		errs = append(errs, fmt.Errorf("attempt %d must be >= 1", c.Attempt))
+	}
+	if !c.Step.Valid() {
+		errs = append(errs, fmt.Errorf("unknown step %q", c.Step))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("command %q: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Subject is the node's command subject.
+func Subject(node string) string { return "sb.cmd.node." + events.EncodeToken(node) }
+
+// ConsumerName is the node's durable consumer.
+func ConsumerName(node string) string { return "worker-" + events.EncodeToken(node) }
+
+// Config tunes delivery.
+type Config struct {
+	Replicas int
+	// AckWait is short so a dead worker's command comes back quickly; live
+	// workers extend it with InProgress. Default 10s.
+	AckWait time.Duration
+	// MaxDeliver bounds redelivery; past it the command is dead-lettered. Default 8.
+	MaxDeliver int
+	// BackOff spaces redeliveries after a failure (Nak or timeout).
+	BackOff []time.Duration
+	// DuplicateWindow bounds Nats-Msg-Id dedup of re-issued commands. Default 2m.
+	DuplicateWindow time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 10 * time.Second
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 8
+	}
+	if c.BackOff == nil {
+		// With BackOff set, JetStream uses BackOff[n-1] as the ack wait of the
+		// n-th delivery, so the first entry must be AckWait itself.
+		a := c.AckWait
+		c.BackOff = []time.Duration{a, 2 * a, 3 * a, 6 * a, 6 * a, 6 * a}
+	}
+	// JetStream requires MaxDeliver > len(BackOff).
+	if len(c.BackOff) >= c.MaxDeliver {
+		c.BackOff = c.BackOff[:c.MaxDeliver-1]
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+}
+
+// Queue publishes commands and opens node consumers.
+type Queue struct {
+	js  jetstream.JetStream
+	cfg Config
+	cmd jetstream.Stream
+	dlq jetstream.Stream
+}
+
+// Open creates or updates the command and dead-letter streams.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
+	cfg.defaults()
+	cmd, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        CommandStream,
+		Description: "Switchback node commands: one subject and one consumer per node",
+		Subjects:    []string{CommandSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workqueue: stream %s: %w", CommandStream, err)
+	}
+	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DeadLetterStream,
+		Description: "Switchback dead letters: commands past MaxDeliver and events that did not decode",
+		// Max-deliveries advisories are captured too: they are fire-and-forget
+		// core NATS messages, and a controller that is down when one fires
+		// must still find it later.
+		Subjects:  []string{DeadLetterSubject, maxDeliveriesAdvisories},
+		Retention: jetstream.LimitsPolicy,
+		Storage:   jetstream.FileStorage,
+		Replicas:  cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workqueue: stream %s: %w", DeadLetterStream, err)
+	}
+	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
+}
+
+// Publish puts cmd on its node's queue, deduplicated by command id. It
+// returns true when the command was already there (a re-issue).
+func (q *Queue) Publish(ctx context.Context, cmd Command) (duplicate bool, err error) {
+	if err := cmd.Validate(); err != nil {
+		return false, fmt.Errorf("workqueue: publish: %w", err)
+	}
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return false, fmt.Errorf("workqueue: publish %s: %w", cmd.ID, err)
+	}
+	msg := nats.NewMsg(Subject(cmd.Node))
+	msg.Data = data
+	msg.Header.Set("content-type", "application/json")
+	msg.Header.Set("sb-command-kind", string(cmd.Kind))
+	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(cmd.ID))
+	if err != nil {
+		return false, fmt.Errorf("workqueue: publish %s to %s: %w", cmd.ID, msg.Subject, err)
+	}
+	return ack.Duplicate, nil
+}
+
+// NodeConsumer creates or updates the durable consumer of node's queue.
+func (q *Queue) NodeConsumer(ctx context.Context, node string) (jetstream.Consumer, error) {
+	c, err := q.js.CreateOrUpdateConsumer(ctx, CommandStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(node),
+		Description:   "node worker for " + node,
+		FilterSubject: Subject(node),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.cfg.AckWait,
+		MaxDeliver:    q.cfg.MaxDeliver,
+		BackOff:       q.cfg.BackOff,
+		// One command at a time: a node's steps are strictly sequential.
+		MaxAckPending: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workqueue: consumer for node %s: %w", node, err)
+	}
+	return c, nil
+}
+
+// Config returns the effective configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// DecodeCommand parses a command message. Bad input is a typed error.
+func DecodeCommand(data []byte) (Command, error) {
+	var c Command
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	return c, nil
+}
+
+// ErrBadCommand marks a command message that cannot be decoded or validated.
+var ErrBadCommand = errors.New("bad command")

@@ -1,0 +1,143 @@
+package workqueue_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var mgr = events.ManagerRef{Namespace: "ns", Name: "m", UID: "u"}
+
+func cmd(node, id string) workqueue.Command {
+	return workqueue.Command{ID: id, Kind: workqueue.Advance, Manager: mgr, Node: node, Attempt: 1, Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "im:2"}
+}
+
+func open(t *testing.T, cfg workqueue.Config) (*workqueue.Queue, jetstream.JetStream, context.Context) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	q, err := workqueue.Open(ctx, js, cfg)
+	require.NoError(t, err)
+	return q, js, ctx
+}
+
+func TestPublishDedupAndPerNodeConsumers(t *testing.T) {
+	q, _, ctx := open(t, workqueue.Config{})
+	dup, err := q.Publish(ctx, cmd("node.a", "c1"))
+	require.NoError(t, err)
+	assert.False(t, dup)
+	dup, err = q.Publish(ctx, cmd("node.a", "c1"))
+	require.NoError(t, err)
+	assert.True(t, dup, "a re-issued command is stored once")
+	_, err = q.Publish(ctx, cmd("node-b", "c2"))
+	require.NoError(t, err)
+
+	a, err := q.NodeConsumer(ctx, "node.a")
+	require.NoError(t, err)
+	b, err := q.NodeConsumer(ctx, "node-b")
+	require.NoError(t, err)
+	for node, c := range map[string]jetstream.Consumer{"node.a": a, "node-b": b} {
+		batch, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		require.NoError(t, err)
+		var got []workqueue.Command
+		for m := range batch.Messages() {
+			c, err := workqueue.DecodeCommand(m.Data())
+			require.NoError(t, err)
+			got = append(got, c)
+			require.NoError(t, m.Ack())
+		}
+		require.Len(t, got, 1, node)
+		assert.Equal(t, node, got[0].Node)
+	}
+}
+
+func TestPublishRejectsInvalidCommands(t *testing.T) {
+	q, _, ctx := open(t, workqueue.Config{})
+	bad := []workqueue.Command{
+		{},
+		func() workqueue.Command { c := cmd("n", "x"); c.Kind = "explode"; return c }(),
+		func() workqueue.Command { c := cmd("n", "x"); c.Step = "nowhere"; return c }(),
+		func() workqueue.Command { c := cmd("", "x"); return c }(),
+		func() workqueue.Command { c := cmd("n", "x"); c.Attempt = 0; return c }(),
+	}
+	for _, c := range bad {
+		_, err := q.Publish(ctx, c)
+		assert.Error(t, err)
+	}
+	_, err := workqueue.DecodeCommand([]byte("{nope"))
+	assert.ErrorIs(t, err, workqueue.ErrBadCommand)
+}
+
+func TestCommandPastMaxDeliverIsDeadLettered(t *testing.T) {
+	q, js, ctx := open(t, workqueue.Config{AckWait: 100 * time.Millisecond, MaxDeliver: 3})
+	var (
+		mu   sync.Mutex
+		dead []workqueue.DeadCommand
+	)
+	cc, err := q.WatchDeadLetters(ctx, func(_ context.Context, d workqueue.DeadCommand) error {
+		mu.Lock()
+		defer mu.Unlock()
+		dead = append(dead, d)
+		return nil
+	})
+	require.NoError(t, err)
+	defer cc.Stop()
+
+	_, err = q.Publish(ctx, cmd("n1", "doomed"))
+	require.NoError(t, err)
+	c, err := q.NodeConsumer(ctx, "n1")
+	require.NoError(t, err)
+	// A worker that fails every delivery.
+	deliveries := 0
+	for deliveries < 3 {
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		require.NoError(t, err)
+		for m := range batch.Messages() {
+			deliveries++
+			require.NoError(t, m.Nak())
+		}
+	}
+	// The worker keeps pulling, as a live one does; the server then finds the
+	// message past MaxDeliver and emits the advisory instead of delivering it.
+	require.Eventually(t, func() bool {
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
+		require.NoError(t, err)
+		for m := range batch.Messages() {
+			t.Fatalf("delivered past MaxDeliver: %s", m.Subject())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dead) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "doomed", dead[0].Command.ID)
+	assert.Equal(t, 3, dead[0].Deliveries)
+
+	dlq, err := js.Stream(ctx, workqueue.DeadLetterStream)
+	require.NoError(t, err)
+	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n1")
+	require.NoError(t, err)
+	assert.Equal(t, "max deliveries exceeded", m.Header.Get(workqueue.HeaderDeadReason))
+	got, err := workqueue.DecodeCommand(m.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "doomed", got.ID)
+
+	cmdStream, err := js.Stream(ctx, workqueue.CommandStream)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cmdStream.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	}, 5*time.Second, 10*time.Millisecond, "the dead command left the work queue")
+}
