@@ -19,6 +19,7 @@ setup: testenv-bins ## download modules and build the test binaries (kube-apiser
 	$(GO) mod download
 
 test: testenv-bins ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver
+	@if [ "$${SKIP_APISERVER:-}" = 1 ]; then echo "WARNING: SKIP_APISERVER=1: tests that need kube-apiserver are SKIPPED"; fi
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-short: ## fast tests only (no NATS cluster, no apiserver)
