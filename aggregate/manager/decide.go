@@ -1,0 +1,264 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Decide returns the events that cmd produces on s, in the order they must be
+// appended; it never modifies s. Commands are idempotent: re-deciding a
+// command on the state its own events produced yields no events. A command
+// that makes no sense in s returns a *CommandError (ErrIllegalCommand).
+//
+// A terminal manager decides nothing: late outcomes, cancels and failures
+// against it produce no events and no error, since there is nothing left to do.
+func Decide(s State, cmd Command) ([]events.Event, error) {
+	if cmd == nil {
+		agg := ""
+		if s.Exists {
+			agg = s.Ref.String()
+		}
+		return nil, &CommandError{Machine: Machine, Aggregate: agg, State: s.stateName(), Command: "<nil>", Reason: "no command"}
+	}
+	if cmd.CommandID() == "" {
+		return nil, refuse(s, cmd, nil, "command id is required: event ids derive from it")
+	}
+	if _, open := cmd.(RequestUpgrade); !open && !s.Exists {
+		return nil, refuse(s, cmd, ErrNotFound, "no upgrade was requested")
+	}
+	var (
+		evs []events.Event
+		err error
+	)
+	switch c := cmd.(type) {
+	case RequestUpgrade:
+		evs, err = decideRequest(s, c)
+	case RecordPrechecks:
+		evs, err = decidePrechecks(s, c)
+	case RecordNodeOutcome:
+		evs, err = decideOutcome(s, c)
+	case ScheduleNext:
+		evs, err = decideScheduleNext(s, c)
+	case RequestCancel:
+		evs, err = decideCancel(s, c)
+	case ConfirmCancelled:
+		evs, err = decideConfirmCancelled(s, c)
+	case Fail:
+		evs, err = decideFail(s, c)
+	default:
+		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := aggregate.ValidatePayloads(evs); err != nil {
+		return nil, refuse(s, cmd, err, "the command would produce an invalid event")
+	}
+	return evs, nil
+}
+
+func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
+	if c.Ref.Namespace == "" || c.Ref.Name == "" || c.Ref.UID == "" {
+		return nil, refuse(s, c, nil, "namespace, name and uid are required")
+	}
+	if !s.Exists {
+		return []events.Event{events.UpgradeRequested{
+			Namespace:  c.Ref.Namespace,
+			Name:       c.Ref.Name,
+			UID:        c.Ref.UID,
+			Generation: c.Generation,
+			DataEngine: c.DataEngine,
+			Nodes:      cloneStrings(c.Nodes),
+		}}, nil
+	}
+	if c.Ref != s.Ref {
+		return nil, refuse(s, c, ErrConflict, "aggregate holds manager %s (uid %s), not %s (uid %s)", s.Ref, s.Ref.UID, c.Ref, c.Ref.UID)
+	}
+	// spec is immutable: the same spec is a retry, another one is a bug or a
+	// bypassed admission check, never a new intent.
+	if c.DataEngine != s.DataEngine || !slices.Equal(cloneStrings(c.Nodes), s.RequestedNodes) {
+		return nil, refuse(s, c, ErrConflict, "spec is immutable: recorded dataEngine %q nodes %v, got %q %v",
+			s.DataEngine, s.RequestedNodes, c.DataEngine, c.Nodes)
+	}
+	return nil, nil
+}
+
+func decidePrechecks(s State, c RecordPrechecks) ([]events.Event, error) {
+	if s.Terminal() || s.PrechecksRecorded() || s.CancelRequested {
+		return nil, nil
+	}
+	if len(c.Results) == 0 {
+		return nil, refuse(s, c, nil, "no precheck results")
+	}
+	seen := make(map[string]bool, len(c.Results))
+	var failed []string
+	evs := make([]events.Event, 0, len(c.Results)+1)
+	for _, r := range c.Results {
+		if seen[r.Check] {
+			return nil, refuse(s, c, nil, "precheck %q listed twice", r.Check)
+		}
+		seen[r.Check] = true
+		if r.Passed {
+			evs = append(evs, events.PrecheckPassed{Check: r.Check, Reason: r.Reason, Message: r.Message})
+			continue
+		}
+		evs = append(evs, events.PrecheckFailed{Check: r.Check, Reason: r.Reason, Message: r.Message})
+		failed = append(failed, r.Check+": "+r.Message)
+	}
+	if len(failed) > 0 {
+		return append(evs, events.UpgradeFailed{
+			Reason:  ReasonPrecheckFailed,
+			Message: fmt.Sprintf("%d precheck(s) failed: %s", len(failed), strings.Join(failed, "; ")),
+		}), nil
+	}
+	if len(c.Order) == 0 {
+		return nil, refuse(s, c, nil, "every precheck passed but the node order is empty")
+	}
+	if c.InstanceManagerImage == "" {
+		return nil, refuse(s, c, nil, "every precheck passed but the target instance manager image is empty")
+	}
+	if err := checkPlan(s.RequestedNodes, c.Order); err != nil {
+		return nil, refuse(s, c, nil, "%v", err)
+	}
+	return append(evs, events.UpgradePlanned{InstanceManagerImage: c.InstanceManagerImage, Nodes: cloneStrings(c.Order)}), nil
+}
+
+func decideOutcome(s State, c RecordNodeOutcome) ([]events.Event, error) {
+	if s.Terminal() {
+		return nil, nil
+	}
+	if c.Node == "" {
+		return nil, refuse(s, c, nil, "node is required")
+	}
+	if st, ok := s.Nodes[c.Node]; ok && st.State.Terminal() {
+		if st.State == c.State {
+			return nil, nil
+		}
+		return nil, refuse(s, c, ErrConflict, "node %s already finished %s, got %s", c.Node, st.State, c.State)
+	}
+	if c.State != events.NodeCompleted && c.State != events.NodeError {
+		return nil, refuse(s, c, nil, "outcome must be %s or %s, got %q (a cancelled node is confirmed with ConfirmCancelled)",
+			events.NodeCompleted, events.NodeError, c.State)
+	}
+	if c.Node != s.UpgradingNode {
+		return nil, refuse(s, c, nil, "node %s is not in flight (in flight: %q)", c.Node, s.UpgradingNode)
+	}
+	finished := events.NodeFinished{Node: c.Node, State: c.State, Message: c.Message}
+	if c.State == events.NodeError {
+		msg := c.Message
+		if msg == "" {
+			msg = "node upgrade failed"
+		}
+		return []events.Event{finished, events.UpgradeFailed{
+			Reason:  ReasonNodeUpgradeFailed,
+			Node:    c.Node,
+			Message: fmt.Sprintf("node %s: %s", c.Node, msg),
+		}}, nil
+	}
+	mid, err := preview(s, finished)
+	if err != nil {
+		return nil, refuse(s, c, err, "internal: recording the outcome would be illegal")
+	}
+	return append([]events.Event{finished}, advance(mid, c.Node)...), nil
+}
+
+func decideScheduleNext(s State, c ScheduleNext) ([]events.Event, error) {
+	if s.Terminal() || s.CancelRequested || s.UpgradingNode != "" {
+		return nil, nil
+	}
+	if !s.Planned() {
+		return nil, refuse(s, c, nil, "the upgrade is not planned yet")
+	}
+	return advance(s, ""), nil
+}
+
+// advance is what happens when no node is in flight: the upgrade fails on a
+// failed node, ends on a pending cancel, starts the next node in plan order,
+// or completes. last is the node that just finished, for messages.
+func advance(s State, last string) []events.Event {
+	if failed := s.FailedNodes(); len(failed) > 0 {
+		return []events.Event{events.UpgradeFailed{
+			Reason:  ReasonNodeUpgradeFailed,
+			Node:    failed[0],
+			Message: fmt.Sprintf("node %s: %s", failed[0], orDefault(s.Nodes[failed[0]].Message, "node upgrade failed")),
+		}}
+	}
+	if s.CancelRequested {
+		return []events.Event{events.UpgradeCancelled{Node: last, Message: cancelledIdleMessage(s)}}
+	}
+	if next, ok := s.NextNode(); ok {
+		return []events.Event{events.NodeScheduled{Node: next, Attempt: s.Nodes[next].Attempt + 1}}
+	}
+	return []events.Event{events.UpgradeCompleted{
+		Message: fmt.Sprintf("upgraded %d node(s) to %s", len(s.Plan), s.InstanceManagerImage),
+	}}
+}
+
+func decideCancel(s State, c RequestCancel) ([]events.Event, error) {
+	if s.Terminal() || s.CancelRequested {
+		return nil, nil
+	}
+	evs := []events.Event{events.CancelRequested{Reason: c.Reason}}
+	// With no node in flight there is no safe point to wait for.
+	if s.UpgradingNode == "" {
+		evs = append(evs, events.UpgradeCancelled{Message: cancelledIdleMessage(s)})
+	}
+	return evs, nil
+}
+
+func decideConfirmCancelled(s State, c ConfirmCancelled) ([]events.Event, error) {
+	if s.Terminal() {
+		return nil, nil
+	}
+	if !s.CancelRequested {
+		return nil, refuse(s, c, nil, "no cancel was requested")
+	}
+	if c.Node != s.UpgradingNode {
+		return nil, refuse(s, c, nil, "node in flight is %q, confirmation is for %q", s.UpgradingNode, c.Node)
+	}
+	msg := c.Message
+	if msg == "" && c.Node != "" {
+		msg = fmt.Sprintf("upgrade cancelled; node %s reached a safe point", c.Node)
+	}
+	return []events.Event{events.UpgradeCancelled{Node: c.Node, Message: msg}}, nil
+}
+
+func decideFail(s State, c Fail) ([]events.Event, error) {
+	if s.Terminal() {
+		return nil, nil
+	}
+	return []events.Event{events.UpgradeFailed{Reason: c.Reason, Message: c.Message, Node: c.Node}}, nil
+}
+
+func cancelledIdleMessage(s State) string {
+	done := 0
+	for _, st := range s.Nodes {
+		if st.State == events.NodeCompleted {
+			done++
+		}
+	}
+	return fmt.Sprintf("upgrade cancelled with no node in flight; %d of %d planned node(s) completed", done, len(s.Plan))
+}
+
+// preview applies evs to s as Decide's own look-ahead, so a multi-event
+// decision is computed on exactly the state Evolve will produce.
+func preview(s State, evs ...events.Event) (State, error) {
+	for _, d := range evs {
+		var err error
+		if s, err = Evolve(s, events.Envelope{Aggregate: s.Aggregate(), Data: d}); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

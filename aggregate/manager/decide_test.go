@@ -1,0 +1,323 @@
+package manager
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+var (
+	cmdRequest = RequestUpgrade{ID: "req", Ref: ref, Generation: 1, DataEngine: "v2"}
+	allPassed  = []PrecheckResult{
+		{Check: "NodesKnown", Passed: true, Reason: "Satisfied"},
+		{Check: "DefaultImageOnAllNodesReady", Passed: true, Reason: "Satisfied", Message: "image pulled on 3 nodes"},
+		{Check: "VolumesHealthy", Passed: true, Reason: "Satisfied"},
+	}
+	someFailed = []PrecheckResult{
+		{Check: "NodesKnown", Passed: true, Reason: "Satisfied"},
+		{Check: "NoVersionDrift", Passed: false, Reason: "VersionDrift", Message: "node-4 runs im:v1.10.0"},
+		{Check: "VolumesHealthy", Passed: false, Reason: "SingleReplica", Message: "vol-1 has 1 replica"},
+	}
+)
+
+// canonicalCommands returns, per command kind, the command with the best
+// chance of being accepted in s.
+func canonicalCommands(s State) map[string]Command {
+	inFlight := s.UpgradingNode
+	if inFlight == "" {
+		inFlight = "node-1"
+	}
+	other := cmdRequest
+	other.ID = "req-2"
+	other.Nodes = []string{"node-1"}
+	return map[string]Command{
+		"request":            cmdRequest,
+		"request-other-spec": other,
+		"prechecks-pass":     RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3},
+		"prechecks-fail":     RecordPrechecks{ID: "pre", Results: someFailed},
+		"outcome-completed":  RecordNodeOutcome{ID: "out", Node: inFlight, State: events.NodeCompleted},
+		"outcome-error":      RecordNodeOutcome{ID: "out", Node: inFlight, State: events.NodeError, Message: "instance manager never started"},
+		"schedule-next":      ScheduleNext{ID: "next"},
+		"cancel":             RequestCancel{ID: "cancel", Reason: "manager deleted"},
+		"confirm-cancelled":  ConfirmCancelled{ID: "confirm", Node: s.UpgradingNode},
+		"fail":               Fail{ID: "fail", Reason: "Manual", Message: "stopped by operator"},
+	}
+}
+
+// Short names for expected event types.
+const (
+	tReq   = events.TypeUpgradeRequested
+	tPass  = events.TypePrecheckPassed
+	tFail  = events.TypePrecheckFailed
+	tPlan  = events.TypeUpgradePlanned
+	tSched = events.TypeNodeScheduled
+	tFin   = events.TypeNodeFinished
+	tDone  = events.TypeUpgradeCompleted
+	tErr   = events.TypeUpgradeFailed
+	tCReq  = events.TypeCancelRequested
+	tCanc  = events.TypeUpgradeCancelled
+)
+
+// outcome is what a command must decide: event types, none, or a refusal.
+type outcome struct {
+	types []events.Type
+	err   error // a kind for errors.Is, ErrIllegalCommand when no finer kind
+}
+
+func emits(ts ...events.Type) outcome { return outcome{types: ts} }
+
+var (
+	none       = outcome{}
+	refused    = outcome{err: ErrIllegalCommand}
+	conflict   = outcome{err: ErrConflict}
+	notFound   = outcome{err: ErrNotFound}
+	terminalRe = map[string]outcome{ // every command on a terminal manager
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": none, "outcome-error": none, "schedule-next": none, "cancel": none,
+		"confirm-cancelled": none, "fail": none,
+	}
+)
+
+// decisions is the command matrix: every command kind in every fixture.
+var decisions = map[string]map[string]outcome{
+	"absent": {
+		"request": emits(tReq), "request-other-spec": emits(tReq), "prechecks-pass": notFound, "prechecks-fail": notFound,
+		"outcome-completed": notFound, "outcome-error": notFound, "schedule-next": notFound, "cancel": notFound,
+		"confirm-cancelled": notFound, "fail": notFound,
+	},
+	"pending": {
+		"request": none, "request-other-spec": conflict,
+		"prechecks-pass": emits(tPass, tPass, tPass, tPlan), "prechecks-fail": emits(tPass, tFail, tFail, tErr),
+		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"initializing": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"initializing-failed-check": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"planned": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": refused, "outcome-error": refused, "schedule-next": emits(tSched),
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"in-flight": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": emits(tFin, tSched), "outcome-error": emits(tFin, tErr), "schedule-next": none,
+		"cancel": emits(tCReq), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"between-nodes": { // node-1 completed: a repeated outcome for it is a no-op
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": none, "outcome-error": conflict, "schedule-next": emits(tSched),
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"node-errored": { // only reachable by raw events: NodeFinished(error) without UpgradeFailed
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": conflict, "outcome-error": none, "schedule-next": emits(tErr),
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"all-nodes-done": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": none, "outcome-error": conflict, "schedule-next": emits(tDone),
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+	},
+	"cancel-in-flight": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": emits(tFin, tCanc), "outcome-error": emits(tFin, tErr), "schedule-next": none,
+		"cancel": none, "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
+	},
+	"cancel-idle": {
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": none, "outcome-error": conflict, "schedule-next": none,
+		"cancel": none, "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
+	},
+	"completed": terminalRe,
+	"error":     terminalRe,
+	"cancelled": terminalRe,
+}
+
+func TestDecideCommandMatrix(t *testing.T) {
+	for _, f := range fixtures() {
+		s := fold(t, f.history...)
+		want, ok := decisions[f.name]
+		require.True(t, ok, "fixture %s missing from matrix", f.name)
+		cmds := canonicalCommands(s)
+		require.Len(t, want, len(cmds), "fixture %s: every command kind needs an expectation", f.name)
+		for kind, cmd := range cmds {
+			t.Run(f.name+"/"+kind, func(t *testing.T) {
+				exp, ok := want[kind]
+				require.True(t, ok)
+				before := cloneState(s)
+				evs, err := Decide(s, cmd)
+				require.Equal(t, before, s, "Decide modified its input")
+				if exp.err != nil {
+					requireCommandError(t, err, exp.err)
+					require.Nil(t, evs)
+					require.Contains(t, err.Error(), s.stateName())
+					return
+				}
+				require.NoError(t, err)
+				require.Equal(t, exp.types, nilIfEmpty(types(evs)))
+				// Deciding then evolving must always succeed, and the
+				// same command is then a no-op.
+				h := &harness{t: t, s: s, now: t0}
+				h.do(cmd)
+			})
+		}
+	}
+}
+
+func nilIfEmpty(ts []events.Type) []events.Type {
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts
+}
+
+func TestDecidePayloads(t *testing.T) {
+	t.Run("request copies the spec", func(t *testing.T) {
+		c := cmdRequest
+		c.Nodes = []string{"node-2", "node-1"}
+		evs, err := Decide(State{}, c)
+		require.NoError(t, err)
+		require.Equal(t, []events.Event{events.UpgradeRequested{
+			Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID, Generation: 1, DataEngine: "v2",
+			Nodes: []string{"node-2", "node-1"},
+		}}, evs)
+	})
+	t.Run("failed prechecks name every failure", func(t *testing.T) {
+		s := fold(t, evRequested)
+		evs, err := Decide(s, RecordPrechecks{ID: "p", Results: someFailed})
+		require.NoError(t, err)
+		require.Equal(t, events.PrecheckFailed{Check: "NoVersionDrift", Reason: "VersionDrift", Message: "node-4 runs im:v1.10.0"}, evs[1])
+		require.Equal(t, events.UpgradeFailed{
+			Reason:  ReasonPrecheckFailed,
+			Message: "2 precheck(s) failed: NoVersionDrift: node-4 runs im:v1.10.0; VolumesHealthy: vol-1 has 1 replica",
+		}, evs[3])
+	})
+	t.Run("plan uses the given order", func(t *testing.T) {
+		s := fold(t, evRequested)
+		order := []string{"node-3", "node-1", "node-2"}
+		evs, err := Decide(s, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: order})
+		require.NoError(t, err)
+		require.Equal(t, events.UpgradePlanned{InstanceManagerImage: image, Nodes: order}, evs[3])
+	})
+	t.Run("schedule-next picks the first unfinished plan node", func(t *testing.T) {
+		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-2"), evFinished("node-2", events.NodeCompleted))
+		evs, err := Decide(s, ScheduleNext{ID: "n"})
+		require.NoError(t, err)
+		require.Equal(t, []events.Event{events.NodeScheduled{Node: "node-1", Attempt: 1}}, evs)
+	})
+	t.Run("completed outcome schedules the next node", func(t *testing.T) {
+		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"))
+		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCompleted, Message: "done"})
+		require.NoError(t, err)
+		require.Equal(t, []events.Event{
+			events.NodeFinished{Node: "node-1", State: events.NodeCompleted, Message: "done"},
+			events.NodeScheduled{Node: "node-2", Attempt: 1},
+		}, evs)
+	})
+	t.Run("error outcome fails the upgrade naming the node", func(t *testing.T) {
+		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"))
+		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeError})
+		require.NoError(t, err)
+		require.Equal(t, events.UpgradeFailed{Reason: ReasonNodeUpgradeFailed, Node: "node-1", Message: "node node-1: node upgrade failed"}, evs[1])
+	})
+	t.Run("completed outcome under cancel ends cancelled", func(t *testing.T) {
+		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"), events.CancelRequested{})
+		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCompleted})
+		require.NoError(t, err)
+		require.Equal(t, events.UpgradeCancelled{Node: "node-1", Message: "upgrade cancelled with no node in flight; 1 of 3 planned node(s) completed"}, evs[1])
+	})
+	t.Run("confirm cancelled names the node's safe point", func(t *testing.T) {
+		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"), events.CancelRequested{})
+		evs, err := Decide(s, ConfirmCancelled{ID: "c", Node: "node-1"})
+		require.NoError(t, err)
+		require.Equal(t, []events.Event{events.UpgradeCancelled{Node: "node-1", Message: "upgrade cancelled; node node-1 reached a safe point"}}, evs)
+	})
+	t.Run("same spec with another generation is a retry", func(t *testing.T) {
+		s := fold(t, evRequested)
+		c := cmdRequest
+		c.Generation = 2
+		evs, err := Decide(s, c)
+		require.NoError(t, err)
+		require.Empty(t, evs)
+	})
+}
+
+func TestDecideRefusals(t *testing.T) {
+	pending := []events.Event{evRequested}
+	scoped := evRequested
+	scoped.Nodes = []string{"node-1", "node-2"}
+	inFlight := []events.Event{evRequested, evPassed("A"), evPlanned, evScheduled("node-1")}
+	cases := []struct {
+		name    string
+		history []events.Event
+		cmd     Command
+		kind    error
+		reason  string
+	}{
+		{"nil command", pending, nil, nil, "no command"},
+		{"missing command id", pending, ScheduleNext{}, nil, "command id is required"},
+		{"request without uid", nil, RequestUpgrade{ID: "r", Ref: events.ManagerRef{Namespace: "ns", Name: "n"}, DataEngine: "v2"}, nil, "uid are required"},
+		{"request without data engine", nil, RequestUpgrade{ID: "r", Ref: ref}, nil, "invalid event"},
+		{"request for another incarnation", pending, RequestUpgrade{ID: "r", Ref: otherRef, DataEngine: "v2"}, ErrConflict, "aggregate holds manager"},
+		{"request with another engine", pending, RequestUpgrade{ID: "r", Ref: ref, DataEngine: "v1"}, ErrConflict, "immutable"},
+		{"prechecks without results", pending, RecordPrechecks{ID: "p"}, nil, "no precheck results"},
+		{"prechecks listed twice", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{allPassed[0], allPassed[0]}, InstanceManagerImage: image, Order: plan3}, nil, "listed twice"},
+		{"all passed without order", pending, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image}, nil, "order is empty"},
+		{"all passed without image", pending, RecordPrechecks{ID: "p", Results: allPassed, Order: plan3}, nil, "image is empty"},
+		{"order outside spec.nodes", []events.Event{scoped}, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: plan3}, nil, "does not request"},
+		{"order with a duplicate", pending, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: []string{"a", "a"}}, nil, "twice"},
+		{"failed precheck without message", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Reason: "Bad"}}}, nil, "message is required"},
+		{"passed precheck without reason", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Passed: true}}, InstanceManagerImage: image, Order: plan3}, nil, "reason is required"},
+		{"outcome without node", inFlight, RecordNodeOutcome{ID: "o", State: events.NodeCompleted}, nil, "node is required"},
+		{"outcome cancelled", inFlight, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCancelled}, nil, "ConfirmCancelled"},
+		{"outcome not terminal", inFlight, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeSwitchingBack}, nil, "outcome must be"},
+		{"outcome for a node not in flight", inFlight, RecordNodeOutcome{ID: "o", Node: "node-2", State: events.NodeCompleted}, nil, "not in flight"},
+		{"confirm for another node", append(slices.Clone(inFlight), events.CancelRequested{}), ConfirmCancelled{ID: "c", Node: "node-2"}, nil, "node in flight is"},
+		{"fail without reason", pending, Fail{ID: "f", Message: "m"}, nil, "reason is required"},
+		{"fail without message", pending, Fail{ID: "f", Reason: "R"}, nil, "message is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fold(t, tc.history...)
+			evs, err := Decide(s, tc.cmd)
+			require.Nil(t, evs)
+			if tc.cmd == nil {
+				require.ErrorIs(t, err, ErrIllegalCommand)
+			} else {
+				requireCommandError(t, err, tc.kind)
+			}
+			require.Contains(t, err.Error(), tc.reason)
+			if s.Exists {
+				require.True(t, strings.Contains(err.Error(), ref.String()), "error must name the aggregate: %v", err)
+			}
+		})
+	}
+}
+
+// TestDecideFullRun walks a complete upgrade through commands alone.
+func TestDecideFullRun(t *testing.T) {
+	h := newHarness(t)
+	h.do(cmdRequest)
+	h.do(RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3})
+	h.do(ScheduleNext{ID: "next"})
+	for _, n := range plan3 {
+		require.Equal(t, n, h.s.UpgradingNode)
+		h.do(RecordNodeOutcome{ID: "out-" + n, Node: n, State: events.NodeCompleted})
+	}
+	require.Equal(t, events.ManagerCompleted, h.s.State)
+	require.True(t, h.s.AllNodesCompleted())
+	// requested; 3 passed + planned; scheduled; 3 × (finished + scheduled|completed)
+	require.Len(t, h.history, 12)
+}

@@ -1,0 +1,221 @@
+package nodeupgrade
+
+import (
+	"fmt"
+
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Decide returns the events that cmd produces on s, in the order they must be
+// appended; it never modifies s. Commands are idempotent: re-deciding a
+// command on the state its own events produced yields no events. A command
+// that makes no sense in s returns a *CommandError (ErrIllegalCommand).
+//
+// Reports about a step the node already left are stale and produce nothing;
+// reports about a step it has not reached are refused. A terminal node upgrade
+// decides nothing: there is nothing left to do.
+func Decide(s State, cmd Command) ([]events.Event, error) {
+	if cmd == nil {
+		agg := ""
+		if s.Exists {
+			agg = s.Aggregate().String()
+		}
+		return nil, &CommandError{Machine: Machine, Aggregate: agg, State: s.stateName(), Command: "<nil>", Reason: "no command"}
+	}
+	if cmd.CommandID() == "" {
+		return nil, refuse(s, cmd, nil, "command id is required: event ids derive from it")
+	}
+	if _, open := cmd.(Start); !open && !s.Exists {
+		return nil, refuse(s, cmd, ErrNotFound, "the node upgrade was not started")
+	}
+	if _, open := cmd.(Start); !open && s.Terminal() {
+		return nil, nil
+	}
+	var (
+		evs []events.Event
+		err error
+	)
+	switch c := cmd.(type) {
+	case Start:
+		evs, err = decideStart(s, c)
+	case CompleteStep:
+		evs, err = decideCompleteStep(s, c)
+	case SetVolumeState:
+		evs, err = decideVolume(s, c)
+	case ReportStall:
+		evs, err = decideStall(s, c)
+	case ReportProgress:
+		evs, err = decideProgress(s, c)
+	case Fail:
+		evs, err = decideFail(s, c)
+	case RequestCancel:
+		if !s.CancelRequested {
+			evs = []events.Event{events.NodeCancelRequested{Reason: c.Reason}}
+		}
+	case ConfirmCancelled:
+		evs, err = decideConfirmCancelled(s, c)
+	default:
+		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := aggregate.ValidatePayloads(evs); err != nil {
+		return nil, refuse(s, cmd, err, "the command would produce an invalid event")
+	}
+	return evs, nil
+}
+
+func decideStart(s State, c Start) ([]events.Event, error) {
+	started := events.NodeUpgradeStarted{
+		Node:                 c.Node,
+		DataEngine:           c.DataEngine,
+		InstanceManagerImage: c.InstanceManagerImage,
+		Attempt:              c.Attempt,
+	}
+	if !s.Exists {
+		return []events.Event{started}, nil
+	}
+	if c.Node != s.Node || c.DataEngine != s.DataEngine || c.InstanceManagerImage != s.InstanceManagerImage || c.Attempt != s.Attempt {
+		return nil, refuse(s, c, ErrConflict, "already started as node %s, engine %s, image %s, attempt %d",
+			s.Node, s.DataEngine, s.InstanceManagerImage, s.Attempt)
+	}
+	return nil, nil
+}
+
+// position compares a reported step with the current one: stale (already
+// left), current, or an error for a step not reached or not a working step.
+func position(s State, cmd Command, step events.NodeState) (stale bool, err error) {
+	at, cur := stepIndex(step), stepIndex(s.State)
+	switch {
+	case at < 0:
+		return false, refuse(s, cmd, nil, "%q is not a working step", step)
+	case at < cur:
+		return true, nil
+	case at > cur:
+		return false, refuse(s, cmd, nil, "step %s is not reached yet", step)
+	}
+	return false, nil
+}
+
+func decideCompleteStep(s State, c CompleteStep) ([]events.Event, error) {
+	stale, err := position(s, c, c.From)
+	if stale || err != nil {
+		return nil, err
+	}
+	if err := stepGate(s, c); err != nil {
+		return nil, err
+	}
+	var evs []events.Event
+	if s.Stalled {
+		// Record the end of the stall on its own, so the Stalled condition
+		// and its Warning Event get a matching "resumed".
+		evs = append(evs, events.NodeResumed{Step: c.From, Message: "step completed"})
+	}
+	if c.From == events.NodeFinalizing {
+		return append(evs, events.NodeUpgradeCompleted{Message: c.Message}), nil
+	}
+	next, _ := c.From.Next()
+	return append(evs, events.NodeStateChanged{From: c.From, To: next, Message: c.Message}), nil
+}
+
+// stepGate refuses to leave a step while its volumes are not where the next
+// step needs them. These are the places where leaving early would cut I/O:
+// replacing the IM with a target still moving, or finishing with a target
+// still on another node.
+func stepGate(s State, c CompleteStep) error {
+	var (
+		stuck []string
+		want  string
+	)
+	switch c.From {
+	case events.NodeSwitchingOver:
+		stuck = s.VolumesWhere(func(v Volume) bool { return v.State == events.VolumeSwitchingOver })
+		want = "switched over"
+	case events.NodeSwitchingBack:
+		stuck = s.VolumesWhere(Volume.TargetAway)
+		want = "switched back"
+	case events.NodeFinalizing:
+		stuck = s.VolumesWhere(func(v Volume) bool { return v.State != events.VolumeCompleted })
+		want = "completed"
+	}
+	if len(stuck) > 0 {
+		return refuse(s, c, ErrVolumesNotReady, "leaving %s needs every volume %s; not yet: %v", c.From, want, stuck)
+	}
+	return nil
+}
+
+func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
+	if c.Volume == "" {
+		return nil, refuse(s, c, nil, "volume is required")
+	}
+	cur := s.Volumes[c.Volume]
+	if cur.State == c.To {
+		if c.TargetNode == "" || c.TargetNode == cur.TargetNode {
+			return nil, nil
+		}
+		return nil, refuse(s, c, ErrConflict, "volume %s is already %s with target on %q, not %q", c.Volume, c.To, cur.TargetNode, c.TargetNode)
+	}
+	if !VolumeTransitionAllowed(cur.State, c.To) {
+		return nil, refuse(s, c, nil, "volume %s: %q → %q is not allowed", c.Volume, cur.State, c.To)
+	}
+	return []events.Event{events.VolumeStateChanged{
+		Volume:     c.Volume,
+		From:       cur.State,
+		To:         c.To,
+		TargetNode: c.TargetNode,
+		Message:    c.Message,
+	}}, nil
+}
+
+func decideStall(s State, c ReportStall) ([]events.Event, error) {
+	step := orStep(c.Step, s.State)
+	stale, err := position(s, c, step)
+	if stale || err != nil {
+		return nil, err
+	}
+	if s.Stalled && s.StallReason == c.Reason && s.StallMessage == c.Message && s.StallVolume == c.Volume {
+		return nil, nil
+	}
+	return []events.Event{events.NodeStalled{Step: step, Volume: c.Volume, Reason: c.Reason, Message: c.Message}}, nil
+}
+
+func decideProgress(s State, c ReportProgress) ([]events.Event, error) {
+	step := orStep(c.Step, s.State)
+	stale, err := position(s, c, step)
+	if stale || err != nil || !s.Stalled {
+		return nil, err
+	}
+	return []events.Event{events.NodeResumed{Step: step, Message: c.Message}}, nil
+}
+
+func decideFail(s State, c Fail) ([]events.Event, error) {
+	step := orStep(c.Step, s.State)
+	// A failure is never dropped as stale: the caller must look again.
+	if step != s.State {
+		return nil, refuse(s, c, nil, "failure reported for step %s but the node is at %s", step, s.State)
+	}
+	return []events.Event{events.NodeUpgradeFailed{Step: step, Reason: c.Reason, Message: c.Message}}, nil
+}
+
+func decideConfirmCancelled(s State, c ConfirmCancelled) ([]events.Event, error) {
+	if !s.CancelRequested {
+		return nil, refuse(s, c, nil, "no cancel was requested")
+	}
+	if away := s.VolumesWhere(Volume.TargetAway); len(away) > 0 {
+		return nil, refuse(s, c, ErrVolumesNotReady, "not a safe point: targets of %v are not back on node %s", away, s.Node)
+	}
+	msg := c.Message
+	if msg == "" {
+		msg = fmt.Sprintf("node upgrade cancelled at %s; every target is on its own node", s.State)
+	}
+	return []events.Event{events.NodeUpgradeCancelled{Step: s.State, Message: msg}}, nil
+}
+
+func orStep(step, cur events.NodeState) events.NodeState {
+	if step == "" {
+		return cur
+	}
+	return step
+}

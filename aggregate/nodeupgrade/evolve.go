@@ -1,0 +1,203 @@
+package nodeupgrade
+
+import (
+	"maps"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Evolve applies one node-upgrade event to s. An event that is illegal in s
+// (wrong aggregate, malformed payload, or a transition the machine does not
+// allow) leaves s unchanged and returns a *TransitionError.
+func Evolve(s State, e events.Envelope) (State, error) {
+	if e.Data == nil {
+		return s, illegal(s, e, "event has no data")
+	}
+	if !e.Aggregate.IsNode() {
+		return s, illegal(s, e, "manager event offered to a node-upgrade aggregate")
+	}
+	if s.Exists && (e.Aggregate.Manager != s.Manager || e.Aggregate.Node != s.Node) {
+		return s, illegal(s, e, "event belongs to %s (uid %s), not %s (uid %s)",
+			e.Aggregate, e.Aggregate.Manager.UID, s.Aggregate(), s.Manager.UID)
+	}
+	// History is validated when decoded, but Evolve must hold its invariants
+	// for any input (fuzzing, hand-built envelopes, a buggy writer).
+	if err := events.Validate(e.Data); err != nil {
+		return s, illegal(s, e, "invalid payload: %v", err)
+	}
+	if !s.Exists {
+		if _, ok := e.Data.(events.NodeUpgradeStarted); !ok {
+			return s, illegal(s, e, "the node upgrade has no history; only %s can open it", events.TypeNodeUpgradeStarted)
+		}
+	} else if s.State.Terminal() {
+		return s, illegal(s, e, "state %s is terminal", s.State)
+	}
+
+	var (
+		next State
+		err  error
+	)
+	switch d := e.Data.(type) {
+	case events.NodeUpgradeStarted:
+		next, err = applyStarted(s, e, d)
+	case events.NodeStateChanged:
+		next, err = applyStateChanged(s, e, d)
+	case events.NodeUpgradeCompleted:
+		if s.State != events.NodeFinalizing {
+			return s, illegal(s, e, "a node upgrade completes only from %s", events.NodeFinalizing)
+		}
+		next = clearStall(s)
+		next.State = events.NodeCompleted
+		next.Message = orDefault(d.Message, "node upgrade completed")
+	case events.NodeUpgradeFailed:
+		if d.Step != s.State {
+			return s, illegal(s, e, "failure reported for step %s but the node is at %s", d.Step, s.State)
+		}
+		next = clearStall(s)
+		next.State = events.NodeError
+		next.FailedStep = d.Step
+		next.FailReason = d.Reason
+		next.Message = d.Message
+	case events.NodeStalled:
+		next, err = applyStalled(s, e, d)
+	case events.NodeResumed:
+		if !s.Stalled {
+			return s, illegal(s, e, "the node is not stalled")
+		}
+		if d.Step != s.State {
+			return s, illegal(s, e, "resume reported for step %s but the node is at %s", d.Step, s.State)
+		}
+		next = clearStall(s)
+		next.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
+	case events.VolumeStateChanged:
+		next, err = applyVolume(s, e, d)
+	case events.NodeCancelRequested:
+		if s.CancelRequested {
+			return s, illegal(s, e, "cancel was already requested")
+		}
+		next = s
+		next.CancelRequested = true
+		next.CancelReason = d.Reason
+		next.Message = "cancel requested"
+		if d.Reason != "" {
+			next.Message += ": " + d.Reason
+		}
+	case events.NodeUpgradeCancelled:
+		if !s.CancelRequested {
+			return s, illegal(s, e, "no cancel was requested")
+		}
+		if d.Step != s.State {
+			return s, illegal(s, e, "cancel confirmed at step %s but the node is at %s", d.Step, s.State)
+		}
+		next = clearStall(s)
+		next.State = events.NodeCancelled
+		next.CancelledStep = d.Step
+		next.Message = orDefault(d.Message, "node upgrade cancelled at "+string(d.Step))
+	default:
+		return s, illegal(s, e, "not a node-upgrade event")
+	}
+	if err != nil {
+		return s, err
+	}
+	next.UpdatedAt = e.Time
+	next.Transitions++
+	return next, nil
+}
+
+// Fold applies history to s in order, skipping illegal events and returning
+// their errors joined.
+func Fold(s State, history ...events.Envelope) (State, error) {
+	return aggregate.Fold(s, Evolve, history)
+}
+
+func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (State, error) {
+	if s.Exists {
+		return s, illegal(s, e, "the node upgrade was already started")
+	}
+	if d.Node != e.Aggregate.Node {
+		return s, illegal(s, e, "payload names node %s but the event is on node %s", d.Node, e.Aggregate.Node)
+	}
+	return State{
+		Exists:               true,
+		Manager:              e.Aggregate.Manager,
+		Node:                 d.Node,
+		State:                events.NodePending,
+		DataEngine:           d.DataEngine,
+		InstanceManagerImage: d.InstanceManagerImage,
+		Attempt:              d.Attempt,
+		Transitions:          s.Transitions,
+	}, nil
+}
+
+func applyStateChanged(s State, e events.Envelope, d events.NodeStateChanged) (State, error) {
+	if d.From != s.State {
+		return s, illegal(s, e, "change from %s but the node is at %s", d.From, s.State)
+	}
+	next, _ := s.State.Next() // s is not terminal, so it is a working step
+	if next == events.NodeCompleted {
+		return s, illegal(s, e, "%s is left only by %s", s.State, events.TypeNodeUpgradeCompleted)
+	}
+	if d.To != next {
+		return s, illegal(s, e, "the step after %s is %s, not %s", s.State, next, d.To)
+	}
+	// A new step is progress: whatever blocked the previous one is over.
+	s = clearStall(s)
+	s.State = d.To
+	s.Message = d.Message
+	return s, nil
+}
+
+func applyStalled(s State, e events.Envelope, d events.NodeStalled) (State, error) {
+	if d.Step != s.State {
+		return s, illegal(s, e, "stall reported for step %s but the node is at %s", d.Step, s.State)
+	}
+	// A stall whose cause changes is the same stall: keep when it began.
+	if !s.Stalled {
+		s.StalledAt = e.Time
+	}
+	s.Stalled = true
+	s.StallStep = d.Step
+	s.StallVolume = d.Volume
+	s.StallReason = d.Reason
+	s.StallMessage = d.Message
+	s.Message = d.Message
+	return s, nil
+}
+
+func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged) (State, error) {
+	cur := s.Volumes[d.Volume]
+	if d.From != cur.State {
+		return s, illegal(s, e, "volume %s: change from %q but it is %q", d.Volume, d.From, cur.State)
+	}
+	if !VolumeTransitionAllowed(cur.State, d.To) {
+		return s, illegal(s, e, "volume %s: %q → %q is not allowed", d.Volume, cur.State, d.To)
+	}
+	v := Volume{State: d.To, TargetNode: cur.TargetNode, Message: d.Message}
+	if d.TargetNode != "" {
+		v.TargetNode = d.TargetNode
+	}
+	// Copy on write: older states may still share the map.
+	vols := maps.Clone(s.Volumes)
+	if vols == nil {
+		vols = make(map[string]Volume, 1)
+	}
+	vols[d.Volume] = v
+	s.Volumes = vols
+	return s, nil
+}
+
+func clearStall(s State) State {
+	s.Stalled = false
+	s.StallStep, s.StallVolume, s.StallReason, s.StallMessage = "", "", "", ""
+	s.StalledAt = time.Time{}
+	return s
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

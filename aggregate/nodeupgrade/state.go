@@ -1,0 +1,118 @@
+package nodeupgrade
+
+import (
+	"slices"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// State is the node-upgrade aggregate folded from its history. The zero value
+// is the state of a node upgrade with no history. States are values: Evolve
+// never modifies the map of the state it is given.
+type State struct {
+	// Exists is false until NodeUpgradeStarted was applied.
+	Exists bool `json:"exists"`
+	// Manager and Node identify the aggregate (from the envelopes).
+	Manager events.ManagerRef `json:"manager"`
+	Node    string            `json:"node,omitempty"`
+	// State is the current step or terminal state.
+	State events.NodeState `json:"state,omitempty"`
+	// DataEngine, InstanceManagerImage and Attempt come from NodeUpgradeStarted.
+	DataEngine           string `json:"dataEngine,omitempty"`
+	InstanceManagerImage string `json:"instanceManagerImage,omitempty"`
+	Attempt              int    `json:"attempt,omitempty"`
+	// Volumes holds every v2 volume concerned by the node.
+	Volumes map[string]Volume `json:"volumes,omitempty"`
+	// Stalled is set while the current step makes no progress; the other
+	// Stall fields say what blocks and StalledAt since when.
+	Stalled      bool             `json:"stalled,omitempty"`
+	StallStep    events.NodeState `json:"stallStep,omitempty"`
+	StallVolume  string           `json:"stallVolume,omitempty"`
+	StallReason  string           `json:"stallReason,omitempty"`
+	StallMessage string           `json:"stallMessage,omitempty"`
+	StalledAt    time.Time        `json:"stalledAt,omitzero"`
+	// CancelRequested is set once the manager asked the node to stop.
+	CancelRequested bool   `json:"cancelRequested,omitempty"`
+	CancelReason    string `json:"cancelReason,omitempty"`
+	// CancelledStep is the step the node stopped at when cancelled.
+	CancelledStep events.NodeState `json:"cancelledStep,omitempty"`
+	// Message is the last progress, stall or error message (status.message).
+	Message string `json:"message,omitempty"`
+	// FailedStep and FailReason come from NodeUpgradeFailed.
+	FailedStep events.NodeState `json:"failedStep,omitempty"`
+	FailReason string           `json:"failReason,omitempty"`
+	// UpdatedAt is the time of the last applied event.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Transitions counts applied events (refused ones are not counted).
+	Transitions int `json:"transitions,omitempty"`
+}
+
+// Volume is the state of one volume inside the node upgrade.
+type Volume struct {
+	State events.VolumeState `json:"state"`
+	// TargetNode is where the volume's target lives after the last change
+	// that named it.
+	TargetNode string `json:"targetNode,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// TargetAway reports whether the volume's target may be off its own node: a
+// switch-over started and the switch-back has not finished. No step that
+// needs the targets home may be left, and no cancel confirmed, while one is.
+func (v Volume) TargetAway() bool {
+	switch v.State {
+	case events.VolumeSwitchingOver, events.VolumeSwitchedOver, events.VolumeSwitchingBack:
+		return true
+	}
+	return false
+}
+
+// volumeTransitions lists, for each volume state ("" = not yet recorded), the
+// states it may move to. Detached volumes go pending → completed directly.
+var volumeTransitions = map[events.VolumeState][]events.VolumeState{
+	"":                   {events.VolumePending},
+	events.VolumePending: {events.VolumeSwitchingOver, events.VolumeCompleted, events.VolumeError},
+	// switching-over → switching-back: a cancel (or a restart choosing to
+	// retreat) while the move is under way brings the target home directly.
+	events.VolumeSwitchingOver: {events.VolumeSwitchedOver, events.VolumeSwitchingBack, events.VolumeError},
+	events.VolumeSwitchedOver:  {events.VolumeSwitchingBack, events.VolumeError},
+	events.VolumeSwitchingBack: {events.VolumeSwitchedBack, events.VolumeError},
+	events.VolumeSwitchedBack:  {events.VolumeCompleted, events.VolumeError},
+}
+
+// VolumeTransitionAllowed reports whether a volume may move from from ("" for
+// a volume not yet recorded) to to.
+func VolumeTransitionAllowed(from, to events.VolumeState) bool {
+	return slices.Contains(volumeTransitions[from], to)
+}
+
+// Aggregate returns the id of the node-upgrade aggregate.
+func (s State) Aggregate() events.AggregateID { return events.NodeAggregate(s.Manager, s.Node) }
+
+// Terminal reports whether the node upgrade accepts no further event.
+func (s State) Terminal() bool { return s.Exists && s.State.Terminal() }
+
+// VolumesWhere returns the names of the volumes for which keep holds, sorted.
+func (s State) VolumesWhere(keep func(Volume) bool) []string {
+	var out []string
+	for name, v := range s.Volumes {
+		if keep(v) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// stepIndex is the position of st in events.NodeSteps, or -1 if st is not a
+// working step.
+func stepIndex(st events.NodeState) int { return slices.Index(events.NodeSteps, st) }
+
+func (s State) stateName() string {
+	if !s.Exists {
+		return aggregate.Absent
+	}
+	return string(s.State)
+}
