@@ -45,9 +45,10 @@ const (
 // InstanceManager is one v2 instance manager: the single process holding every
 // v2 engine and replica of its node.
 type InstanceManager struct {
-	Name       string
-	Node       string
-	Image      string
+	Name  string
+	Node  string
+	Image string
+	// DataEngine is v2 for every IM a Reader lists; empty is taken as v2.
 	DataEngine string
 	State      IMState
 }
@@ -86,14 +87,17 @@ const (
 
 // Volume is a Longhorn volume with its engine placement.
 type Volume struct {
-	Name             string
-	DataEngine       string
+	Name       string
+	DataEngine string
+	// NumberOfReplicas is the desired replica count; 0 means not reported,
+	// and readers then count Replicas instead.
 	NumberOfReplicas int
 	// AttachedNode is where the volume is attached: the initiator, next to the
 	// workload. Empty when detached.
 	AttachedNode string
 	// TargetNode is where the engine's NVMe-oF target currently runs
 	// (status.currentTargetNodeID); equal to AttachedNode unless switched over.
+	// Readers take an empty TargetNode on an attached volume as AttachedNode.
 	TargetNode string
 	// DesiredTargetNode is the target override (spec.targetNodeID); empty = none.
 	DesiredTargetNode string

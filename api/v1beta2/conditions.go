@@ -10,6 +10,10 @@ const (
 	// ConditionDefaultImageOnAllNodesReady is True when the target
 	// instance-manager image is pulled and ready on every node to upgrade.
 	ConditionDefaultImageOnAllNodesReady = "DefaultImageOnAllNodesReady"
+	// ConditionDataEngineSupported is True when spec.dataEngine is one the
+	// controller upgrades (v2). Admission refuses others; the condition
+	// covers a manager written while the webhook was down.
+	ConditionDataEngineSupported = "DataEngineSupported"
 	// ConditionNodesKnown is True when every node named in spec.nodes exists
 	// and runs the v2 engine; False names the unknown ones.
 	ConditionNodesKnown = "NodesKnown"
@@ -45,6 +49,11 @@ const (
 	ReasonImageNotReady = "ImageNotReady"
 	// ReasonUnknownNodes is the reason NodesKnown is False.
 	ReasonUnknownNodes = "UnknownNodes"
+	// ReasonNodesWithoutV2Engine is the reason NodesKnown is False when the
+	// named nodes exist but none of them runs the v2 engine.
+	ReasonNodesWithoutV2Engine = "NodesWithoutV2Engine"
+	// ReasonUnsupportedDataEngine is the reason DataEngineSupported is False.
+	ReasonUnsupportedDataEngine = "UnsupportedDataEngine"
 	// ReasonVersionDrift is the reason NoVersionDrift is False.
 	ReasonVersionDrift = "VersionDrift"
 	// ReasonAnotherUpgradeActive is the reason SingleActiveUpgrade is False.

@@ -1,0 +1,157 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// Plan is the whole intent of an upgrade, computed before anything happens
+// (as Cluster API computes a rollout before acting): the nodes in order and,
+// for each, what its upgrade will do. It is what `switchback plan` shows.
+type Plan struct {
+	// TargetImage is the instance-manager image every node ends on.
+	TargetImage string
+	// Nodes are the nodes to upgrade, in order (see TargetNodes).
+	Nodes []NodePlan
+}
+
+// NodePlan is what one node's upgrade will do, as seen from the snapshot with
+// every earlier node of the plan already upgraded.
+type NodePlan struct {
+	// Node is the node's name.
+	Node string
+	// Unknown is true when the cluster has no such node; the NodesKnown
+	// precheck refuses such a plan.
+	Unknown bool
+	// Image is the image the node's instance manager runs now ("" if none).
+	Image string
+	// Switchovers are the attached v2 volumes whose target runs on the node,
+	// by volume name, each with its temporary target.
+	Switchovers []Switchover
+	// Replicas are the node's v2 replicas, which are failed and rebuilt.
+	Replicas []ReplicaRef
+	// Detached are the detached v2 volumes touching the node, whose image
+	// finalizing brings to the target.
+	Detached []string
+}
+
+// Switchover is one attached volume whose target leaves the node while its
+// instance manager is replaced, then comes back.
+type Switchover struct {
+	// Volume is the volume's name.
+	Volume string
+	// AttachedNode is where the initiator stays during the whole upgrade.
+	AttachedNode string
+	// TemporaryTarget is the node hosting the target meanwhile; "" when OK is
+	// false.
+	TemporaryTarget string
+	// OK is false when no node qualifies; the node upgrade will stall there.
+	OK bool
+	// Reason explains the choice, or what is missing.
+	Reason string
+}
+
+// ReplicaRef names one replica of one volume.
+type ReplicaRef struct {
+	// Volume is the volume's name.
+	Volume string
+	// Replica is the replica's name.
+	Replica string
+}
+
+// Order returns the node names in upgrade order: the order the manager
+// records when the upgrade is planned.
+func (p Plan) Order() []string {
+	var out []string
+	for _, n := range p.Nodes {
+		out = append(out, n.Node)
+	}
+	return out
+}
+
+// Feasible reports whether every node exists and every switch-over has a
+// temporary target. A plan that is not feasible would stall, so the dry run
+// says so up front.
+func (p Plan) Feasible() bool {
+	for _, n := range p.Nodes {
+		if n.Unknown {
+			return false
+		}
+		for _, s := range n.Switchovers {
+			if !s.OK {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Build computes the plan for upgrading requested (every v2 node when empty)
+// to targetImage.
+//
+// Temporary targets are chosen as if every earlier node of the plan were
+// upgraded by then (its IM runs targetImage and its flag is cleared), which is
+// what the cluster will look like when the node's turn comes, so the plan
+// shows where targets will really go, not where they would go today. Within
+// one node, each choice counts the targets already sent to a node, so the
+// volumes spread instead of all landing on the same node.
+//
+// Only v2 volumes are included (see Concerned). Build does not modify c.
+func Build(c Cluster, requested []string, targetImage string) Plan {
+	v := newView(c)
+	vols := v2Volumes(c.Volumes)
+	p := Plan{TargetImage: targetImage}
+	for _, name := range v.order(c, requested) {
+		np := NodePlan{Node: name, Image: c.InstanceManagerImage(name)}
+		_, known := c.Node(name)
+		np.Unknown = !known
+		extra := map[string]int{}
+		for _, vol := range vols {
+			if !Concerned(vol, name) {
+				continue
+			}
+			switch {
+			case !vol.Attached():
+				np.Detached = append(np.Detached, vol.Name)
+			case targetNode(vol) == name:
+				node, reason, ok := v.choose(vol, name, targetImage, extra)
+				if ok {
+					extra[node]++
+				}
+				np.Switchovers = append(np.Switchovers, Switchover{
+					Volume: vol.Name, AttachedNode: vol.AttachedNode,
+					TemporaryTarget: node, OK: ok, Reason: reason,
+				})
+			}
+			for _, r := range vol.Replicas {
+				if r.Node == name {
+					np.Replicas = append(np.Replicas, ReplicaRef{Volume: vol.Name, Replica: r.Name})
+				}
+			}
+		}
+		p.Nodes = append(p.Nodes, np)
+		v.upgraded(name, targetImage)
+	}
+	return p
+}
+
+// v2Volumes returns the v2 volumes sorted by name, each with its replicas
+// sorted by name, so that the plan does not depend on the snapshot's order.
+// Replica slices are cloned: the snapshot is never modified.
+func v2Volumes(all []dataplane.Volume) []dataplane.Volume {
+	var out []dataplane.Volume
+	for _, vol := range all {
+		if vol.DataEngine != dataplane.DataEngineV2 {
+			continue
+		}
+		vol.Replicas = slices.Clone(vol.Replicas)
+		slices.SortStableFunc(vol.Replicas, func(a, b dataplane.Replica) int {
+			return strings.Compare(a.Name, b.Name)
+		})
+		out = append(out, vol)
+	}
+	slices.SortStableFunc(out, func(a, b dataplane.Volume) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,134 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// Cluster is a snapshot of everything the prechecks and the planner look at.
+// Taking one snapshot first and deciding from it alone (rather than reading as
+// we go) is what makes the decisions pure, repeatable and testable.
+type Cluster struct {
+	// Nodes are every node, v2 or not.
+	Nodes []dataplane.Node
+	// InstanceManagers are the v2 instance managers of every node.
+	InstanceManagers []dataplane.InstanceManager
+	// Volumes are every volume, v1 and v2.
+	Volumes []dataplane.Volume
+	// DefaultImage is the default instance-manager image: the upgrade's
+	// target when it starts.
+	DefaultImage string
+}
+
+// Read takes a snapshot through r. It is the package's only function with
+// I/O; an error names the read that failed and wraps the reader's error.
+func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
+	nodes, err := r.Nodes(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read nodes: %w", err)
+	}
+	ims, err := r.InstanceManagers(ctx, "")
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read instance managers: %w", err)
+	}
+	vols, err := r.Volumes(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read volumes: %w", err)
+	}
+	img, err := r.DefaultInstanceManagerImage(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read default instance-manager image: %w", err)
+	}
+	return Cluster{Nodes: nodes, InstanceManagers: ims, Volumes: vols, DefaultImage: img}, nil
+}
+
+// Node returns the named node; ok is false when the cluster has no such node.
+func (c Cluster) Node(name string) (n dataplane.Node, ok bool) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return dataplane.Node{}, false
+}
+
+// V2Nodes returns the names of the nodes running the v2 data engine, sorted
+// and without duplicates.
+func (c Cluster) V2Nodes() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		if n.V2 {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// InstanceManagerImage returns the image of the node's v2 instance manager:
+// the image of its running IM, or, when none runs, of whatever IM it has (a
+// crashed IM is restarted with the image it had, so the node is still on that
+// version). Several distinct images are joined with "+", sorted, so that a
+// node caught between two IMs never looks like it runs either one alone. It
+// is "" when the node has no v2 IM at all.
+func (c Cluster) InstanceManagerImage(node string) string {
+	imgs := imagesOf(c.InstanceManagers, node, true)
+	if len(imgs) == 0 {
+		imgs = imagesOf(c.InstanceManagers, node, false)
+	}
+	return strings.Join(imgs, "+")
+}
+
+// Concerned reports whether node's upgrade concerns vol: a v2 volume with its
+// target or one of its replicas on the node. Nothing else is touched or
+// waited on by a node upgrade.
+func Concerned(vol dataplane.Volume, node string) bool {
+	if vol.DataEngine != dataplane.DataEngineV2 || node == "" {
+		return false
+	}
+	if targetNode(vol) == node {
+		return true
+	}
+	return slices.ContainsFunc(vol.Replicas, func(r dataplane.Replica) bool { return r.Node == node })
+}
+
+// isV2IM reports whether im belongs to the v2 engine. The Reader only lists v2
+// IMs; an IM that says otherwise is ignored, and one that says nothing is
+// taken at the Reader's word.
+func isV2IM(im dataplane.InstanceManager) bool {
+	return im.DataEngine == "" || im.DataEngine == dataplane.DataEngineV2
+}
+
+// imagesOf returns the sorted distinct images of node's v2 IMs (only running
+// ones when runningOnly).
+func imagesOf(ims []dataplane.InstanceManager, node string, runningOnly bool) []string {
+	var out []string
+	for _, im := range ims {
+		if im.Node != node || !isV2IM(im) || (runningOnly && im.State != dataplane.IMRunning) {
+			continue
+		}
+		out = append(out, im.Image)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// targetNode is where vol's target runs. Longhorn leaves currentTargetNodeID
+// equal to the attached node unless switched over; an attached volume that
+// does not report it is taken to have its target next to its initiator.
+func targetNode(vol dataplane.Volume) string {
+	if vol.TargetNode != "" {
+		return vol.TargetNode
+	}
+	return vol.AttachedNode
+}
+
+// hostsTarget reports whether vol is an attached v2 volume whose target runs
+// on some node: the volumes a switch-over has to move.
+func hostsTarget(vol dataplane.Volume) bool {
+	return vol.DataEngine == dataplane.DataEngineV2 && vol.Attached() && targetNode(vol) != ""
+}

@@ -1,0 +1,183 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// bytesource turns fuzz input into choices; once the input is used up it
+// answers 0, so every input is a finite, valid cluster.
+type bytesource struct {
+	b []byte
+	i int
+}
+
+func (s *bytesource) next() byte {
+	if s.i >= len(s.b) {
+		return 0
+	}
+	s.i++
+	return s.b[s.i-1]
+}
+
+func (s *bytesource) pick(n int) int { return int(s.next()) % n }
+func (s *bytesource) coin() bool     { return s.next()&1 == 1 }
+
+var (
+	fuzzImages     = []string{oldIM, newIM, "im:v0"}
+	fuzzIMStates   = []dataplane.IMState{dataplane.IMRunning, dataplane.IMRunning, dataplane.IMStarting, dataplane.IMStopped, dataplane.IMError}
+	fuzzRepStates  = []dataplane.ReplicaState{dataplane.ReplicaRunning, dataplane.ReplicaRunning, dataplane.ReplicaRebuilding, dataplane.ReplicaStopped, dataplane.ReplicaError}
+	fuzzRobustness = []dataplane.Robustness{dataplane.RobustnessHealthy, dataplane.RobustnessDegraded, dataplane.RobustnessFaulted, dataplane.RobustnessUnknown, ""}
+)
+
+// fuzzCluster builds a small cluster (up to 6 nodes, 8 volumes) with unique
+// names, a request and a target image.
+func fuzzCluster(data []byte) (Cluster, []string, string) {
+	s := &bytesource{b: data}
+	var c Cluster
+	names := []string{}
+	for i := range 1 + s.pick(6) {
+		n := dataplane.Node{
+			Name: fmt.Sprintf("n%d", i), Ready: s.pick(4) != 0, V2: s.pick(5) != 0,
+			UpgradeRequested: s.pick(5) == 0,
+		}
+		for _, img := range fuzzImages {
+			if s.coin() {
+				n.Images = append(n.Images, img)
+			}
+		}
+		c.Nodes = append(c.Nodes, n)
+		names = append(names, n.Name)
+		for j := range s.pick(3) {
+			im := dataplane.InstanceManager{
+				Name: fmt.Sprintf("im-%s-%d", n.Name, j), Node: n.Name,
+				Image: fuzzImages[s.pick(len(fuzzImages))], State: fuzzIMStates[s.pick(len(fuzzIMStates))],
+				DataEngine: []string{dataplane.DataEngineV2, dataplane.DataEngineV2, "", "v1"}[s.pick(4)],
+			}
+			c.InstanceManagers = append(c.InstanceManagers, im)
+		}
+	}
+	// Nodes a volume may point at, including one the cluster does not have.
+	places := append(slices.Clone(names), "ghost", "")
+	for i := range s.pick(9) {
+		v := dataplane.Volume{
+			Name: fmt.Sprintf("vol-%d", i), DataEngine: dataplane.DataEngineV2,
+			NumberOfReplicas: s.pick(4), Robustness: fuzzRobustness[s.pick(len(fuzzRobustness))],
+		}
+		if s.pick(4) == 0 {
+			v.DataEngine = "v1"
+		}
+		v.AttachedNode = places[s.pick(len(places))]
+		switch s.pick(3) {
+		case 0:
+			v.TargetNode = v.AttachedNode
+		case 1:
+			v.TargetNode = places[s.pick(len(places))]
+		}
+		for j := range s.pick(4) {
+			v.Replicas = append(v.Replicas, dataplane.Replica{
+				Name: fmt.Sprintf("%s-r%d", v.Name, j), Node: places[s.pick(len(places))],
+				State: fuzzRepStates[s.pick(len(fuzzRepStates))],
+			})
+		}
+		c.Volumes = append(c.Volumes, v)
+	}
+	var requested []string
+	if s.coin() {
+		for _, n := range append(slices.Clone(names), "ghost") {
+			if s.coin() {
+				requested = append(requested, n)
+			}
+		}
+	}
+	target := []string{newIM, newIM, oldIM, ""}[s.pick(4)]
+	c.DefaultImage = target
+	return c, requested, target
+}
+
+// FuzzPlan checks, on random small clusters, that planning never panics,
+// never picks the upgrading node or a NotReady node as a temporary target,
+// does not modify its snapshot, and is deterministic (including under a
+// reordering of the snapshot).
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{2, 1, 1, 1, 0, 1, 1, 2, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 2, 0, 0, 0, 3})
+	f.Add([]byte("switchback: a live upgrade of the v2 data engine, node by node"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, requested, target := fuzzCluster(data)
+		before := cloneCluster(c)
+
+		p := Build(c, requested, target)
+		require.Equal(t, before, c, "Build modified its snapshot")
+		require.Equal(t, p, Build(c, requested, target), "Build is not deterministic")
+		require.Equal(t, TargetNodes(c, requested), p.Order())
+		_ = p.String()
+
+		done := map[string]bool{} // nodes earlier in the plan
+		for _, np := range p.Nodes {
+			for _, s := range np.Switchovers {
+				vol := findVolume(t, c, s.Volume)
+				require.Equal(t, dataplane.DataEngineV2, vol.DataEngine, "v1 volume %s in the plan", s.Volume)
+				if !s.OK {
+					require.Empty(t, s.TemporaryTarget)
+					continue
+				}
+				requireCandidate(t, c, s.TemporaryTarget, np.Node)
+				n, _ := c.Node(s.TemporaryTarget)
+				require.True(t, !n.UpgradeRequested || done[n.Name],
+					"%s has its upgrade flag set and is not upgraded earlier in the plan", n.Name)
+			}
+			done[np.Node] = true
+		}
+
+		reversed := cloneCluster(c)
+		slices.Reverse(reversed.Nodes)
+		slices.Reverse(reversed.InstanceManagers)
+		slices.Reverse(reversed.Volumes)
+		for i := range reversed.Volumes {
+			slices.Reverse(reversed.Volumes[i].Replicas)
+		}
+		require.Equal(t, p, Build(reversed, requested, target), "Build depends on the snapshot's order")
+
+		for _, vol := range c.Volumes {
+			for _, up := range append(c.V2Nodes(), "ghost") {
+				node, reason, ok := ChooseTemporaryTarget(c, vol, up, target)
+				require.NotEmpty(t, reason)
+				if !ok {
+					require.Empty(t, node)
+					continue
+				}
+				requireCandidate(t, c, node, up)
+				n, _ := c.Node(node)
+				require.False(t, n.UpgradeRequested, "%s has its upgrade flag set", node)
+			}
+		}
+	})
+}
+
+// requireCandidate asserts that node may host a target while upgrading is
+// upgraded: it exists, is not upgrading, and is a Ready v2 node.
+func requireCandidate(t *testing.T, c Cluster, node, upgrading string) {
+	t.Helper()
+	require.NotEqual(t, upgrading, node, "the upgrading node was chosen as temporary target")
+	n, ok := c.Node(node)
+	require.True(t, ok, "unknown node %s chosen", node)
+	require.True(t, n.Ready, "NotReady node %s chosen", node)
+	require.True(t, n.V2, "non-v2 node %s chosen", node)
+}
+
+func findVolume(t *testing.T, c Cluster, name string) dataplane.Volume {
+	t.Helper()
+	for _, v := range c.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("plan names volume %s, which the cluster does not have", name)
+	return dataplane.Volume{}
+}

@@ -1,0 +1,82 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// fakeReader answers from a Cluster and fails the call named in failOn.
+type fakeReader struct {
+	c      Cluster
+	failOn string
+	imNode *string
+}
+
+var errBoom = errors.New("boom")
+
+func (f fakeReader) err(call string) error {
+	if f.failOn == call {
+		return errBoom
+	}
+	return nil
+}
+
+func (f fakeReader) Nodes(context.Context) ([]dataplane.Node, error) {
+	return f.c.Nodes, f.err("nodes")
+}
+
+func (f fakeReader) Node(_ context.Context, name string) (dataplane.Node, error) {
+	if n, ok := f.c.Node(name); ok {
+		return n, nil
+	}
+	return dataplane.Node{}, dataplane.ErrNotFound
+}
+
+func (f fakeReader) DefaultInstanceManagerImage(context.Context) (string, error) {
+	return f.c.DefaultImage, f.err("image")
+}
+
+func (f fakeReader) InstanceManagers(_ context.Context, node string) ([]dataplane.InstanceManager, error) {
+	if f.imNode != nil {
+		*f.imNode = node
+	}
+	return f.c.InstanceManagers, f.err("ims")
+}
+
+func (f fakeReader) Volumes(context.Context) ([]dataplane.Volume, error) {
+	return f.c.Volumes, f.err("volumes")
+}
+
+func (f fakeReader) Volume(context.Context, string) (dataplane.Volume, error) {
+	return dataplane.Volume{}, dataplane.ErrNotFound
+}
+
+func TestRead(t *testing.T) {
+	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
+	asked := "unset"
+	got, err := Read(context.Background(), fakeReader{c: want, imNode: &asked})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Empty(t, asked, "Read lists the IMs of every node")
+}
+
+func TestReadWrapsErrors(t *testing.T) {
+	for call, msg := range map[string]string{
+		"nodes":   "plan: read nodes: boom",
+		"ims":     "plan: read instance managers: boom",
+		"volumes": "plan: read volumes: boom",
+		"image":   "plan: read default instance-manager image: boom",
+	} {
+		t.Run(call, func(t *testing.T) {
+			_, err := Read(context.Background(), fakeReader{c: cluster3(), failOn: call})
+			require.ErrorIs(t, err, errBoom)
+			assert.EqualError(t, err, msg)
+		})
+	}
+}

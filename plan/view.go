@@ -1,0 +1,59 @@
+package plan
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// view indexes a Cluster once so that choosing a target for every volume of
+// a large plan stays linear in the number of nodes per volume, instead of
+// rescanning every IM and volume per candidate.
+type view struct {
+	// nodes are sorted by name; of duplicate names, the first is kept.
+	nodes []dataplane.Node
+	// running maps a node to the sorted distinct images of its running v2 IMs.
+	running map[string][]string
+	// targets maps a node to the number of attached v2 volumes whose target
+	// runs there.
+	targets map[string]int
+	// targetOf maps an attached v2 volume's name to its target node, so that
+	// a volume's own target is not counted as load against its node.
+	targetOf map[string]string
+}
+
+func newView(c Cluster) *view {
+	v := &view{running: map[string][]string{}, targets: map[string]int{}, targetOf: map[string]string{}}
+	v.nodes = slices.Clone(c.Nodes)
+	slices.SortStableFunc(v.nodes, func(a, b dataplane.Node) int { return strings.Compare(a.Name, b.Name) })
+	v.nodes = slices.CompactFunc(v.nodes, func(a, b dataplane.Node) bool { return a.Name == b.Name })
+	for _, im := range c.InstanceManagers {
+		if isV2IM(im) && im.State == dataplane.IMRunning {
+			v.running[im.Node] = append(v.running[im.Node], im.Image)
+		}
+	}
+	for n, imgs := range v.running {
+		slices.Sort(imgs)
+		v.running[n] = slices.Compact(imgs)
+	}
+	for _, vol := range c.Volumes {
+		if hostsTarget(vol) {
+			v.targets[targetNode(vol)]++
+			v.targetOf[vol.Name] = targetNode(vol)
+		}
+	}
+	return v
+}
+
+// upgraded makes the view look as it will once node's upgrade completed: its
+// only IM runs image, and its upgrade flag is cleared (finalizing clears it).
+// Targets are unchanged because switching back returns them to their node.
+func (v *view) upgraded(node, image string) {
+	v.running[node] = []string{image}
+	for i := range v.nodes {
+		if v.nodes[i].Name == node {
+			v.nodes[i].UpgradeRequested = false
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package precheck
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/switchback-dev/switchback/plan"
+)
+
+// Check names. Each is the condition type its result is projected to.
+const (
+	// DataEngineSupported holds when spec.dataEngine is v2, the only engine
+	// that can be upgraded live.
+	DataEngineSupported = "DataEngineSupported"
+	// NodesKnown holds when every node in spec.nodes exists and runs the v2
+	// engine. Unknown nodes refuse the upgrade (the design review's rule: it
+	// is not started, and the user is told which names are wrong).
+	NodesKnown = "NodesKnown"
+	// AtLeastTwoNodes holds when at least two nodes run the v2 engine, so a
+	// target has somewhere to go while its node's IM is replaced.
+	AtLeastTwoNodes = "AtLeastTwoNodes"
+	// SingleActiveUpgrade holds when no other upgrade manager is active.
+	SingleActiveUpgrade = "SingleActiveUpgrade"
+	// DefaultImageOnAllNodesReady holds when the target image is present on
+	// every node to upgrade (name from the design review).
+	DefaultImageOnAllNodesReady = "DefaultImageOnAllNodesReady"
+	// NoVersionDrift holds when no node was left on an older instance-manager
+	// image by an earlier, unfinished upgrade.
+	NoVersionDrift = "NoVersionDrift"
+	// VolumesHealthy holds when every attached v2 volume concerned by the
+	// nodes to upgrade is healthy and has more than one replica.
+	VolumesHealthy = "VolumesHealthy"
+)
+
+// Reasons. The reason is the machine-readable word; the message carries the
+// names. They match the condition reasons of api/v1beta2 where one exists.
+const (
+	// ReasonChecksPassed is the reason of every check that holds.
+	ReasonChecksPassed = "ChecksPassed"
+	// ReasonUnsupportedDataEngine: spec.dataEngine is not v2.
+	ReasonUnsupportedDataEngine = "UnsupportedDataEngine"
+	// ReasonUnknownNodes: spec.nodes names nodes that do not exist.
+	ReasonUnknownNodes = "UnknownNodes"
+	// ReasonNodesWithoutV2Engine: spec.nodes names existing nodes that do not
+	// run the v2 engine (and no unknown node).
+	ReasonNodesWithoutV2Engine = "NodesWithoutV2Engine"
+	// ReasonTooFewNodes: fewer than two nodes run the v2 engine.
+	ReasonTooFewNodes = "TooFewNodes"
+	// ReasonAnotherUpgradeActive: another manager is active.
+	ReasonAnotherUpgradeActive = "AnotherUpgradeActive"
+	// ReasonImageNotReady: the target image is missing on a node to upgrade,
+	// or there is no target image.
+	ReasonImageNotReady = "ImageNotReady"
+	// ReasonVersionDrift: an earlier upgrade left nodes on another image.
+	ReasonVersionDrift = "VersionDrift"
+	// ReasonVolumeUnhealthy: a concerned volume is not healthy.
+	ReasonVolumeUnhealthy = "VolumeUnhealthy"
+	// ReasonSingleReplica: concerned volumes are healthy but one has a single
+	// replica.
+	ReasonSingleReplica = "SingleReplica"
+)
+
+// Input is everything the checks look at: a cluster snapshot and the
+// manager's spec, plus the other managers that are still active.
+type Input struct {
+	// Cluster is the snapshot the checks run against.
+	Cluster plan.Cluster
+	// DataEngine is spec.dataEngine.
+	DataEngine string
+	// RequestedNodes is spec.nodes; empty means every v2 node.
+	RequestedNodes []string
+	// TargetImage is the instance-manager image the upgrade moves to.
+	TargetImage string
+	// ActiveUpgrades are the other managers that are not completed, error or
+	// cancelled, as namespace/name.
+	ActiveUpgrades []string
+}
+
+// Result is the outcome of one check.
+type Result struct {
+	// Check is the check's name: the condition type.
+	Check string
+	// Passed is the condition's status.
+	Passed bool
+	// Reason is a CamelCase word: ReasonChecksPassed or why it failed.
+	Reason string
+	// Message says, for a human, what holds or what is wrong, naming nodes,
+	// volumes and images.
+	Message string
+}
+
+// checks is the fixed order of Run. It goes from the request itself to the
+// cluster: first what is wrong with the spec whatever the cluster
+// (DataEngineSupported, NodesKnown), then the cluster's shape
+// (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade), the image
+// (DefaultImageOnAllNodesReady), versions (NoVersionDrift), and last the
+// volumes, the most detailed and the most likely to change from one try to
+// the next. The order is also the order of the precheck events and conditions.
+var checks = []struct {
+	name string
+	run  func(Input) Result
+}{
+	{DataEngineSupported, CheckDataEngineSupported},
+	{NodesKnown, CheckNodesKnown},
+	{AtLeastTwoNodes, CheckAtLeastTwoNodes},
+	{SingleActiveUpgrade, CheckSingleActiveUpgrade},
+	{DefaultImageOnAllNodesReady, CheckDefaultImageOnAllNodesReady},
+	{NoVersionDrift, CheckNoVersionDrift},
+	{VolumesHealthy, CheckVolumesHealthy},
+}
+
+// Run evaluates every check in the fixed order (see Names), each on the whole
+// input and regardless of the others' results, so the user sees all problems
+// at once.
+func Run(in Input) []Result {
+	out := make([]Result, 0, len(checks))
+	for _, c := range checks {
+		out = append(out, c.run(in))
+	}
+	return out
+}
+
+// Names returns the check names in the order Run evaluates them.
+func Names() []string {
+	out := make([]string, len(checks))
+	for i, c := range checks {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Passed reports whether every result passed. No result at all is not a
+// pass: an upgrade nothing was checked for must not start.
+func Passed(results []Result) bool {
+	if len(results) == 0 {
+		return false
+	}
+	for _, r := range results {
+		if !r.Passed {
+			return false
+		}
+	}
+	return true
+}
+
+// Summary says in one line whether the checks passed and, if not, which ones
+// failed, in order.
+func Summary(results []Result) string {
+	if len(results) == 0 {
+		return "no precheck was run"
+	}
+	var failed []string
+	for _, r := range results {
+		if !r.Passed {
+			failed = append(failed, r.Check)
+		}
+	}
+	if len(failed) == 0 {
+		return fmt.Sprintf("all %d prechecks passed", len(results))
+	}
+	return fmt.Sprintf("%d of %d prechecks failed: %s", len(failed), len(results), strings.Join(failed, ", "))
+}
+
+func pass(check, format string, args ...any) Result {
+	return Result{Check: check, Passed: true, Reason: ReasonChecksPassed, Message: fmt.Sprintf(format, args...)}
+}
+
+func fail(check, reason, format string, args ...any) Result {
+	return Result{Check: check, Passed: false, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// upgradeNodes are the nodes this upgrade covers that exist and run the v2
+// engine, in plan order. Nodes NodesKnown refuses are left out of the other
+// checks so that each problem is reported once, by the check it belongs to.
+func upgradeNodes(in Input) []string {
+	var out []string
+	for _, name := range plan.TargetNodes(in.Cluster, in.RequestedNodes) {
+		if n, ok := in.Cluster.Node(name); ok && n.V2 {
+			out = append(out, name)
+		}
+	}
+	return out
+}

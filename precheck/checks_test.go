@@ -1,0 +1,92 @@
+package precheck
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/plan"
+)
+
+func checkNames(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Check)
+	}
+	return out
+}
+
+func TestRunHealthyCluster(t *testing.T) {
+	c := cluster(3, vol("vol-1", "node-1", "node-1", "node-2", "node-3"))
+	rs := Run(input(c))
+	require.Equal(t, []string{
+		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade",
+		"DefaultImageOnAllNodesReady", "NoVersionDrift", "VolumesHealthy",
+	}, checkNames(rs))
+	assert.Equal(t, Names(), checkNames(rs))
+	assert.Equal(t, []Result{
+		{DataEngineSupported, true, ReasonChecksPassed, `data engine "v2" is supported`},
+		{NodesKnown, true, ReasonChecksPassed, "spec.nodes is empty: every node with the v2 data engine is upgraded (3)"},
+		{AtLeastTwoNodes, true, ReasonChecksPassed, "3 nodes run the v2 data engine"},
+		{SingleActiveUpgrade, true, ReasonChecksPassed, "no other upgrade is active"},
+		{DefaultImageOnAllNodesReady, true, ReasonChecksPassed, "instance-manager image im:v2 is present on every node to upgrade (3)"},
+		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
+		{VolumesHealthy, true, ReasonChecksPassed, "every attached v2 volume on the nodes to upgrade is healthy and has more than one replica (1)"},
+	}, rs)
+	assert.True(t, Passed(rs))
+	assert.Equal(t, "all 7 prechecks passed", Summary(rs))
+}
+
+func TestRunReportsEveryProblemAtOnce(t *testing.T) {
+	// One v2 node without the target image, a single-replica volume, another
+	// upgrade active, a v1 request naming a ghost: each check finds its own
+	// problem, whatever the others found. NoVersionDrift needs two v2 nodes to
+	// fail, so it is the one check that holds here (and fails in the drift
+	// tests).
+	c := plan.Cluster{
+		Nodes:            []dataplane.Node{{Name: "node-1", Ready: true, V2: true, Images: []string{oldIM}}, {Name: "node-2", Ready: true}},
+		InstanceManagers: []dataplane.InstanceManager{runningIM("node-1", oldIM)},
+		Volumes:          []dataplane.Volume{vol("vol-1", "node-1", "node-1")},
+	}
+	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"}}
+	assert.Equal(t, []Result{
+		{DataEngineSupported, false, ReasonUnsupportedDataEngine, `data engine "v1" is not supported: only "v2" can be upgraded live`},
+		{NodesKnown, false, ReasonUnknownNodes, "spec.nodes names unknown nodes: ghost; the upgrade does not start: delete this manager and create one naming only existing nodes with the v2 data engine"},
+		{AtLeastTwoNodes, false, ReasonTooFewNodes, "1 node(s) run the v2 data engine (node-1); at least 2 are needed so that each target has another node to move to"},
+		{SingleActiveUpgrade, false, ReasonAnotherUpgradeActive, "another upgrade is active: longhorn-system/earlier; wait until it completes or delete it"},
+		{DefaultImageOnAllNodesReady, false, ReasonImageNotReady, "instance-manager image im:v2 is not present on nodes: node-1"},
+		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
+		{VolumesHealthy, false, ReasonSingleReplica, "attached v2 volumes on the nodes to upgrade must be healthy and have more than one replica: vol-1 has a single replica"},
+	}, Run(in))
+	assert.False(t, Passed(Run(in)))
+	assert.Equal(t, "6 of 7 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, DefaultImageOnAllNodesReady, VolumesHealthy", Summary(Run(in)))
+}
+
+func TestPassedAndSummary(t *testing.T) {
+	ok := Result{Check: NodesKnown, Passed: true, Reason: ReasonChecksPassed}
+	bad := Result{Check: VolumesHealthy, Reason: ReasonSingleReplica}
+	assert.False(t, Passed(nil), "nothing checked is not a pass")
+	assert.Equal(t, "no precheck was run", Summary(nil))
+	assert.True(t, Passed([]Result{ok}))
+	assert.False(t, Passed([]Result{ok, bad}))
+	assert.Equal(t, "1 of 2 prechecks failed: VolumesHealthy", Summary([]Result{ok, bad}))
+}
+
+func TestRunIsPure(t *testing.T) {
+	c := cluster(3, vol("b", "node-2", "node-2"), vol("a", "node-1", "node-1", "node-3"))
+	in := input(c, "node-2", "node-1")
+	in.ActiveUpgrades = []string{"ns/z", "ns/a"}
+	first := Run(in)
+	assert.Equal(t, first, Run(in))
+	assert.Equal(t, []string{"node-2", "node-1"}, in.RequestedNodes, "Run must not reorder the input")
+	assert.Equal(t, []string{"ns/z", "ns/a"}, in.ActiveUpgrades)
+	assert.Equal(t, "b", in.Cluster.Volumes[0].Name)
+}
+
+func TestEachCheckReportsItsOwnName(t *testing.T) {
+	for _, c := range checks {
+		assert.Equal(t, c.name, c.run(Input{}).Check)
+	}
+}
