@@ -218,3 +218,8 @@ func DecodeCommand(data []byte) (Command, error) {
 
 // ErrBadCommand marks a command message that cannot be decoded or validated.
 var ErrBadCommand = errors.New("bad command")
+
+// CommandStreamInfo returns the command stream's state (for tests and metrics).
+func (q *Queue) CommandStreamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	return q.cmd.Info(ctx)
+}

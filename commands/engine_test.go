@@ -1,0 +1,317 @@
+package commands_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/sim"
+)
+
+func ref(name string) events.ManagerRef {
+	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
+}
+
+func terminal(s manager.State) bool { return s.Terminal() }
+
+func TestUpgradeFiveNodesThirtyVolumes(t *testing.T) {
+	cluster := layout(t, 5, 30)
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	m := ref("up-5x30")
+	e.Request(m)
+	st := e.WaitManager(m, 60*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+
+	io := cluster.IOStats()
+	assert.NotZero(t, io.Issued, "the I/O checker ran")
+	assert.Zero(t, io.Failed, "no I/O failed: %+v", io.Failures)
+
+	ims, err := cluster.InstanceManagers(e.Context(), "")
+	require.NoError(t, err)
+	for _, im := range ims {
+		assert.Equal(t, st.InstanceManagerImage, im.Image, "IM %s", im.Name)
+	}
+	for key, n := range enginetest.Transitions(e.History(m)) {
+		assert.Equal(t, 1, n, "transition %q appears once", key)
+	}
+	assert.Empty(t, cluster.Unsafe(""), "nothing unsafe at the end")
+}
+
+// layout builds nodes n1..n<nodes> and v2 volumes with 2 or 3 replicas on
+// consecutive nodes; every sixth volume is detached, the others are attached
+// round-robin (target on the attached node), plus one v1 volume that must
+// never be touched.
+func layout(t *testing.T, nodes, volumes int) *sim.Sim {
+	t.Helper()
+	s := sim.New(sim.Config{})
+	for i := 1; i <= nodes; i++ {
+		require.NoError(t, s.AddNode(fmt.Sprintf("n%d", i)))
+	}
+	for v := range volumes {
+		replicas := 2 + v%2
+		var on []string
+		for r := range replicas {
+			on = append(on, fmt.Sprintf("n%d", (v+r)%nodes+1))
+		}
+		attached := fmt.Sprintf("n%d", (v*7)%nodes+1)
+		if v%6 == 5 {
+			attached = ""
+		}
+		require.NoError(t, s.AddVolume(fmt.Sprintf("vol-%02d", v), sim.EngineV2, on, attached))
+	}
+	require.NoError(t, s.AddVolume("vol-v1", sim.EngineV1, []string{"n1", "n2"}, "n1"))
+	return s
+}
+
+// upgradeWaiting returns a 3-node cluster with latencies, so that each step
+// lasts long enough to be interrupted.
+func slowLayout(t *testing.T) *sim.Sim {
+	t.Helper()
+	s := sim.New(sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	for i, v := range []struct {
+		on       []string
+		attached string
+	}{
+		{[]string{"n1", "n2", "n3"}, "n1"},
+		{[]string{"n1", "n2"}, "n1"},
+		{[]string{"n2", "n3"}, "n1"},
+		{[]string{"n1", "n3"}, "n2"},
+		{[]string{"n1", "n2", "n3"}, ""},
+		{[]string{"n2", "n3"}, "n3"},
+	} {
+		require.NoError(t, s.AddVolume(fmt.Sprintf("vol-%d", i), sim.EngineV2, v.on, v.attached))
+	}
+	return s
+}
+
+func stepIndex(s events.NodeState) int {
+	for i, st := range events.NodeSteps {
+		if st == s {
+			return i
+		}
+	}
+	return len(events.NodeSteps)
+}
+
+func TestWorkerKilledAtEveryStep(t *testing.T) {
+	for _, step := range events.NodeSteps {
+		t.Run(string(step), func(t *testing.T) {
+			cluster := slowLayout(t)
+			e := enginetest.Start(t, cluster, enginetest.Options{AckWait: 300 * time.Millisecond})
+			m := ref("kill-" + string(step))
+			e.Request(m)
+			st := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" })
+			victim := st.UpgradingNode
+			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
+				return n.Exists && stepIndex(n.State) >= stepIndex(step)
+			})
+			e.StopWorker(victim)
+			e.StartWorker(victim)
+
+			final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+			for key, n := range enginetest.Transitions(e.History(m)) {
+				assert.Equal(t, 1, n, "transition %q appears once", key)
+			}
+			assert.Zero(t, cluster.IOStats().Failed, "no I/O failed: %+v", cluster.IOStats().Failures)
+			assert.Empty(t, cluster.Unsafe(""))
+		})
+	}
+}
+
+func lastOf[T events.Event](h []events.Envelope) (T, bool) {
+	var zero T
+	for i := len(h) - 1; i >= 0; i-- {
+		if d, ok := h[i].Data.(T); ok {
+			return d, true
+		}
+	}
+	return zero, false
+}
+
+func TestStuckVolumeStallsThenResumes(t *testing.T) {
+	cluster := slowLayout(t)
+	// vol-0 is attached to n1 with its target there: its switch-over will hang.
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0"))
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	m := ref("stuck")
+	e.Request(m, "n1", "n2", "n3")
+	stalled := e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
+	assert.Equal(t, events.NodeSwitchingOver, stalled.State, "a stuck volume keeps the node in its current state")
+	assert.Equal(t, "vol-0", stalled.StallVolume)
+	assert.Contains(t, stalled.StallMessage, "vol-0")
+	assert.Equal(t, events.ManagerUpgrading, e.Manager(m).State, "not error")
+
+	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	h := e.History(m)
+	_, resumed := lastOf[events.NodeResumed](h)
+	assert.True(t, resumed, "history shows the resume")
+	assert.Zero(t, cluster.IOStats().Failed)
+}
+
+func TestPrechecksRefuse(t *testing.T) {
+	cases := []struct {
+		name      string
+		build     func(t *testing.T) *sim.Sim
+		nodes     []string
+		check     string
+		inMessage string
+	}{
+		{"single replica attached volume", func(t *testing.T) *sim.Sim {
+			s := slowLayout(t)
+			require.NoError(t, s.AddVolume("lonely", sim.EngineV2, []string{"n1"}, "n1"))
+			return s
+		}, nil, "VolumesHealthy", "lonely"},
+		{"unknown nodes", slowLayout, []string{"n1", "ghost-1", "ghost.2"}, "NodesKnown", "ghost-1, ghost.2"},
+		{"one node", func(t *testing.T) *sim.Sim {
+			s := sim.New(sim.Config{})
+			require.NoError(t, s.AddNode("solo"))
+			return s
+		}, nil, "AtLeastTwoNodes", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := tc.build(t)
+			e := enginetest.Start(t, cluster, enginetest.Options{})
+			m := ref("refused")
+			e.Request(m, tc.nodes...)
+			st := e.WaitManager(m, 10*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerError, st.State)
+			assert.Contains(t, st.Message, tc.check)
+			var failed []string
+			for _, p := range st.Prechecks {
+				if !p.Passed {
+					failed = append(failed, p.Check)
+					if p.Check == tc.check {
+						assert.Contains(t, p.Message, tc.inMessage)
+					}
+				}
+			}
+			assert.Contains(t, failed, tc.check)
+			assert.Empty(t, st.Nodes, "no node was touched")
+			actions, _ := cluster.ActionLog()
+			assert.Empty(t, actions, "the cluster was not touched")
+		})
+	}
+}
+
+func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
+	cluster := slowLayout(t)
+	require.NoError(t, cluster.InjectIMStartFailure("n1"))
+	e := enginetest.Start(t, cluster, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
+	m := ref("im-fails")
+	e.Request(m, "n1", "n2")
+	e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.State == events.NodeUpgradingInstanceManager
+	})
+	st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	n := e.Node(m, "n1")
+	assert.Equal(t, events.NodeError, n.State)
+	assert.Equal(t, "InstanceManagerFailed", n.FailReason)
+	assert.Contains(t, st.Message, "n1")
+	for node, ns := range st.Nodes {
+		if node != "n1" {
+			assert.Equal(t, events.NodeCompleted, ns.State, "only nodes before n1 ran")
+		}
+	}
+	assert.Zero(t, cluster.IOStats().FailedByActions(), "targets stayed on running IMs")
+}
+
+func TestNodeDeletedMidUpgradeFails(t *testing.T) {
+	cluster := slowLayout(t)
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // hold n1 in switching-over
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	m := ref("node-deleted")
+	e.Request(m, "n1", "n2", "n3")
+	e.WaitNode(m, "n1", 20*time.Second, "switching-over", func(n nodeupgrade.State) bool { return n.State == events.NodeSwitchingOver })
+	require.NoError(t, cluster.InjectNodeDeleted("n1"))
+	st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	n := e.Node(m, "n1")
+	assert.Equal(t, "NodeDeleted", n.FailReason)
+	assert.Contains(t, n.Message, "removed from the cluster")
+}
+
+// scheduledAfterCancel lists nodes scheduled after the cancel was recorded.
+func scheduledAfterCancel(h []events.Envelope) []string {
+	var out []string
+	cancelled := false
+	for _, e := range h {
+		switch d := e.Data.(type) {
+		case events.CancelRequested:
+			cancelled = true
+		case events.NodeScheduled:
+			if cancelled {
+				out = append(out, d.Node)
+			}
+		}
+	}
+	return out
+}
+
+func TestCancelAtEveryStep(t *testing.T) {
+	for _, step := range events.NodeSteps {
+		t.Run(string(step), func(t *testing.T) {
+			cluster := slowLayout(t)
+			e := enginetest.Start(t, cluster, enginetest.Options{})
+			m := ref("cancel-" + string(step))
+			e.Request(m)
+			first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+			e.WaitNode(m, first, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
+				return n.Exists && stepIndex(n.State) >= stepIndex(step)
+			})
+			e.Cancel(m)
+			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
+			assert.Empty(t, cluster.Unsafe(""), "safe point: no target left away, no volume without a healthy replica caused by us")
+			nodes, err := cluster.Nodes(e.Context())
+			require.NoError(t, err)
+			for _, n := range nodes {
+				assert.False(t, n.UpgradeRequested, "node %s flag cleared", n.Name)
+			}
+			vols, err := cluster.Volumes(e.Context())
+			require.NoError(t, err)
+			for _, v := range vols {
+				if v.Attached() {
+					assert.Equal(t, v.AttachedNode, v.TargetNode, "volume %s target home", v.Name)
+					assert.Empty(t, v.DesiredTargetNode, "volume %s override cleared", v.Name)
+				}
+			}
+			h := e.History(m)
+			_, cancelled := lastOf[events.UpgradeCancelled](h)
+			assert.True(t, cancelled)
+			assert.Empty(t, scheduledAfterCancel(h), "no new node starts after a cancel")
+			assert.Zero(t, cluster.IOStats().Failed)
+		})
+	}
+}
+
+func TestTwoOrchestratorsIssueNoCommandTwice(t *testing.T) {
+	cluster := layout(t, 4, 12)
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	e.StartOrchestrator()
+	m := ref("two-orchestrators")
+	e.Request(m)
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	info, err := e.Queue.CommandStreamInfo(e.Context())
+	require.NoError(t, err)
+	// One start command and one per step change, per node: no more.
+	assert.Equal(t, uint64(4*len(events.NodeSteps)), info.State.LastSeq)
+	for key, n := range enginetest.Transitions(e.History(m)) {
+		assert.Equal(t, 1, n, "transition %q appears once", key)
+	}
+}

@@ -1,0 +1,108 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+)
+
+// maxConflictRetries bounds reload-decide-append rounds under contention.
+// Every round makes progress for somebody, so running out means a hot loop
+// elsewhere, not bad luck.
+const maxConflictRetries = 16
+
+// Machine binds a state machine's pure functions for Execute.
+type Machine[S any, C Command] struct {
+	Name     string
+	Zero     S
+	Evolve   func(S, events.Envelope) (S, error)
+	Decide   func(S, C) ([]events.Event, error)
+	Snapshot *eventstore.Snapshotting
+}
+
+// ManagerMachine is the manager aggregate.
+var ManagerMachine = Machine[manager.State, manager.Command]{
+	Name: "manager", Evolve: manager.Evolve, Decide: manager.Decide,
+}
+
+// NodeMachine is the node-upgrade aggregate. Node histories grow with their
+// volumes, so they are snapshotted.
+var NodeMachine = Machine[nodeupgrade.State, nodeupgrade.Command]{
+	Name: "node upgrade", Evolve: nodeupgrade.Evolve, Decide: nodeupgrade.Decide,
+	Snapshot: &eventstore.Snapshotting{Schema: "nodeupgrade/v1", Every: 64},
+}
+
+// Command is what both machines' commands are: the id every event id
+// derives from.
+type Command interface{ CommandID() string }
+
+// Result is what Execute did.
+type Result[S any] struct {
+	// State is the aggregate after the command (and any events appended).
+	State S
+	// Version is the aggregate's version after the command.
+	Version uint64
+	// Appended are the events this call stored; empty when the command was
+	// already satisfied (idempotent repeat) or decided nothing.
+	Appended []events.Envelope
+	// Problems are parked or refused events met while loading.
+	Problems []error
+}
+
+// Execute runs one command: load the aggregate, decide, append with the
+// version it decided on, and on a concurrency conflict start over from a
+// fresh load. The events' ids derive from the command id and the version
+// decided on, so a retry of the same decision deduplicates while a later
+// repeat of the same kind of command (a second stall, say) is a new event.
+func Execute[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID, source string, at time.Time, cmd C) (Result[S], error) {
+	causation := cmd.CommandID()
+	var lastErr error
+	for range maxConflictRetries {
+		loaded, err := eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot)
+		if err != nil {
+			return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+		}
+		decided, err := m.Decide(loaded.State, cmd)
+		if err != nil {
+			return Result[S]{State: loaded.State, Version: loaded.Version}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+		}
+		if len(decided) == 0 {
+			return Result[S]{State: loaded.State, Version: loaded.Version, Problems: loaded.Problems}, nil
+		}
+		envs := events.New(agg, source, fmt.Sprintf("%s@%d", causation, loaded.Version), at, decided...)
+		version, err := store.Append(ctx, agg, loaded.Version, envs...)
+		var conflict *eventstore.ConflictError
+		if errors.As(err, &conflict) {
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+		}
+		state := loaded.State
+		for _, e := range envs {
+			// Decide promised these apply; a refusal here is a bug in the
+			// machine, worth surfacing rather than hiding.
+			if state, err = m.Evolve(state, e); err != nil {
+				return Result[S]{}, fmt.Errorf("%s %s: decided event does not apply: %w", m.Name, agg, err)
+			}
+		}
+		return Result[S]{State: state, Version: version, Appended: envs, Problems: loaded.Problems}, nil
+	}
+	return Result[S]{}, fmt.Errorf("%s %s: gave up after %d concurrency conflicts: %w", m.Name, agg, maxConflictRetries, lastErr)
+}
+
+// Load folds an aggregate without deciding anything.
+func Load[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID) (eventstore.Loaded[S], error) {
+	l, err := eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot)
+	if err != nil {
+		return l, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,343 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/plan"
+	"github.com/switchback-dev/switchback/precheck"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// OrchestratorConsumer is the durable consumer the orchestrator reads history
+// with. Every orchestrator instance shares it, and it delivers one event at a
+// time: reactions happen in history order even across instances, and an
+// event redelivered to another instance after a crash is handled again
+// (every reaction is idempotent).
+const OrchestratorConsumer = "orchestrator"
+
+// OrchestratorConfig wires the orchestrator.
+type OrchestratorConfig struct {
+	Store *eventstore.Store
+	Queue *workqueue.Queue
+	// Cluster is read for prechecks and planning.
+	Cluster dataplane.Reader
+	// ActiveUpgrades lists the other managers still in progress (namespace/name);
+	// default: folded from the stream.
+	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
+	Now            func() time.Time
+	// OnParked is told about messages on the stream that do not decode.
+	OnParked func(*events.DecodeError)
+	Log      *slog.Logger
+}
+
+// Orchestrator is the process manager: it turns history into the next
+// decisions (prechecks, scheduling, node commands, outcomes, cancel).
+type Orchestrator struct {
+	cfg OrchestratorConfig
+	log *slog.Logger
+}
+
+// NewOrchestrator validates cfg.
+func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
+	if cfg.Store == nil || cfg.Queue == nil || cfg.Cluster == nil {
+		return nil, errors.New("orchestrator: Store, Queue and Cluster are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator")}
+	if o.cfg.ActiveUpgrades == nil {
+		o.cfg.ActiveUpgrades = o.activeFromStream
+	}
+	return o, nil
+}
+
+// Run consumes history until ctx ends.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	js := o.cfg.Store.JetStream()
+	cons, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), jetstream.ConsumerConfig{
+		Durable:       OrchestratorConsumer,
+		Description:   "Switchback orchestrator: reacts to upgrade history",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("orchestrator: consumer: %w", err)
+	}
+	dead, err := o.cfg.Queue.WatchDeadLetters(ctx, o.onDeadCommand)
+	if err != nil {
+		return err
+	}
+	defer dead.Stop()
+	it, err := cons.Messages(jetstream.PullMaxMessages(1))
+	if err != nil {
+		return fmt.Errorf("orchestrator: consume: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return ctx.Err()
+			}
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				return fmt.Errorf("orchestrator: %w", err)
+			}
+			o.log.Warn("next event", "error", err)
+			continue
+		}
+		o.handleMsg(ctx, msg)
+	}
+}
+
+func (o *Orchestrator) handleMsg(ctx context.Context, msg jetstream.Msg) {
+	meta, _ := msg.Metadata()
+	var seq uint64
+	if meta != nil {
+		seq = meta.Sequence.Stream
+	}
+	env, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+	if err != nil {
+		// Parked: the projector reports it; the orchestrator has nothing to do.
+		var de *events.DecodeError
+		if errors.As(err, &de) && o.cfg.OnParked != nil {
+			o.cfg.OnParked(de)
+		}
+		o.log.Warn("skipping undecodable event", "subject", msg.Subject(), "seq", seq, "error", err)
+		_ = msg.Ack()
+		return
+	}
+	if err := o.React(ctx, env); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		o.log.Error("reaction failed; retrying", "manager", env.Aggregate.Manager.String(), "node", env.Aggregate.Node, "type", env.Type(), "seq", seq, "error", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		o.log.Warn("ack event", "seq", seq, "error", err)
+	}
+}
+
+// React is the orchestrator's reaction to one event. It is idempotent: a
+// repeated event decides nothing new and re-publishes commands that the work
+// queue deduplicates (or the worker recognises as done).
+func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
+	ref := e.Aggregate.Manager
+	switch d := e.Data.(type) {
+	case events.UpgradeRequested:
+		return o.runPrechecks(ctx, ref, e)
+	case events.UpgradePlanned:
+		return o.manager(ctx, ref, manager.ScheduleNext{ID: id(e)})
+	case events.NodeScheduled:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if st.UpgradingNode != d.Node || st.Nodes[d.Node].Attempt != d.Attempt {
+			return nil // superseded
+		}
+		return o.publish(ctx, st, d.Node, d.Attempt, events.NodePending, "start")
+	case events.CancelRequested:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil || st.UpgradingNode == "" || st.Terminal() {
+			return err
+		}
+		return o.cancelNode(ctx, st, st.UpgradingNode, e)
+	case events.NodeUpgradeStarted:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if st.Terminal() || st.CancelRequested {
+			// Started after the manager stopped: bring it to its safe point.
+			return o.cancelNode(ctx, st, e.Aggregate.Node, e)
+		}
+		// The worker that started the node runs its first step in the same
+		// delivery of the start command: nothing to issue.
+		return nil
+	case events.NodeStateChanged:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		node, err := o.loadNode(ctx, e.Aggregate)
+		if err != nil || node.State != d.To || node.Terminal() {
+			return err // a later event will drive the node
+		}
+		return o.publish(ctx, st, e.Aggregate.Node, node.Attempt, d.To, "step")
+	case events.NodeCancelRequested:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		node, err := o.loadNode(ctx, e.Aggregate)
+		if err != nil || node.Terminal() {
+			return err
+		}
+		// Wakes an idle worker; a busy one sees the request on its next poll.
+		return o.publish(ctx, st, e.Aggregate.Node, node.Attempt, node.State, "cancel")
+	case events.NodeUpgradeCompleted:
+		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeCompleted, Message: d.Message})
+	case events.NodeUpgradeFailed:
+		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeError,
+			Message: fmt.Sprintf("node %s failed at %s: %s", e.Aggregate.Node, d.Step, d.Message)})
+	case events.NodeUpgradeCancelled:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil || st.Terminal() {
+			return err
+		}
+		return o.manager(ctx, ref, manager.ConfirmCancelled{ID: id(e), Node: e.Aggregate.Node, Message: d.Message})
+	}
+	return nil
+}
+
+// runPrechecks evaluates every precheck against a fresh cluster snapshot and
+// records the results and, if all pass, the plan.
+func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, e events.Envelope) error {
+	st, err := o.loadManager(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if st.PrechecksRecorded() || st.Terminal() || st.CancelRequested {
+		return nil
+	}
+	cluster, err := plan.Read(ctx, o.cfg.Cluster)
+	if err != nil {
+		return err
+	}
+	active, err := o.cfg.ActiveUpgrades(ctx, ref)
+	if err != nil {
+		return err
+	}
+	results := precheck.Run(precheck.Input{
+		Cluster: cluster, DataEngine: st.DataEngine, RequestedNodes: st.RequestedNodes,
+		TargetImage: cluster.DefaultImage, ActiveUpgrades: active,
+	})
+	recorded := make([]manager.PrecheckResult, len(results))
+	for i, r := range results {
+		recorded[i] = manager.PrecheckResult{Check: r.Check, Passed: r.Passed, Reason: r.Reason, Message: r.Message}
+	}
+	var order []string
+	if precheck.Passed(results) {
+		order = plan.TargetNodes(cluster, st.RequestedNodes)
+	}
+	return o.manager(ctx, ref, manager.RecordPrechecks{ID: id(e), Results: recorded, InstanceManagerImage: cluster.DefaultImage, Order: order})
+}
+
+// cancelNode records the cancel request on the node aggregate (the worker
+// brings it to a safe point), or confirms the cancel at once when the node
+// never started.
+func (o *Orchestrator) cancelNode(ctx context.Context, st manager.State, node string, cause events.Envelope) error {
+	agg := events.NodeAggregate(st.Ref, node)
+	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),
+		nodeupgrade.Command(nodeupgrade.RequestCancel{ID: id(cause) + "/cancel", Reason: "the DataEngineUpgradeManager was deleted"}))
+	if errors.Is(err, aggregate.ErrNotFound) {
+		if st.Terminal() {
+			return nil
+		}
+		return o.manager(ctx, st.Ref, manager.ConfirmCancelled{ID: id(cause), Node: node, Message: "cancelled before " + node + " started"})
+	}
+	return err
+}
+
+// publish issues the Advance command for node at step. Its id is fixed by
+// (manager, node, attempt, step, why): re-issuing it deduplicates.
+func (o *Orchestrator) publish(ctx context.Context, st manager.State, node string, attempt int, step events.NodeState, why string) error {
+	cmd := workqueue.Command{
+		ID:   fmt.Sprintf("%s/%s/%s/%d/%s", why, st.Ref.UID, events.EncodeToken(node), attempt, step),
+		Kind: workqueue.Advance, Manager: st.Ref, Node: node, Attempt: attempt, Step: step,
+		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, IssuedAt: o.cfg.Now(),
+	}
+	dup, err := o.cfg.Queue.Publish(ctx, cmd)
+	if err == nil {
+		o.log.Debug("command issued", "manager", st.Ref.String(), "node", node, "step", step, "duplicate", dup)
+	}
+	return err
+}
+
+// id is the id of the orchestrator's reaction to e: one reaction per event.
+func id(e events.Envelope) string { return "orchestrator/" + e.ID }
+
+func (o *Orchestrator) manager(ctx context.Context, ref events.ManagerRef, cmd manager.Command) error {
+	res, err := Execute(ctx, o.cfg.Store, ManagerMachine, events.ManagerAggregate(ref), events.SourceController, o.cfg.Now(), cmd)
+	for _, e := range res.Appended {
+		o.log.Info("manager event", "manager", ref.String(), "type", e.Type(), "state", res.State.State)
+	}
+	return err
+}
+
+func (o *Orchestrator) loadManager(ctx context.Context, ref events.ManagerRef) (manager.State, error) {
+	l, err := Load(ctx, o.cfg.Store, ManagerMachine, events.ManagerAggregate(ref))
+	return l.State, err
+}
+
+func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (nodeupgrade.State, error) {
+	l, err := Load(ctx, o.cfg.Store, NodeMachine, agg)
+	return l.State, err
+}
+
+// onDeadCommand turns a command that exhausted its deliveries into a failed
+// node: it must never be lost silently, and retrying it did not help.
+func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadCommand) error {
+	if d.Err != nil {
+		o.log.Error("dead-lettered an undecodable command", "seq", d.Sequence, "error", d.Err)
+		return nil
+	}
+	c := d.Command
+	agg := events.NodeAggregate(c.Manager, c.Node)
+	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
+	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),
+		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
+			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, workqueue.DeadLetterStream)}))
+	if errors.Is(err, aggregate.ErrNotFound) {
+		return o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
+			Message: fmt.Sprintf("node %s could not start: command %s failed %d deliveries", c.Node, c.ID, d.Deliveries)})
+	}
+	if errors.Is(err, aggregate.ErrIllegalCommand) {
+		return nil // the node already ended
+	}
+	return err
+}
+
+// activeFromStream folds every manager's history and returns the ones still
+// in progress, except one.
+func (o *Orchestrator) activeFromStream(ctx context.Context, except events.ManagerRef) ([]string, error) {
+	states := map[events.ManagerRef]manager.State{}
+	err := o.cfg.Store.Scan(ctx, eventstore.ScanOptions{Subjects: []string{events.SubjectPrefix + ".*.*.*.mgr"}}, func(e events.Envelope) error {
+		s, _ := manager.Evolve(states[e.Aggregate.Manager], e)
+		states[e.Aggregate.Manager] = s
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for ref, s := range states {
+		if ref != except && s.Exists && !s.Terminal() {
+			out = append(out, ref.String())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,296 @@
+// Package enginetest runs the whole upgrade engine in one process for tests:
+// an embedded NATS server, the event store, the command queue, the
+// orchestrator and one worker per node, over a simulated cluster.
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// Options tune the engine for tests: short timeouts so stalls and failures
+// show within a test's patience.
+type Options struct {
+	PollInterval time.Duration // default 5ms
+	StallAfter   time.Duration // default 300ms
+	FailAfter    time.Duration // default 2s
+	AckWait      time.Duration // default 2s
+	MaxDeliver   int           // default 8
+	// NoWorkers starts no worker; call StartWorker.
+	NoWorkers bool
+}
+
+// Engine is a running engine.
+type Engine struct {
+	t      testing.TB
+	Server *natsembed.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Store  *eventstore.Store
+	Queue  *workqueue.Queue
+	Plane  dataplane.DataPlane
+	Log    *slog.Logger
+	opts   Options
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	workers map[string]context.CancelFunc
+	orchs   []context.CancelFunc
+}
+
+// Start runs an engine over plane for the test's duration; workers for every
+// node of plane unless opts.NoWorkers.
+func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
+	t.Helper()
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 5 * time.Millisecond
+	}
+	if opts.StallAfter == 0 {
+		opts.StallAfter = 300 * time.Millisecond
+	}
+	if opts.FailAfter == 0 {
+		opts.FailAfter = 2 * time.Second
+	}
+	if opts.AckWait == 0 {
+		opts.AckWait = 2 * time.Second
+	}
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	store, err := eventstore.Open(ctx, js, eventstore.Config{})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	q, err := workqueue.Open(ctx, js, workqueue.Config{AckWait: opts.AckWait, MaxDeliver: opts.MaxDeliver})
+	if err != nil {
+		t.Fatalf("open queue: %v", err)
+	}
+	var w io.Writer = io.Discard
+	if os.Getenv("ENGINE_LOG") != "" {
+		w = os.Stderr
+	}
+	e := &Engine{
+		t: t, Server: srv, NC: nc, JS: js, Store: store, Queue: q, Plane: plane,
+		Log:  slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		opts: opts, ctx: ctx, cancel: cancel, workers: map[string]context.CancelFunc{},
+	}
+	// Stop the engine before the server (registered earlier, so it runs later).
+	t.Cleanup(e.Stop)
+	e.StartOrchestrator()
+	if !opts.NoWorkers {
+		nodes, err := plane.Nodes(ctx)
+		if err != nil {
+			t.Fatalf("list nodes: %v", err)
+		}
+		for _, n := range nodes {
+			e.StartWorker(n.Name)
+		}
+	}
+	return e
+}
+
+// StartOrchestrator starts one more orchestrator instance.
+func (e *Engine) StartOrchestrator() {
+	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: e.Store, Queue: e.Queue, Cluster: e.Plane, Log: e.Log})
+	if err != nil {
+		e.t.Fatalf("orchestrator: %v", err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.mu.Lock()
+	e.orchs = append(e.orchs, cancel)
+	e.mu.Unlock()
+	e.wg.Go(func() {
+		if err := o.Run(ctx); err != nil && ctx.Err() == nil {
+			e.t.Errorf("orchestrator stopped: %v", err)
+		}
+	})
+}
+
+// StartWorker starts the worker of node (again, after StopWorker), on a
+// connection of its own, as a separate process would.
+func (e *Engine) StartWorker(node string) {
+	nc, err := e.Server.Connect()
+	if err != nil {
+		e.t.Fatalf("worker %s: %v", node, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		e.t.Fatalf("worker %s: %v", node, err)
+	}
+	store, err := eventstore.Open(e.ctx, js, eventstore.Config{})
+	if err != nil {
+		e.t.Fatalf("worker %s: %v", node, err)
+	}
+	q, err := workqueue.Open(e.ctx, js, e.Queue.Config())
+	if err != nil {
+		e.t.Fatalf("worker %s: %v", node, err)
+	}
+	w, err := nodeworker.New(nodeworker.Config{
+		Node: node, Store: store, Queue: q, DataPlane: e.Plane, Log: e.Log,
+		PollInterval: e.opts.PollInterval, StallAfter: e.opts.StallAfter, FailAfter: e.opts.FailAfter,
+	})
+	if err != nil {
+		e.t.Fatalf("worker %s: %v", node, err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.mu.Lock()
+	e.workers[node] = func() { cancel(); nc.Close() }
+	e.mu.Unlock()
+	e.wg.Go(func() {
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			e.t.Errorf("worker %s stopped: %v", node, err)
+		}
+	})
+}
+
+// StopWorker kills node's worker mid-whatever, like a crash: its context is
+// cancelled and its connection dropped, so its command is not acked and comes
+// back after AckWait.
+func (e *Engine) StopWorker(node string) {
+	e.mu.Lock()
+	cancel := e.workers[node]
+	delete(e.workers, node)
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Stop stops every component and waits for them.
+func (e *Engine) Stop() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Context is the engine's context.
+func (e *Engine) Context() context.Context { return e.ctx }
+
+// Request records a new manager as the intake would.
+func (e *Engine) Request(ref events.ManagerRef, nodes ...string) {
+	e.t.Helper()
+	if _, err := commands.RequestUpgrade(e.ctx, e.Store, ref, 1, "v2", nodes, time.Now()); err != nil {
+		e.t.Fatalf("request upgrade %s: %v", ref, err)
+	}
+}
+
+// Cancel records the manager's deletion.
+func (e *Engine) Cancel(ref events.ManagerRef) {
+	e.t.Helper()
+	if _, err := commands.RequestCancel(e.ctx, e.Store, ref, "deleted by the test", time.Now()); err != nil {
+		e.t.Fatalf("cancel %s: %v", ref, err)
+	}
+}
+
+// Manager folds the manager aggregate now.
+func (e *Engine) Manager(ref events.ManagerRef) manager.State {
+	l, err := commands.Load(e.ctx, e.Store, commands.ManagerMachine, events.ManagerAggregate(ref))
+	if err != nil {
+		e.t.Fatalf("load manager %s: %v", ref, err)
+	}
+	return l.State
+}
+
+// Node folds a node aggregate now.
+func (e *Engine) Node(ref events.ManagerRef, node string) nodeupgrade.State {
+	l, err := commands.Load(e.ctx, e.Store, commands.NodeMachine, events.NodeAggregate(ref, node))
+	if err != nil {
+		e.t.Fatalf("load node %s of %s: %v", node, ref, err)
+	}
+	return l.State
+}
+
+// WaitManager waits until cond holds for the manager, failing after timeout.
+func (e *Engine) WaitManager(ref events.ManagerRef, timeout time.Duration, what string, cond func(manager.State) bool) manager.State {
+	e.t.Helper()
+	var st manager.State
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if st = e.Manager(ref); cond(st) {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatalf("manager %s: %s not reached within %s; state %s, message %q, upgrading %q", ref, what, timeout, st.State, st.Message, st.UpgradingNode)
+	return st
+}
+
+// WaitNode waits until cond holds for a node aggregate.
+func (e *Engine) WaitNode(ref events.ManagerRef, node string, timeout time.Duration, what string, cond func(nodeupgrade.State) bool) nodeupgrade.State {
+	e.t.Helper()
+	var st nodeupgrade.State
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if st = e.Node(ref, node); cond(st) {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatalf("node %s of %s: %s not reached within %s; state %s stalled=%v message %q", node, ref, what, timeout, st.State, st.Stalled, st.Message)
+	return st
+}
+
+// History returns every event of the manager's upgrade, in stream order.
+func (e *Engine) History(ref events.ManagerRef) []events.Envelope {
+	e.t.Helper()
+	var out []events.Envelope
+	err := e.Store.Scan(e.ctx, eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(ref) + ".>"}}, func(env events.Envelope) error {
+		out = append(out, env)
+		return nil
+	}, func(de *events.DecodeError) { e.t.Errorf("parked: %v", de) })
+	if err != nil {
+		e.t.Fatalf("history %s: %v", ref, err)
+	}
+	return out
+}
+
+// Transitions counts, per "aggregate type from->to" key, the state-changing
+// events of an upgrade: each must appear exactly once.
+func Transitions(h []events.Envelope) map[string]int {
+	out := map[string]int{}
+	for _, e := range h {
+		var key string
+		switch d := e.Data.(type) {
+		case events.NodeStateChanged:
+			key = fmt.Sprintf("%s %s->%s", e.Aggregate.Node, d.From, d.To)
+		case events.VolumeStateChanged:
+			key = fmt.Sprintf("%s vol %s %s->%s", e.Aggregate.Node, d.Volume, d.From, d.To)
+		case events.PrecheckPassed:
+			key = "precheck " + d.Check
+		case events.PrecheckFailed:
+			key = "precheck " + d.Check
+		case events.NodeScheduled:
+			key = "scheduled " + d.Node
+		case events.NodeFinished:
+			key = "finished " + d.Node
+		case events.NodeStalled, events.NodeResumed:
+			continue // may legitimately repeat
+		default:
+			key = fmt.Sprintf("%s %s", e.Aggregate.Node, e.Type())
+		}
+		out[key]++
+	}
+	return out
+}

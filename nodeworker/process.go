@@ -1,0 +1,208 @@
+package nodeworker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// outcome is what one observation of a step found.
+type outcome struct {
+	// done: the step's goal holds; the node may move on.
+	done bool
+	// progressed: this round changed something (an action, a volume state),
+	// so whatever blocked before is not a stall.
+	progressed bool
+	// block says what the step waits for, when not done.
+	block *block
+	// fatal ends the node upgrade in error.
+	fatal *block
+}
+
+// block names what a step waits for: shown in stalled events and status.
+type block struct {
+	volume  string
+	reason  string
+	message string
+	// permanent causes (an IM in error) fail the node after FailAfter.
+	permanent bool
+}
+
+func waiting(volume, reason, format string, args ...any) *block {
+	return &block{volume: volume, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// run is one command's execution context.
+type run struct {
+	w   *Worker
+	cmd workqueue.Command
+	agg events.AggregateID
+	st  nodeupgrade.State
+}
+
+// process runs the step cmd names, if the node is still at it.
+func (w *Worker) process(ctx context.Context, cmd workqueue.Command) error {
+	r := &run{w: w, cmd: cmd, agg: events.NodeAggregate(cmd.Manager, w.cfg.Node)}
+	if err := r.reload(ctx); err != nil {
+		return err
+	}
+	if !r.st.Exists {
+		if cmd.Step != events.NodePending {
+			return fmt.Errorf("node upgrade %s does not exist; command %s is for step %s", r.agg, cmd.ID, cmd.Step)
+		}
+		// A manager deleted or failed while this command waited must not
+		// start a node. (Should the two cross anyway, the orchestrator sees
+		// the start and cancels the node at once.)
+		m, err := commands.Load(ctx, w.cfg.Store, commands.ManagerMachine, events.ManagerAggregate(cmd.Manager))
+		if err != nil {
+			return err
+		}
+		if m.State.Terminal() || m.State.CancelRequested || m.State.UpgradingNode != w.cfg.Node {
+			w.log.Info("not starting: the manager moved on", "manager", cmd.Manager.String(), "state", m.State.State)
+			return nil
+		}
+		if err := r.exec(ctx, nodeupgrade.Start{ID: r.id("start"),
+			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
+		}); err != nil {
+			return err
+		}
+	}
+	return r.loop(ctx, cmd.Step, r.step, func(ctx context.Context) error {
+		return r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: stepDoneMessage(cmd.Step)})
+	})
+}
+
+// loop observes until observe reports done (then calls onDone), the node
+// leaves step, or a cancel arrives (then the cancel flow takes over; the
+// cancel flow itself runs with step ""). While blocked it polls; blocked for
+// StallAfter it reports a stall naming what blocks, and progress ends it.
+func (r *run) loop(ctx context.Context, step events.NodeState, observe func(context.Context) (outcome, error), onDone func(context.Context) error) error {
+	w := r.w
+	var blockedSince time.Time
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch {
+		case r.st.Terminal():
+			return nil
+		case step != "" && r.st.CancelRequested:
+			return r.cancel(ctx)
+		case step != "" && r.st.State != step:
+			// Already past it (a redelivery or a re-issued command).
+			return nil
+		}
+		out, err := observe(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The data plane failing is a reason to wait, shown like any other
+			// block; redelivery would only repeat the same reads.
+			out = outcome{block: waiting("", "DataPlaneError", "%v", err)}
+		}
+		now := w.cfg.Now()
+		switch {
+		case out.fatal != nil:
+			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message})
+		case out.done:
+			return onDone(ctx)
+		}
+		if out.progressed || blockedSince.IsZero() {
+			blockedSince = now
+		}
+		if out.progressed && r.st.Stalled {
+			if err := r.exec(ctx, nodeupgrade.ReportProgress{ID: r.id("progress"), Step: r.st.State, Message: "progressing again"}); err != nil {
+				return err
+			}
+		}
+		if b := out.block; b != nil && !out.progressed {
+			blocked := now.Sub(blockedSince)
+			if b.permanent && blocked >= w.cfg.FailAfter {
+				return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: b.reason,
+					Message: fmt.Sprintf("%s (no progress for %s)", b.message, blocked.Round(time.Second))})
+			}
+			if blocked >= w.cfg.StallAfter {
+				if err := r.exec(ctx, nodeupgrade.ReportStall{ID: r.id("stall"), Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {
+					return err
+				}
+			}
+		}
+		if !out.progressed {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(w.cfg.PollInterval):
+			}
+		}
+		if err := r.reload(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// reload folds the node aggregate again: a cancel request or another
+// worker's progress must be seen.
+func (r *run) reload(ctx context.Context) error {
+	l, err := commands.Load(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg)
+	if err != nil {
+		return err
+	}
+	for _, p := range l.Problems {
+		r.w.log.Warn("node history has a message that was skipped", "manager", r.cmd.Manager.String(), "error", p)
+	}
+	r.st = l.State
+	return nil
+}
+
+// id names one kind of worker decision; Execute makes it unique per
+// aggregate version.
+func (r *run) id(what string) string {
+	return fmt.Sprintf("worker/%s/%s/%s", r.cmd.Manager.UID, r.w.cfg.Node, what)
+}
+
+// exec decides and appends one node command and adopts the resulting state.
+func (r *run) exec(ctx context.Context, cmd nodeupgrade.Command) error {
+	res, err := commands.Execute(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg, r.w.source, r.w.cfg.Now(), cmd)
+	if err != nil {
+		return err
+	}
+	r.st = res.State
+	for _, e := range res.Appended {
+		r.w.log.Info("node event", "manager", r.cmd.Manager.String(), "type", e.Type(), "state", r.st.State)
+	}
+	return nil
+}
+
+// setVolume records a volume transition unless it is already recorded.
+func (r *run) setVolume(ctx context.Context, volume string, to events.VolumeState, target, message string) error {
+	if v, ok := r.st.Volumes[volume]; ok && v.State == to && (target == "" || v.TargetNode == target) {
+		return nil
+	}
+	return r.exec(ctx, nodeupgrade.SetVolumeState{ID: r.id("volume/" + volume + "/" + string(to)), Volume: volume, To: to, TargetNode: target, Message: message})
+}
+
+func stepDoneMessage(s events.NodeState) string {
+	switch s {
+	case events.NodeInitializing:
+		return "node flagged for upgrade; volumes recorded and snapshotted"
+	case events.NodeFailingReplicas:
+		return "v2 replicas on the node stopped and removed"
+	case events.NodeSwitchingOver:
+		return "every attached volume's target runs on another node"
+	case events.NodeUpgradingInstanceManager:
+		return "instance manager runs the target image"
+	case events.NodeSwitchingBack:
+		return "targets are back on the node"
+	case events.NodeRebuildingReplica:
+		return "volumes are healthy again"
+	case events.NodeFinalizing:
+		return "node upgrade completed"
+	}
+	return ""
+}

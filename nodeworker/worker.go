@@ -1,0 +1,167 @@
+// Package nodeworker runs one node's upgrade: it consumes the node's commands
+// from the work queue and walks the node states of the design (initializing,
+// failing-replicas, switching-over, upgrading-instance-manager, switching-back,
+// rebuilding-replica, finalizing), appending an event after each step and only
+// then acknowledging the command.
+//
+// The node aggregate's history is the worker's only memory: a restarted or
+// redelivered worker reloads it and continues at the recorded step. Every
+// step observes the cluster first and acts only on what is not done yet, so
+// running a step twice has no further effect.
+package nodeworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// Config configures a worker.
+type Config struct {
+	// Node is the node this worker upgrades.
+	Node      string
+	Store     *eventstore.Store
+	Queue     *workqueue.Queue
+	DataPlane dataplane.DataPlane
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// PollInterval spaces observations while a step waits; default 250ms.
+	PollInterval time.Duration
+	// StallAfter: a step blocked this long is reported stalled; default 2m.
+	StallAfter time.Duration
+	// FailAfter: a step blocked this long on a permanent cause (an IM that
+	// keeps failing to start) fails the node; default 10m.
+	FailAfter time.Duration
+	Log       *slog.Logger
+}
+
+// Worker consumes one node's commands.
+type Worker struct {
+	cfg    Config
+	log    *slog.Logger
+	source string
+}
+
+// New validates cfg and returns a worker.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Node == "" || cfg.Store == nil || cfg.Queue == nil || cfg.DataPlane == nil {
+		return nil, errors.New("nodeworker: Node, Store, Queue and DataPlane are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	if cfg.StallAfter == 0 {
+		cfg.StallAfter = 2 * time.Minute
+	}
+	if cfg.FailAfter == 0 {
+		cfg.FailAfter = 10 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), source: events.SourceWorker + "/" + cfg.Node}, nil
+}
+
+// Run consumes commands until ctx ends. A command is acknowledged only after
+// its step's event is stored; a failure before that leaves it to redelivery.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.cfg.Queue.NodeConsumer(ctx, w.cfg.Node)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1))
+	if err != nil {
+		return fmt.Errorf("nodeworker %s: consume: %w", w.cfg.Node, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return ctx.Err()
+			}
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				return fmt.Errorf("nodeworker %s: %w", w.cfg.Node, err)
+			}
+			w.log.Warn("next command", "error", err)
+			continue
+		}
+		w.handle(ctx, msg)
+	}
+}
+
+// handle processes one delivery, keeping it alive with InProgress while the
+// step runs (steps wait on the cluster for minutes; AckWait is seconds).
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, _ := msg.Metadata()
+	cmd, err := workqueue.DecodeCommand(msg.Data())
+	if err != nil || cmd.Node != w.cfg.Node {
+		if err == nil {
+			err = fmt.Errorf("command %s is for node %q", cmd.ID, cmd.Node)
+		}
+		w.park(ctx, msg, meta, err)
+		return
+	}
+	log := w.log.With("manager", cmd.Manager.String(), "command", cmd.ID, "step", cmd.Step)
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go w.heartbeat(hbCtx, msg)
+
+	err = w.process(ctx, cmd)
+	stopHB()
+	switch {
+	case err == nil:
+		if err := msg.DoubleAck(ctx); err != nil {
+			log.Warn("ack command", "error", err)
+		}
+	case ctx.Err() != nil:
+		// Shutting down: leave the command to redelivery (AckWait).
+	default:
+		log.Error("command failed; it will be redelivered", "error", err)
+		_ = msg.NakWithDelay(w.cfg.PollInterval * 4)
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
+	t := time.NewTicker(w.cfg.Queue.Config().AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = msg.InProgress()
+		}
+	}
+}
+
+// park moves an undecodable or misrouted command to the dead-letter stream;
+// retrying it cannot help.
+func (w *Worker) park(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, cause error) {
+	w.log.Error("parking bad command", "error", cause)
+	if meta == nil {
+		_ = msg.Term()
+		return
+	}
+	if _, _, err := w.cfg.Queue.DeadLetterCommand(ctx, meta.Sequence.Stream, meta.Consumer, int(meta.NumDelivered), "bad command: "+cause.Error()); err != nil {
+		w.log.Error("dead-letter bad command", "error", err)
+		_ = msg.Nak()
+		return
+	}
+	_ = msg.Term()
+}

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// ErrInvalid reports a builder call that describes an impossible cluster.
+var ErrInvalid = errors.New("invalid cluster description")
+
+// NodeSpec describes a node for AddNodeSpec. The zero value (plus a name) is
+// a Ready v2 node whose IM runs Config.IMImage, with that image and the
+// default IM image pulled.
+type NodeSpec struct {
+	Name string
+	// NotReady builds the node NotReady; this counts as an injected
+	// FaultNodeNotReady (heal it with HealNodeNotReady).
+	NotReady bool
+	// NoV2 builds a node without the v2 data engine (and without a v2 IM).
+	NoV2 bool
+	// IMImage overrides Config.IMImage for this node's IM.
+	IMImage string
+	// Images overrides the images present on the node (nil = default).
+	Images []string
+}
+
+// AddNode adds a Ready v2 node with a running IM on Config.IMImage.
+func (s *Sim) AddNode(name string) error {
+	return s.AddNodeSpec(NodeSpec{Name: name})
+}
+
+// AddNodeSpec adds a node described by spec.
+func (s *Sim) AddNodeSpec(spec NodeSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if spec.Name == "" {
+		return fmt.Errorf("add node: empty name: %w", ErrInvalid)
+	}
+	if s.nodes[spec.Name] != nil || s.deleted[spec.Name] != nil {
+		return fmt.Errorf("add node %q: already exists: %w", spec.Name, ErrInvalid)
+	}
+	image := spec.IMImage
+	if image == "" {
+		image = s.cfg.IMImage
+	}
+	images := spec.Images
+	if images == nil {
+		images = []string{image, s.cfg.DefaultIMImage}
+	}
+	images = slices.Clone(images)
+	slices.Sort(images)
+	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, images: slices.Compact(images)}
+	if n.v2 {
+		n.imSeq = 1
+		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning}
+		s.ims[n.im.name] = n.im
+	}
+	s.insertNode(n)
+	if spec.NotReady {
+		s.faults.notReady[n.name] = true
+		n.ready = false
+	}
+	s.activateArmedFor(n.name)
+	s.unblock = true
+	return nil
+}
+
+func (s *Sim) insertNode(n *node) {
+	s.nodes[n.name] = n
+	i, _ := slices.BinarySearch(s.nodeNames, n.name)
+	s.nodeNames = slices.Insert(s.nodeNames, i, n.name)
+}
+
+// SetNodeImages replaces the images present on a node, e.g. to test the
+// DefaultImageOnAllNodesReady precheck with an image missing.
+func (s *Sim) SetNodeImages(nodeName string, images []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.node(nodeName)
+	if err != nil {
+		return fmt.Errorf("set images: %w", err)
+	}
+	images = slices.Clone(images)
+	slices.Sort(images)
+	n.images = slices.Compact(images)
+	return nil
+}
+
+// VolumeSpec describes a volume for AddVolumeSpec.
+type VolumeSpec struct {
+	Name string
+	// Engine is EngineV1 or EngineV2 ("" means v2).
+	Engine string
+	// ReplicasOn lists the nodes holding a running replica, one per node.
+	ReplicasOn []string
+	// NumberOfReplicas is the desired count; 0 means len(ReplicasOn). A
+	// larger value builds a degraded volume.
+	NumberOfReplicas int
+	// AttachedTo is the attached node (initiator and target); "" = detached.
+	AttachedTo string
+	// TargetOn places the target elsewhere than AttachedTo, as if left
+	// switched over (the override is set to it as well).
+	TargetOn string
+	// Image overrides the volume image (default: the attached node's IM
+	// image, else Config.IMImage; V1EngineImage for v1).
+	Image string
+}
+
+// AddVolume adds a volume with one running replica on each of replicasOn,
+// attached to attachedTo ("" = detached) with its target there.
+func (s *Sim) AddVolume(name, engine string, replicasOn []string, attachedTo string) error {
+	return s.AddVolumeSpec(VolumeSpec{Name: name, Engine: engine, ReplicasOn: replicasOn, AttachedTo: attachedTo})
+}
+
+// AddVolumeSpec adds a volume described by spec.
+func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkVolumeSpec(&spec); err != nil {
+		return fmt.Errorf("add volume %q: %w", spec.Name, err)
+	}
+	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, image: spec.Image}
+	for _, nodeName := range spec.ReplicasOn {
+		v.replicaSeq++
+		v.replicas = append(v.replicas, &replica{
+			name:  fmt.Sprintf("%s-r-%d", v.name, v.replicaSeq),
+			node:  nodeName,
+			state: dataplane.ReplicaRunning,
+		})
+		addIdx(s.replicasOn, nodeName, v.name)
+	}
+	for _, r := range v.replicas {
+		// A replica placed on a NotReady node is failed, as Longhorn would
+		// report it, and attributed to the node's fault.
+		if !s.nodes[r.node].ready {
+			s.loseReplica(v, r, dataplane.ReplicaError, s.currentIMName(r.node), false, true, s.now())
+		}
+	}
+	s.vols[v.name] = v
+	s.volNames = append(s.volNames, v.name)
+	s.volSorted = false
+	if spec.AttachedTo != "" {
+		s.setAttached(v, spec.AttachedTo)
+		target := spec.AttachedTo
+		if spec.TargetOn != "" {
+			target = spec.TargetOn
+			v.override = target
+		}
+		s.setTarget(v, target)
+	}
+	s.reconcile[v.name] = struct{}{}
+	s.io.mark(v.name)
+	return nil
+}
+
+func (s *Sim) checkVolumeSpec(spec *VolumeSpec) error {
+	if spec.Name == "" {
+		return fmt.Errorf("empty name: %w", ErrInvalid)
+	}
+	if s.vols[spec.Name] != nil {
+		return fmt.Errorf("already exists: %w", ErrInvalid)
+	}
+	if spec.Engine == "" {
+		spec.Engine = EngineV2
+	}
+	if spec.Engine != EngineV1 && spec.Engine != EngineV2 {
+		return fmt.Errorf("data engine %q: %w", spec.Engine, ErrInvalid)
+	}
+	if spec.NumberOfReplicas == 0 {
+		spec.NumberOfReplicas = len(spec.ReplicasOn)
+	}
+	if spec.NumberOfReplicas < 1 || spec.NumberOfReplicas < len(spec.ReplicasOn) {
+		return fmt.Errorf("numberOfReplicas %d for %d replicas: %w", spec.NumberOfReplicas, len(spec.ReplicasOn), ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for _, nodeName := range spec.ReplicasOn {
+		n, err := s.node(nodeName)
+		if err != nil {
+			return err
+		}
+		if seen[nodeName] {
+			return fmt.Errorf("two replicas on node %q: %w", nodeName, ErrInvalid)
+		}
+		seen[nodeName] = true
+		if spec.Engine == EngineV2 && !n.v2 {
+			return fmt.Errorf("v2 replica on node %q without the v2 engine: %w", nodeName, ErrInvalid)
+		}
+	}
+	for _, nodeName := range []string{spec.AttachedTo, spec.TargetOn} {
+		if nodeName == "" {
+			continue
+		}
+		n, err := s.node(nodeName)
+		if err != nil {
+			return err
+		}
+		if spec.Engine == EngineV2 && !n.v2 {
+			return fmt.Errorf("v2 engine on node %q without the v2 engine: %w", nodeName, ErrInvalid)
+		}
+	}
+	if spec.TargetOn != "" && spec.AttachedTo == "" {
+		return fmt.Errorf("target on %q but detached: %w", spec.TargetOn, ErrInvalid)
+	}
+	if spec.TargetOn != "" && spec.Engine != EngineV2 {
+		return fmt.Errorf("target override on a v1 volume: %w", ErrInvalid)
+	}
+	if spec.Image == "" {
+		switch {
+		case spec.Engine == EngineV1:
+			spec.Image = V1EngineImage
+		case spec.AttachedTo != "":
+			host := spec.AttachedTo
+			if spec.TargetOn != "" {
+				host = spec.TargetOn
+			}
+			spec.Image = s.nodes[host].im.image
+		default:
+			spec.Image = s.cfg.IMImage
+		}
+	}
+	return nil
+}
