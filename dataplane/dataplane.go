@@ -4,7 +4,14 @@
 // the adapter over Longhorn's custom resources.
 //
 // Every action is idempotent (calling it again with the same arguments is a
-// no-op) because node workers are redelivered commands and restart mid-step.
+// no-op) because node workers are redelivered commands and restart mid-step;
+// deleting something already gone succeeds.
+//
+// Robustness of a detached volume is computed from its replicas like an
+// attached one's (Longhorn itself reports "unknown" for it); the health gate
+// reads replica counts, not robustness. The NVMe-oF initiator is a kernel
+// client on the attached node that survives its node's IM restart, so the
+// interface does not expose it.
 package dataplane
 
 import (
@@ -14,6 +21,11 @@ import (
 
 // ErrNotFound is matched (errors.Is) when a named object does not exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrRefused is matched when an action does not apply to the object as it is
+// (setting the image of an attached volume, moving the target of a v1
+// volume): retrying cannot help.
+var ErrRefused = errors.New("refused")
 
 // DataEngineV2 is the only data engine Switchback upgrades.
 const DataEngineV2 = "v2"

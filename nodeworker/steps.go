@@ -120,8 +120,13 @@ func (r *run) initialize(ctx context.Context) (outcome, error) {
 	return outcome{done: true, progressed: progressed}, nil
 }
 
-// failReplicas stops the node's replicas of the recorded v2 volumes and
-// deletes them once stopped; they are rebuilt after the new IM runs.
+// failReplicas stops the node's replicas of the recorded attached v2 volumes
+// and deletes them once stopped; they are rebuilt after the new IM runs.
+//
+// Detached volumes are left alone: their replicas run nowhere, their data on
+// the node's disk outlives the IM, and deleting a replica of a volume nobody
+// can rebuild from would lose data. For the same reason a replica is never
+// failed while it is its volume's only healthy copy.
 func (r *run) failReplicas(ctx context.Context) (outcome, error) {
 	vols, err := r.recorded(ctx)
 	if err != nil {
@@ -129,11 +134,24 @@ func (r *run) failReplicas(ctx context.Context) (outcome, error) {
 	}
 	out := outcome{done: true}
 	for _, v := range vols {
+		if !v.Attached() {
+			continue
+		}
+		elsewhere := 0
+		for _, rep := range v.Replicas {
+			if rep.Node != r.w.cfg.Node && rep.Healthy() {
+				elsewhere++
+			}
+		}
 		for _, rep := range v.Replicas {
 			if rep.Node != r.w.cfg.Node {
 				continue
 			}
 			out.done = false
+			if elsewhere == 0 && rep.Healthy() {
+				out.block = waiting(v.Name, "LastHealthyReplica", "volume %s: its only healthy replica %s is on %s; not failing it until another replica is healthy", v.Name, rep.Name, r.w.cfg.Node)
+				continue
+			}
 			out.progressed = true
 			if rep.State == dataplane.ReplicaRunning || rep.State == dataplane.ReplicaRebuilding {
 				err = r.dp().FailReplica(ctx, v.Name, rep.Name)
@@ -145,7 +163,7 @@ func (r *run) failReplicas(ctx context.Context) (outcome, error) {
 			}
 		}
 	}
-	if !out.done {
+	if !out.done && out.block == nil {
 		out.block = waiting("", "ReplicasStopping", "waiting for the node's v2 replicas to stop and be removed")
 	}
 	return out, nil
@@ -314,14 +332,16 @@ func (r *run) bringHome(ctx context.Context, v dataplane.Volume) (outcome, error
 	return outcome{block: waiting(v.Name, "TargetNotMovedBack", "volume %s: target still on %s, waiting for it to come back to %s", v.Name, v.TargetNode, home)}, nil
 }
 
-// waitHealthy waits until every recorded v2 volume has all its replicas.
+// waitHealthy waits until every recorded attached v2 volume (the ones whose
+// replicas the upgrade failed) has all its replicas again. Other volumes are
+// not waited on: their health is not the upgrade's doing.
 func (r *run) waitHealthy(ctx context.Context) (outcome, error) {
 	vols, err := r.recorded(ctx)
 	if err != nil {
 		return outcome{}, err
 	}
 	for _, v := range vols {
-		if v.HealthyReplicas() < v.NumberOfReplicas {
+		if v.Attached() && v.HealthyReplicas() < v.NumberOfReplicas {
 			return outcome{block: waiting(v.Name, "VolumeNotHealthy", "volume %s: %d of %d replicas healthy, waiting for the rebuild",
 				v.Name, v.HealthyReplicas(), v.NumberOfReplicas)}, nil
 		}

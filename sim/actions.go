@@ -14,9 +14,9 @@ import (
 // these yet, so they are matched with errors.Is against the sim's own.
 var (
 	// ErrVolumeAttached: the action needs a detached volume.
-	ErrVolumeAttached = errors.New("volume is attached")
+	ErrVolumeAttached = fmt.Errorf("%w: volume is attached", dataplane.ErrRefused)
 	// ErrWrongEngine: the action does not apply to the volume's data engine.
-	ErrWrongEngine = errors.New("not supported by the volume's data engine")
+	ErrWrongEngine = fmt.Errorf("%w: not supported by the volume's data engine", dataplane.ErrRefused)
 	// ErrUpgradeRequested: the node's upgrade flag forbids the action.
 	ErrUpgradeRequested = errors.New("node upgrade requested")
 )
