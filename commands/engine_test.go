@@ -13,6 +13,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/workqueue"
 )
 
 func ref(name string) events.ManagerRef {
@@ -314,4 +315,69 @@ func TestTwoOrchestratorsIssueNoCommandTwice(t *testing.T) {
 	for key, n := range enginetest.Transitions(e.History(m)) {
 		assert.Equal(t, 1, n, "transition %q appears once", key)
 	}
+}
+
+func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
+	cluster := slowLayout(t)
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0"))
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-3"))
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-5"))
+	e := enginetest.Start(t, cluster, enginetest.Options{AckWait: 200 * time.Millisecond, MaxDeliver: 3})
+	m := ref("dead-letter")
+	e.Request(m)
+	first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	e.WaitNode(m, first, 10*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
+	other := "n1"
+	if first == "n1" {
+		other = "n2"
+	}
+	// A command no worker can carry out: a step of a node upgrade that never
+	// started. The worker refuses it on every delivery.
+	bogus := workqueue.Command{ID: "bogus", Kind: workqueue.Advance, Manager: m, Node: other, Attempt: 1,
+		Step: events.NodeSwitchingOver, DataEngine: "v2", InstanceManagerImage: sim.NewIMImage}
+	_, err := e.Queue.Publish(e.Context(), bogus)
+	require.NoError(t, err)
+
+	st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	assert.Equal(t, "CommandDeadLettered", st.FailReason)
+	assert.Contains(t, st.Message, "bogus")
+
+	dlq, err := e.JS.Stream(e.Context(), workqueue.DeadLetterStream)
+	require.NoError(t, err)
+	msg, err := dlq.GetLastMsgForSubject(e.Context(), "sb.dlq.cmd."+other)
+	require.NoError(t, err)
+	parked, err := workqueue.DecodeCommand(msg.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "bogus", parked.ID, "the command is kept in the dead-letter stream")
+
+	// The node that was in flight is brought to its safe point.
+	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	require.NoError(t, cluster.HealTargetMoveFailure("vol-3"))
+	require.NoError(t, cluster.HealTargetMoveFailure("vol-5"))
+	n := e.WaitNode(m, first, 10*time.Second, "terminal", func(n nodeupgrade.State) bool { return n.Terminal() })
+	assert.Equal(t, events.NodeCancelled, n.State)
+	assert.Empty(t, cluster.Unsafe(""))
+}
+
+func TestNewManagerRecoversWhatAFailedOneLeft(t *testing.T) {
+	cluster := slowLayout(t)
+	require.NoError(t, cluster.InjectIMStartFailure("n1"))
+	e := enginetest.Start(t, cluster, enginetest.Options{StallAfter: 50 * time.Millisecond, FailAfter: 300 * time.Millisecond})
+	failed := ref("fails-on-n1")
+	e.Request(failed, "n1")
+	st := e.WaitManager(failed, 20*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	// The documented state after an error: targets that left n1 stay on
+	// their temporary node, on a running IM; nothing is unsafe for I/O.
+	assert.Empty(t, dangerous(cluster.Unsafe("")))
+
+	// The user fixes the cause and creates a new manager.
+	require.NoError(t, cluster.HealIMStartFailure("n1"))
+	retry := ref("retry-n1")
+	e.Request(retry, "n1")
+	st = e.WaitManager(retry, 20*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	assert.Empty(t, cluster.Unsafe(""), "every target is home again")
+	assert.Zero(t, cluster.IOStats().FailedByActions())
 }

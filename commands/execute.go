@@ -26,9 +26,11 @@ type Machine[S any, C Command] struct {
 	Snapshot *eventstore.Snapshotting
 }
 
-// ManagerMachine is the manager aggregate.
+// ManagerMachine is the manager aggregate. Its history grows with the number
+// of nodes and is read on most orchestrator reactions: snapshotted.
 var ManagerMachine = Machine[manager.State, manager.Command]{
 	Name: "manager", Evolve: manager.Evolve, Decide: manager.Decide,
+	Snapshot: &eventstore.Snapshotting{Schema: "manager/v1", Every: 32},
 }
 
 // NodeMachine is the node-upgrade aggregate. Node histories grow with their
@@ -61,12 +63,24 @@ type Result[S any] struct {
 // decided on, so a retry of the same decision deduplicates while a later
 // repeat of the same kind of command (a second stall, say) is a new event.
 func Execute[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID, source string, at time.Time, cmd C) (Result[S], error) {
+	return ExecuteFrom(ctx, store, m, agg, nil, source, at, cmd)
+}
+
+// ExecuteFrom is Execute starting from a state the caller already holds (a
+// worker is the only regular writer of its node, so its copy is nearly always
+// current); a stale copy costs one concurrency conflict and a reload.
+func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID, from *eventstore.Loaded[S], source string, at time.Time, cmd C) (Result[S], error) {
 	causation := cmd.CommandID()
 	var lastErr error
 	for range maxConflictRetries {
-		loaded, err := eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot)
-		if err != nil {
-			return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+		var loaded eventstore.Loaded[S]
+		if from != nil {
+			loaded, from = *from, nil
+		} else {
+			var err error
+			if loaded, err = eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot); err != nil {
+				return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+			}
 		}
 		decided, err := m.Decide(loaded.State, cmd)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,11 +23,17 @@ import (
 )
 
 // OrchestratorConsumer is the durable consumer the orchestrator reads history
-// with. Every orchestrator instance shares it, and it delivers one event at a
-// time: reactions happen in history order even across instances, and an
-// event redelivered to another instance after a crash is handled again
-// (every reaction is idempotent).
+// with. Every orchestrator instance shares it; one instance handles events in
+// stream order, and an event redelivered (to another instance after a crash,
+// or out of order after a failed reaction) is handled again harmlessly:
+// every reaction decides from the aggregates' current state, not from the
+// event alone, and issues idempotent commands.
 const OrchestratorConsumer = "orchestrator"
+
+// orchestratorBatch bounds events in flight to one instance: most events
+// (volume changes) need no reaction, so pulling one at a time would make the
+// orchestrator's pace a network round trip per event.
+const orchestratorBatch = 128
 
 // OrchestratorConfig wires the orchestrator.
 type OrchestratorConfig struct {
@@ -48,6 +55,9 @@ type OrchestratorConfig struct {
 type Orchestrator struct {
 	cfg OrchestratorConfig
 	log *slog.Logger
+
+	mu    sync.Mutex
+	plans map[string]manager.State // by manager UID; see plan
 }
 
 // NewOrchestrator validates cfg.
@@ -61,7 +71,7 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator")}
+	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator"), plans: map[string]manager.State{}}
 	if o.cfg.ActiveUpgrades == nil {
 		o.cfg.ActiveUpgrades = o.activeFromStream
 	}
@@ -76,7 +86,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		Description:   "Switchback orchestrator: reacts to upgrade history",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
-		MaxAckPending: 1,
+		MaxAckPending: orchestratorBatch,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
@@ -87,7 +97,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	defer dead.Stop()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1))
+	it, err := cons.Messages(jetstream.PullMaxMessages(orchestratorBatch))
 	if err != nil {
 		return fmt.Errorf("orchestrator: consume: %w", err)
 	}
@@ -135,7 +145,9 @@ func (o *Orchestrator) handleMsg(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	if err := msg.DoubleAck(ctx); err != nil {
+	// A plain ack: should it be lost, the redelivered event is handled again,
+	// harmlessly.
+	if err := msg.Ack(); err != nil {
 		o.log.Warn("ack event", "seq", seq, "error", err)
 	}
 }
@@ -159,6 +171,18 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 			return nil // superseded
 		}
 		return o.publish(ctx, st, d.Node, d.Attempt, events.NodePending, "start")
+	case events.UpgradeFailed:
+		// A node still mid-step when the upgrade failed (because of another
+		// cause, such as a dead-lettered command) is brought to its safe point.
+		st, err := o.loadManager(ctx, ref)
+		if err != nil || st.UpgradingNode == "" {
+			return err
+		}
+		node, err := o.loadNode(ctx, events.NodeAggregate(ref, st.UpgradingNode))
+		if err != nil || !node.Exists || node.Terminal() {
+			return err
+		}
+		return o.cancelNode(ctx, st, st.UpgradingNode, e)
 	case events.CancelRequested:
 		st, err := o.loadManager(ctx, ref)
 		if err != nil || st.UpgradingNode == "" || st.Terminal() {
@@ -178,15 +202,14 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 		// delivery of the start command: nothing to issue.
 		return nil
 	case events.NodeStateChanged:
-		st, err := o.loadManager(ctx, ref)
+		// The hot path: one per step. The command is issued from the event
+		// and the cached plan alone; should the node have moved on meanwhile
+		// (a replayed event), the worker finds it past the step and acks.
+		st, err := o.plan(ctx, ref, e.Aggregate.Node)
 		if err != nil {
 			return err
 		}
-		node, err := o.loadNode(ctx, e.Aggregate)
-		if err != nil || node.State != d.To || node.Terminal() {
-			return err // a later event will drive the node
-		}
-		return o.publish(ctx, st, e.Aggregate.Node, node.Attempt, d.To, "step")
+		return o.publish(ctx, st, e.Aggregate.Node, st.Nodes[e.Aggregate.Node].Attempt, d.To, "step")
 	case events.NodeCancelRequested:
 		st, err := o.loadManager(ctx, ref)
 		if err != nil {
@@ -290,7 +313,25 @@ func (o *Orchestrator) manager(ctx context.Context, ref events.ManagerRef, cmd m
 
 func (o *Orchestrator) loadManager(ctx context.Context, ref events.ManagerRef) (manager.State, error) {
 	l, err := Load(ctx, o.cfg.Store, ManagerMachine, events.ManagerAggregate(ref))
+	if err == nil && l.State.Planned() {
+		o.mu.Lock()
+		o.plans[ref.UID] = l.State
+		o.mu.Unlock()
+	}
 	return l.State, err
+}
+
+// plan returns a manager state that knows node's scheduling: from the cache
+// filled by loadManager (the plan, image and attempts do not change once a
+// node is scheduled), else loaded.
+func (o *Orchestrator) plan(ctx context.Context, ref events.ManagerRef, node string) (manager.State, error) {
+	o.mu.Lock()
+	st, ok := o.plans[ref.UID]
+	o.mu.Unlock()
+	if ok && st.Nodes[node].Attempt > 0 {
+		return st, nil
+	}
+	return o.loadManager(ctx, ref)
 }
 
 func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (nodeupgrade.State, error) {
@@ -312,8 +353,13 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, workqueue.DeadLetterStream)}))
 	if errors.Is(err, aggregate.ErrNotFound) {
-		return o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
+		err = o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("node %s could not start: command %s failed %d deliveries", c.Node, c.ID, d.Deliveries)})
+		if errors.Is(err, aggregate.ErrNotFound) {
+			// A command for a manager that never existed: parked, reported, done.
+			o.log.Error("dead-lettered a command for an unknown manager", "manager", c.Manager.String(), "node", c.Node, "command", c.ID)
+			return nil
+		}
 	}
 	if errors.Is(err, aggregate.ErrIllegalCommand) {
 		return nil // the node already ended

@@ -148,6 +148,10 @@ type Reader interface {
 	Volumes(ctx context.Context) ([]Volume, error)
 	// Volume returns one volume or an error matching ErrNotFound.
 	Volume(ctx context.Context, name string) (Volume, error)
+	// VolumesOn lists the volumes attached to node, with their target on
+	// node, or with a replica on node, sorted by name: all a node's upgrade
+	// may concern, without listing the whole cluster at every step.
+	VolumesOn(ctx context.Context, node string) ([]Volume, error)
 }
 
 // Actions are what node steps do. Each is idempotent.

@@ -68,7 +68,9 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 }
 
 func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {
-	b, err := jetstreamext.NewBatchPublisher(s.js)
+	// No ack of the first message: the commit's answer covers the whole batch,
+	// and one round trip fewer matters on every multi-event decision.
+	b, err := jetstreamext.NewBatchPublisher(s.js, jetstreamext.BatchFlowControl{AckFirst: false})
 	if err != nil {
 		return 0, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
@@ -43,14 +44,26 @@ type run struct {
 	cmd workqueue.Command
 	agg events.AggregateID
 	st  nodeupgrade.State
+	// version is the aggregate version st reflects.
+	version uint64
+	// volumes are volume changes decided this round, appended together by flush.
+	volumes []nodeupgrade.SetVolumeState
 }
 
 // process runs the step cmd names, if the node is still at it.
-func (w *Worker) process(ctx context.Context, cmd workqueue.Command) error {
+func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error) {
 	r := &run{w: w, cmd: cmd, agg: events.NodeAggregate(cmd.Manager, w.cfg.Node)}
-	if err := r.reload(ctx); err != nil {
+	if last := w.last; last != nil && last.agg == r.agg {
+		r.st, r.version = last.st, last.version
+	} else if err := r.reload(ctx); err != nil {
 		return err
 	}
+	w.last = nil
+	defer func() {
+		if err == nil {
+			w.last = r
+		}
+	}()
 	if !r.st.Exists {
 		if cmd.Step != events.NodePending {
 			return fmt.Errorf("node upgrade %s does not exist; command %s is for step %s", r.agg, cmd.ID, cmd.Step)
@@ -98,6 +111,9 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			return nil
 		}
 		out, err := observe(ctx)
+		if err == nil {
+			err = r.flush(ctx)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -133,13 +149,16 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 				}
 			}
 		}
-		if !out.progressed {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(w.cfg.PollInterval):
-			}
+		if out.progressed {
+			// Our own appends keep st current; act again at once.
+			continue
 		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.cfg.PollInterval):
+		}
+		// While waiting, look for what others appended: a cancel request.
 		if err := r.reload(ctx); err != nil {
 			return err
 		}
@@ -156,7 +175,7 @@ func (r *run) reload(ctx context.Context) error {
 	for _, p := range l.Problems {
 		r.w.log.Warn("node history has a message that was skipped", "manager", r.cmd.Manager.String(), "error", p)
 	}
-	r.st = l.State
+	r.st, r.version = l.State, l.Version
 	return nil
 }
 
@@ -168,23 +187,35 @@ func (r *run) id(what string) string {
 
 // exec decides and appends one node command and adopts the resulting state.
 func (r *run) exec(ctx context.Context, cmd nodeupgrade.Command) error {
-	res, err := commands.Execute(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg, r.w.source, r.w.cfg.Now(), cmd)
+	from := &eventstore.Loaded[nodeupgrade.State]{State: r.st, Version: r.version}
+	res, err := commands.ExecuteFrom(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg, from, r.w.source, r.w.cfg.Now(), cmd)
 	if err != nil {
 		return err
 	}
-	r.st = res.State
+	r.st, r.version = res.State, res.Version
 	for _, e := range res.Appended {
 		r.w.log.Info("node event", "manager", r.cmd.Manager.String(), "type", e.Type(), "state", r.st.State)
 	}
 	return nil
 }
 
-// setVolume records a volume transition unless it is already recorded.
-func (r *run) setVolume(ctx context.Context, volume string, to events.VolumeState, target, message string) error {
+// setVolume queues a volume transition (unless already recorded) for the
+// round's flush: a step moving many volumes appends one batch.
+func (r *run) setVolume(volume string, to events.VolumeState, target, message string) {
 	if v, ok := r.st.Volumes[volume]; ok && v.State == to && (target == "" || v.TargetNode == target) {
+		return
+	}
+	r.volumes = append(r.volumes, nodeupgrade.SetVolumeState{Volume: volume, To: to, TargetNode: target, Message: message})
+}
+
+// flush appends the queued volume transitions as one decision.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.volumes) == 0 {
 		return nil
 	}
-	return r.exec(ctx, nodeupgrade.SetVolumeState{ID: r.id("volume/" + volume + "/" + string(to)), Volume: volume, To: to, TargetNode: target, Message: message})
+	changes := r.volumes
+	r.volumes = nil
+	return r.exec(ctx, nodeupgrade.SetVolumeStates{ID: r.id("volumes"), Changes: changes})
 }
 
 func stepDoneMessage(s events.NodeState) string {

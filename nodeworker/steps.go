@@ -97,17 +97,24 @@ func (r *run) initialize(ctx context.Context) (outcome, error) {
 		}
 		progressed = true
 	}
-	vols, err := r.dp().Volumes(ctx)
+	vols, err := r.dp().VolumesOn(ctx, n.Name)
 	if err != nil {
 		return outcome{}, err
 	}
 	for _, v := range vols {
-		if !plan.Concerned(v, n.Name) {
+		leftAway := v.DataEngine == dataplane.DataEngineV2 && v.AttachedNode == n.Name && v.TargetNode != "" && v.TargetNode != n.Name
+		if !plan.Concerned(v, n.Name) && !leftAway {
 			continue
 		}
 		if _, ok := r.st.Volumes[v.Name]; !ok {
-			if err := r.setVolume(ctx, v.Name, events.VolumePending, v.TargetNode, describeVolume(v)); err != nil {
-				return outcome{}, err
+			r.setVolume(v.Name, events.VolumePending, v.TargetNode, describeVolume(v))
+			if leftAway {
+				// An earlier upgrade that failed mid-node left this target on
+				// another node (safe, but not home): adopt it as switched over,
+				// so switching-back brings it home.
+				msg := "found on " + v.TargetNode + ", left there by an earlier upgrade; it will be brought back"
+				r.setVolume(v.Name, events.VolumeSwitchingOver, v.TargetNode, msg)
+				r.setVolume(v.Name, events.VolumeSwitchedOver, v.TargetNode, msg)
 			}
 			progressed = true
 		}
@@ -174,7 +181,10 @@ func (r *run) needsSwitch(v dataplane.Volume) bool {
 	return v.Attached() && v.TargetNode == r.w.cfg.Node
 }
 
-// switchOver moves every attached volume's target off the node.
+// switchOver moves every attached volume's target off the node. Each
+// destination is recorded before the move is requested, so a restart moves
+// the target to the same node (and knows to bring it back) instead of
+// choosing again or losing track of it.
 func (r *run) switchOver(ctx context.Context) (outcome, error) {
 	if _, stop, err := r.node(ctx); stop != nil || err != nil {
 		return derefOutcome(stop), err
@@ -184,50 +194,50 @@ func (r *run) switchOver(ctx context.Context) (outcome, error) {
 		return outcome{}, err
 	}
 	out := outcome{done: true}
-	var cluster *plan.Cluster
+	var chooser *plan.Chooser
 	for _, v := range vols {
-		rec := r.st.Volumes[v.Name]
-		switch {
-		case rec.State == events.VolumePending && r.needsSwitch(v):
-			if cluster == nil {
-				c, err := plan.Read(ctx, r.dp())
-				if err != nil {
-					return outcome{}, err
-				}
-				cluster = &c
-			}
-			to, why, ok := plan.ChooseTemporaryTarget(*cluster, v, r.w.cfg.Node, r.cmd.InstanceManagerImage)
-			if !ok {
-				out.done = false
-				out.block = waiting(v.Name, "NoTemporaryTarget", "volume %s: no node can host its target: %s", v.Name, why)
-				continue
-			}
-			// Record the destination before acting, so a restart moves the
-			// target to the same node instead of choosing again.
-			if err := r.setVolume(ctx, v.Name, events.VolumeSwitchingOver, to, "target moving to "+to+": "+why); err != nil {
+		if r.st.Volumes[v.Name].State != events.VolumePending || !r.needsSwitch(v) {
+			continue
+		}
+		if chooser == nil {
+			c, err := plan.Read(ctx, r.dp())
+			if err != nil {
 				return outcome{}, err
 			}
+			chooser = plan.NewChooser(c)
+		}
+		to, why, ok := chooser.Choose(v, r.w.cfg.Node, r.cmd.InstanceManagerImage)
+		if !ok {
+			out.done = false
+			out.block = waiting(v.Name, "NoTemporaryTarget", "volume %s: no node can host its target: %s", v.Name, why)
+			continue
+		}
+		r.setVolume(v.Name, events.VolumeSwitchingOver, to, "target moving to "+to+": "+why)
+		out.done, out.progressed = false, true
+	}
+	if err := r.flush(ctx); err != nil {
+		return outcome{}, err
+	}
+	for _, v := range vols {
+		rec := r.st.Volumes[v.Name]
+		if rec.State != events.VolumeSwitchingOver {
+			continue
+		}
+		to := rec.TargetNode
+		if v.TargetNode == to {
+			r.setVolume(v.Name, events.VolumeSwitchedOver, to, "target runs on "+to)
+			out.progressed = true
+			continue
+		}
+		out.done = false
+		if v.DesiredTargetNode != to {
 			if err := r.dp().SetTargetNode(ctx, v.Name, to); err != nil {
 				return outcome{}, fmt.Errorf("volume %s: move target to %s: %w", v.Name, to, err)
 			}
-			out.done, out.progressed = false, true
-		case rec.State == events.VolumeSwitchingOver:
-			to := rec.TargetNode
-			if v.TargetNode == to {
-				if err := r.setVolume(ctx, v.Name, events.VolumeSwitchedOver, to, "target runs on "+to); err != nil {
-					return outcome{}, err
-				}
-				out.progressed = true
-				continue
-			}
-			out.done = false
-			if v.DesiredTargetNode != to {
-				if err := r.dp().SetTargetNode(ctx, v.Name, to); err != nil {
-					return outcome{}, fmt.Errorf("volume %s: move target to %s: %w", v.Name, to, err)
-				}
-			}
-			out.block = waiting(v.Name, "TargetNotMoved", "volume %s: target still on %s, waiting for it to move to %s", v.Name, v.TargetNode, to)
+			out.progressed = true
+			continue
 		}
+		out.block = waiting(v.Name, "TargetNotMoved", "volume %s: target still on %s, waiting for it to move to %s", v.Name, v.TargetNode, to)
 	}
 	return out, nil
 }
@@ -239,8 +249,8 @@ func (r *run) upgradeInstanceManager(ctx context.Context) (outcome, error) {
 		return derefOutcome(stop), err
 	}
 	// The invariant the whole design exists for, checked on live state over
-	// every volume, not only the recorded ones.
-	vols, err := r.dp().Volumes(ctx)
+	// every volume on the node, not only the recorded ones.
+	vols, err := r.dp().VolumesOn(ctx, r.w.cfg.Node)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -308,9 +318,7 @@ func (r *run) bringHome(ctx context.Context, v dataplane.Volume) (outcome, error
 	home := r.w.cfg.Node
 	rec := r.st.Volumes[v.Name]
 	if rec.State != events.VolumeSwitchingBack {
-		if err := r.setVolume(ctx, v.Name, events.VolumeSwitchingBack, home, "target moving back to "+home); err != nil {
-			return outcome{}, err
-		}
+		r.setVolume(v.Name, events.VolumeSwitchingBack, home, "target moving back to "+home)
 	}
 	if v.TargetNode == home || !v.Attached() {
 		if v.DesiredTargetNode != "" {
@@ -318,9 +326,7 @@ func (r *run) bringHome(ctx context.Context, v dataplane.Volume) (outcome, error
 				return outcome{}, fmt.Errorf("volume %s: clear target override: %w", v.Name, err)
 			}
 		}
-		if err := r.setVolume(ctx, v.Name, events.VolumeSwitchedBack, home, "target back on "+home); err != nil {
-			return outcome{}, err
-		}
+		r.setVolume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
 		return outcome{done: true, progressed: true}, nil
 	}
 	if v.DesiredTargetNode != home {
@@ -365,9 +371,7 @@ func (r *run) finalize(ctx context.Context) (outcome, error) {
 		}
 	}
 	for _, name := range r.st.VolumesWhere(func(v nodeupgrade.Volume) bool { return v.State != events.VolumeCompleted }) {
-		if err := r.setVolume(ctx, name, events.VolumeCompleted, "", "volume done"); err != nil {
-			return outcome{}, err
-		}
+		r.setVolume(name, events.VolumeCompleted, "", "volume done")
 	}
 	if err := r.dp().SetNodeUpgradeRequested(ctx, r.w.cfg.Node, false); err != nil && !errors.Is(err, dataplane.ErrNotFound) {
 		return outcome{}, err

@@ -50,6 +50,11 @@ type Worker struct {
 	cfg    Config
 	log    *slog.Logger
 	source string
+	// last is the node aggregate as this worker left it after the previous
+	// command. The worker is its node's only regular writer, so the next
+	// command usually starts from it without a load; anything appended by
+	// others since shows up as a concurrency conflict, which reloads.
+	last *run
 }
 
 // New validates cfg and returns a worker.
@@ -118,6 +123,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	log := w.log.With("manager", cmd.Manager.String(), "command", cmd.ID, "step", cmd.Step)
+	if meta != nil {
+		log.Debug("command received", "deliveries", meta.NumDelivered)
+	}
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	go w.heartbeat(hbCtx, msg)

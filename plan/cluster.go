@@ -70,15 +70,19 @@ func (c Cluster) V2Nodes() []string {
 }
 
 // InstanceManagerImage returns the image of the node's v2 instance manager:
-// the image of its running IM, or, when none runs, of whatever IM it has (a
-// crashed IM is restarted with the image it had, so the node is still on that
-// version). Several distinct images are joined with "+", sorted, so that a
+// the image of its running IM, or, when none runs, of whatever IM it has
+// that is not stopped (a crashed IM is restarted with the image it had, so
+// the node is still on that version; a stopped one is being replaced by it),
+// or, failing that, of a stopped one. Several distinct images are joined with "+", sorted, so that a
 // node caught between two IMs never looks like it runs either one alone. It
 // is "" when the node has no v2 IM at all.
 func (c Cluster) InstanceManagerImage(node string) string {
-	imgs := imagesOf(c.InstanceManagers, node, true)
+	imgs := imagesOf(c.InstanceManagers, node, func(im dataplane.InstanceManager) bool { return im.State == dataplane.IMRunning })
 	if len(imgs) == 0 {
-		imgs = imagesOf(c.InstanceManagers, node, false)
+		imgs = imagesOf(c.InstanceManagers, node, func(im dataplane.InstanceManager) bool { return im.State != dataplane.IMStopped })
+	}
+	if len(imgs) == 0 {
+		imgs = imagesOf(c.InstanceManagers, node, func(dataplane.InstanceManager) bool { return true })
 	}
 	return strings.Join(imgs, "+")
 }
@@ -105,10 +109,10 @@ func isV2IM(im dataplane.InstanceManager) bool {
 
 // imagesOf returns the sorted distinct images of node's v2 IMs (only running
 // ones when runningOnly).
-func imagesOf(ims []dataplane.InstanceManager, node string, runningOnly bool) []string {
+func imagesOf(ims []dataplane.InstanceManager, node string, keep func(dataplane.InstanceManager) bool) []string {
 	var out []string
 	for _, im := range ims {
-		if im.Node != node || !isV2IM(im) || (runningOnly && im.State != dataplane.IMRunning) {
+		if im.Node != node || !isV2IM(im) || !keep(im) {
 			continue
 		}
 		out = append(out, im.Image)

@@ -14,19 +14,26 @@ func TestInstanceManagerImage(t *testing.T) {
 		im.State = dataplane.IMStopped
 		return im
 	}
+	starting := func(node, image string) dataplane.InstanceManager {
+		im := runningIM(node, image)
+		im.State = dataplane.IMStarting
+		return im
+	}
 	otherEngine := runningIM("n5", "im:v1-engine")
 	otherEngine.DataEngine = "v1"
 	c := Cluster{InstanceManagers: []dataplane.InstanceManager{
 		runningIM("n1", "im:b"), stopped("n1", "im:a"), // the running one counts
 		stopped("n2", "im:a"),                            // none running: the one it has
 		runningIM("n3", "im:b"), runningIM("n3", "im:a"), // caught between two
-		otherEngine, // not a v2 IM
+		otherEngine,                                   // not a v2 IM
+		stopped("n6", "im:a"), starting("n6", "im:b"), // the replacement counts
 	}}
 	assert.Equal(t, "im:b", c.InstanceManagerImage("n1"))
 	assert.Equal(t, "im:a", c.InstanceManagerImage("n2"))
 	assert.Equal(t, "im:a+im:b", c.InstanceManagerImage("n3"))
 	assert.Equal(t, "", c.InstanceManagerImage("n4"))
 	assert.Equal(t, "", c.InstanceManagerImage("n5"))
+	assert.Equal(t, "im:b", c.InstanceManagerImage("n6"))
 }
 
 func TestConcerned(t *testing.T) {

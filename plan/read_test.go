@@ -57,6 +57,10 @@ func (f fakeReader) Volume(context.Context, string) (dataplane.Volume, error) {
 	return dataplane.Volume{}, dataplane.ErrNotFound
 }
 
+func (f fakeReader) VolumesOn(context.Context, string) ([]dataplane.Volume, error) {
+	return nil, f.err("volumes")
+}
+
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
 	asked := "unset"

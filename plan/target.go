@@ -135,3 +135,27 @@ func (v *view) explain(c candidate, vol, image string) string {
 func hasHealthyReplica(vol dataplane.Volume, node string) bool {
 	return slices.ContainsFunc(vol.Replicas, func(r dataplane.Replica) bool { return r.Node == node && r.Healthy() })
 }
+
+// Chooser chooses temporary targets for many volumes against one snapshot,
+// indexing it once, and spreads the volumes it places: each choice counts as
+// load on its node for the next one. A worker switching a node's volumes over
+// uses one Chooser per round.
+type Chooser struct {
+	v      *view
+	placed map[string]int
+}
+
+// NewChooser indexes c.
+func NewChooser(c Cluster) *Chooser {
+	return &Chooser{v: newView(c), placed: map[string]int{}}
+}
+
+// Choose is ChooseTemporaryTarget on the Chooser's snapshot, counting the
+// targets it placed before.
+func (ch *Chooser) Choose(vol dataplane.Volume, upgrading, targetImage string) (node string, reason string, ok bool) {
+	node, reason, ok = ch.v.choose(vol, upgrading, targetImage, ch.placed)
+	if ok {
+		ch.placed[node]++
+	}
+	return node, reason, ok
+}

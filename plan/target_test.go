@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -195,4 +197,31 @@ func TestChooseTemporaryTargetWithoutTargetImage(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "node-2", node)
 	assert.Equal(t, "node-2 runs im:v1 (no target image given), holds no healthy replica of vol and hosts 0 other target(s)", reason)
+}
+
+func TestChooserSpreadsAndMatchesChooseTemporaryTarget(t *testing.T) {
+	c := Cluster{DefaultImage: "im:new"}
+	for _, n := range []string{"a", "b", "c"} {
+		c.Nodes = append(c.Nodes, dataplane.Node{Name: n, Ready: true, V2: true})
+		c.InstanceManagers = append(c.InstanceManagers, dataplane.InstanceManager{Name: "im-" + n, Node: n, Image: "im:old", DataEngine: "v2", State: dataplane.IMRunning})
+	}
+	var vols []dataplane.Volume
+	for i := range 4 {
+		vols = append(vols, dataplane.Volume{Name: fmt.Sprintf("v%d", i), DataEngine: "v2", NumberOfReplicas: 2, AttachedNode: "a", TargetNode: "a",
+			Replicas: []dataplane.Replica{{Name: "r", Node: "a", State: dataplane.ReplicaRunning}}})
+	}
+	c.Volumes = vols
+	first, _, ok := ChooseTemporaryTarget(c, vols[0], "a", "im:new")
+	require.True(t, ok)
+	ch := NewChooser(c)
+	got := map[string]int{}
+	for i, v := range vols {
+		n, _, ok := ch.Choose(v, "a", "im:new")
+		require.True(t, ok)
+		if i == 0 {
+			assert.Equal(t, first, n, "the first choice is ChooseTemporaryTarget's")
+		}
+		got[n]++
+	}
+	assert.Equal(t, map[string]int{"b": 2, "c": 2}, got, "targets are spread over the candidates")
 }

@@ -23,6 +23,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -310,6 +311,32 @@ func (s *Sim) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
 }
 
 // Volume returns one volume or an error matching dataplane.ErrNotFound.
+// VolumesOn implements dataplane.Reader from the sim's per-node indexes, so
+// a node step's cost does not grow with the cluster.
+func (s *Sim) VolumesOn(ctx context.Context, nodeName string) ([]dataplane.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick()
+	names := map[string]struct{}{}
+	for _, idx := range []map[string]map[string]struct{}{s.targetsOn, s.attachedOn, s.replicasOn} {
+		for name := range idx[nodeName] {
+			names[name] = struct{}{}
+		}
+	}
+	sorted := slices.Sorted(maps.Keys(names))
+	out := make([]dataplane.Volume, 0, len(sorted))
+	for _, name := range sorted {
+		if v, ok := s.vols[name]; ok {
+			out = append(out, v.export())
+		}
+	}
+	return out, nil
+}
+
+// Volume implements dataplane.Reader.
 func (s *Sim) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
 	if err := ctx.Err(); err != nil {
 		return dataplane.Volume{}, err

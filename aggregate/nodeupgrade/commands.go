@@ -47,6 +47,15 @@ type SetVolumeState struct {
 	Message    string
 }
 
+// SetVolumeStates applies several volume changes as one decision, so a step
+// that moves twenty volumes appends one atomic batch instead of twenty.
+// Changes are decided in order, each on the state the previous ones produce.
+type SetVolumeStates struct {
+	ID      string
+	At      time.Time
+	Changes []SetVolumeState
+}
+
 // ReportStall reports that Step makes no progress; Message says what blocks.
 // An empty Step means the current one.
 type ReportStall struct {
@@ -101,6 +110,9 @@ func (c CompleteStep) CommandID() string { return c.ID }
 func (c SetVolumeState) CommandID() string { return c.ID }
 
 // CommandID implements Command.
+func (c SetVolumeStates) CommandID() string { return c.ID }
+
+// CommandID implements Command.
 func (c ReportStall) CommandID() string { return c.ID }
 
 // CommandID implements Command.
@@ -125,6 +137,9 @@ func (c CompleteStep) CommandTime() time.Time { return c.At }
 func (c SetVolumeState) CommandTime() time.Time { return c.At }
 
 // CommandTime implements Command.
+func (c SetVolumeStates) CommandTime() time.Time { return c.At }
+
+// CommandTime implements Command.
 func (c ReportStall) CommandTime() time.Time { return c.At }
 
 // CommandTime implements Command.
@@ -142,6 +157,7 @@ func (c ConfirmCancelled) CommandTime() time.Time { return c.At }
 func (Start) commandName() string            { return "Start" }
 func (CompleteStep) commandName() string     { return "CompleteStep" }
 func (SetVolumeState) commandName() string   { return "SetVolumeState" }
+func (SetVolumeStates) commandName() string  { return "SetVolumeStates" }
 func (ReportStall) commandName() string      { return "ReportStall" }
 func (ReportProgress) commandName() string   { return "ReportProgress" }
 func (Fail) commandName() string             { return "Fail" }

@@ -43,6 +43,8 @@ func Decide(s State, cmd Command) ([]events.Event, error) {
 		evs, err = decideCompleteStep(s, c)
 	case SetVolumeState:
 		evs, err = decideVolume(s, c)
+	case SetVolumeStates:
+		evs, err = decideVolumes(s, c)
 	case ReportStall:
 		evs, err = decideStall(s, c)
 	case ReportProgress:
@@ -167,6 +169,27 @@ func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
 		TargetNode: c.TargetNode,
 		Message:    c.Message,
 	}}, nil
+}
+
+func decideVolumes(s State, c SetVolumeStates) ([]events.Event, error) {
+	var out []events.Event
+	cur := s
+	for _, change := range c.Changes {
+		change.ID = c.ID
+		evs, err := decideVolume(cur, change)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			next, err := Evolve(cur, events.Envelope{Aggregate: cur.Aggregate(), Time: c.At, Data: ev})
+			if err != nil {
+				return nil, refuse(s, c, err, "volume %s: change does not apply", change.Volume)
+			}
+			cur = next
+		}
+		out = append(out, evs...)
+	}
+	return out, nil
 }
 
 func decideStall(s State, c ReportStall) ([]events.Event, error) {
