@@ -243,7 +243,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 	if err != nil {
 		return err
 	}
-	if st.PrechecksRecorded() || st.Terminal() || st.CancelRequested {
+	if st.Planned() || st.Terminal() || st.CancelRequested {
 		return nil
 	}
 	cluster, err := plan.Read(ctx, o.cfg.Cluster)

@@ -14,8 +14,15 @@ import (
 
 // Append stores evs on agg's subject if the aggregate is still at version
 // expected (the stream sequence of its last event; 0 = no event yet) and
-// returns the new version. Several events are committed as one atomic batch,
-// so a crash never leaves half a decision in history.
+// returns the new version.
+//
+// Several events are committed as one atomic batch on replicated streams. On
+// a single-replica file stream JetStream stages every atomic batch in a file
+// store of its own, which costs milliseconds of file system work per
+// decision, so there each event is published with its own concurrency check
+// against the previous one: nothing can interleave, but a crash may store a
+// prefix of the decision. The deciders are written for that: deciding the
+// same command again on the prefix produces exactly the rest.
 //
 // Retrying an Append that succeeded (e.g. after a timeout) succeeds again
 // without storing anything twice: Nats-Msg-Id deduplicates, and a concurrency
@@ -47,8 +54,10 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		if ack != nil {
 			seq = ack.Sequence
 		}
-	} else {
+	} else if s.cfg.Replicas > 1 {
 		seq, err = s.publishBatch(ctx, msgs, expected)
+	} else {
+		seq, err = s.publishChain(ctx, msgs, expected)
 	}
 	if err == nil {
 		return seq, nil
@@ -65,6 +74,20 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 	}
 	actual := last.Sequence
 	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
+}
+
+// publishChain publishes msgs one by one, each expecting the sequence the
+// previous one got.
+func (s *Store) publishChain(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {
+	seq := expected
+	for _, m := range msgs {
+		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(seq))
+		if err != nil {
+			return 0, err
+		}
+		seq = ack.Sequence
+	}
+	return seq, nil
 }
 
 func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {

@@ -47,6 +47,8 @@ func TestAppendConcurrencyOneWinner(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	s := openStore(t, js, eventstore.Config{})
 	raceOneWinner(t, s)
+	// Multi-event decisions go through an atomic batch on replicated streams.
+	appendSeveral(t, s)
 }
 
 // raceOneWinner: 20 goroutines append to one aggregate expecting the same
@@ -135,10 +137,15 @@ func TestAppendIsIdempotent(t *testing.T) {
 	assert.ErrorIs(t, err, eventstore.ErrConflict)
 }
 
-func TestAppendBatchIsAtomic(t *testing.T) {
+func TestAppendSeveralEvents(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	appendSeveral(t, openStore(t, js, eventstore.Config{}))
+}
+
+// appendSeveral: a multi-event decision is stored whole, a stale one not at
+// all, and its retry is recognised.
+func appendSeveral(t *testing.T, s *eventstore.Store) {
 	c := ctx(t)
 	agg := events.ManagerAggregate(mgr)
 	batch := events.New(agg, events.SourceController, "prechecks", t0,
@@ -146,16 +153,18 @@ func TestAppendBatchIsAtomic(t *testing.T) {
 		events.PrecheckPassed{Check: "AtLeastTwoNodes", Reason: "Enough"},
 		events.UpgradePlanned{InstanceManagerImage: "im:2", Nodes: []string{"a", "b"}},
 	)
+	base, err := s.LastSequence(c)
+	require.NoError(t, err)
 	v, err := s.Append(c, agg, 0, batch...)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(3), v)
+	assert.Equal(t, base+3, v)
 
 	// A stale batch stores nothing at all.
 	stale := events.New(agg, events.SourceController, "stale", t0, events.CancelRequested{}, events.UpgradeCancelled{})
 	_, err = s.Append(c, agg, 0, stale...)
 	var ce *eventstore.ConflictError
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, uint64(3), ce.Actual)
+	assert.Equal(t, v, ce.Actual)
 
 	// Retrying the successful batch is recognised as success.
 	v2, err := s.Append(c, agg, 0, batch...)
@@ -167,7 +176,7 @@ func TestAppendBatchIsAtomic(t *testing.T) {
 	require.Len(t, h.Events, 3)
 	for i, e := range h.Events {
 		assert.Equal(t, batch[i].ID, e.ID)
-		assert.Equal(t, uint64(i+1), e.Sequence)
+		assert.Equal(t, base+uint64(i+1), e.Sequence)
 	}
 }
 
@@ -295,4 +304,6 @@ func TestAppendConcurrencyOnR3Cluster(t *testing.T) {
 		return err == nil
 	}, 60*time.Second, 100*time.Millisecond)
 	raceOneWinner(t, s)
+	// Multi-event decisions go through an atomic batch on replicated streams.
+	appendSeveral(t, s)
 }

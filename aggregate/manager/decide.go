@@ -88,11 +88,17 @@ func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
 }
 
 func decidePrechecks(s State, c RecordPrechecks) ([]events.Event, error) {
-	if s.Terminal() || s.PrechecksRecorded() || s.CancelRequested {
+	if s.Terminal() || s.Planned() || s.CancelRequested {
 		return nil, nil
 	}
 	if len(c.Results) == 0 {
 		return nil, refuse(s, c, nil, "no precheck results")
+	}
+	// Results already in history win over the command's (a decision stored in
+	// part, then retried with a fresh evaluation): history is not rewritten.
+	recorded := make(map[string]PrecheckResult, len(s.Prechecks))
+	for _, r := range s.Prechecks {
+		recorded[r.Check] = r
 	}
 	seen := make(map[string]bool, len(c.Results))
 	var failed []string
@@ -102,12 +108,16 @@ func decidePrechecks(s State, c RecordPrechecks) ([]events.Event, error) {
 			return nil, refuse(s, c, nil, "precheck %q listed twice", r.Check)
 		}
 		seen[r.Check] = true
-		if r.Passed {
+		if old, ok := recorded[r.Check]; ok {
+			r = old
+		} else if r.Passed {
 			evs = append(evs, events.PrecheckPassed{Check: r.Check, Reason: r.Reason, Message: r.Message})
-			continue
+		} else {
+			evs = append(evs, events.PrecheckFailed{Check: r.Check, Reason: r.Reason, Message: r.Message})
 		}
-		evs = append(evs, events.PrecheckFailed{Check: r.Check, Reason: r.Reason, Message: r.Message})
-		failed = append(failed, r.Check+": "+r.Message)
+		if !r.Passed {
+			failed = append(failed, r.Check+": "+r.Message)
+		}
 	}
 	if len(failed) > 0 {
 		return append(evs, events.UpgradeFailed{
@@ -136,6 +146,10 @@ func decideOutcome(s State, c RecordNodeOutcome) ([]events.Event, error) {
 	}
 	if st, ok := s.Nodes[c.Node]; ok && st.State.Terminal() {
 		if st.State == c.State {
+			// Recorded; what follows it may not be (a decision stored in part).
+			if s.UpgradingNode == "" && s.Planned() {
+				return advance(s, c.Node), nil
+			}
 			return nil, nil
 		}
 		return nil, refuse(s, c, ErrConflict, "node %s already finished %s, got %s", c.Node, st.State, c.State)
@@ -199,7 +213,14 @@ func advance(s State, last string) []events.Event {
 }
 
 func decideCancel(s State, c RequestCancel) ([]events.Event, error) {
-	if s.Terminal() || s.CancelRequested {
+	if s.Terminal() {
+		return nil, nil
+	}
+	if s.CancelRequested {
+		// Only the conclusion may be missing (a decision stored in part).
+		if s.UpgradingNode == "" {
+			return []events.Event{events.UpgradeCancelled{Message: cancelledIdleMessage(s)}}, nil
+		}
 		return nil, nil
 	}
 	evs := []events.Event{events.CancelRequested{Reason: c.Reason}}

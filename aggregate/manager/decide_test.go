@@ -96,12 +96,12 @@ var decisions = map[string]map[string]outcome{
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
 	"initializing": {
-		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"request": none, "request-other-spec": conflict, "prechecks-pass": emits(tPass, tPass, tPlan), "prechecks-fail": emits(tFail, tFail, tErr), // completes a decision stored in part
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
 	"initializing-failed-check": {
-		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"request": none, "request-other-spec": conflict, "prechecks-pass": emits(tPass, tPass, tErr), "prechecks-fail": emits(tFail, tFail, tErr), // the recorded failure wins
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
@@ -115,19 +115,19 @@ var decisions = map[string]map[string]outcome{
 		"outcome-completed": emits(tFin, tSched), "outcome-error": emits(tFin, tErr), "schedule-next": none,
 		"cancel": emits(tCReq), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
-	"between-nodes": { // node-1 completed: a repeated outcome for it is a no-op
+	"between-nodes": { // node-1 completed: a repeated outcome completes what followed it
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
-		"outcome-completed": none, "outcome-error": conflict, "schedule-next": emits(tSched),
+		"outcome-completed": emits(tSched), "outcome-error": conflict, "schedule-next": emits(tSched),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
 	"node-errored": { // only reachable by raw events: NodeFinished(error) without UpgradeFailed
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
-		"outcome-completed": conflict, "outcome-error": none, "schedule-next": emits(tErr),
+		"outcome-completed": conflict, "outcome-error": emits(tErr), "schedule-next": emits(tErr),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
 	"all-nodes-done": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
-		"outcome-completed": none, "outcome-error": conflict, "schedule-next": emits(tDone),
+		"outcome-completed": emits(tDone), "outcome-error": conflict, "schedule-next": emits(tDone),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
 	},
 	"cancel-in-flight": {
@@ -137,8 +137,8 @@ var decisions = map[string]map[string]outcome{
 	},
 	"cancel-idle": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
-		"outcome-completed": none, "outcome-error": conflict, "schedule-next": none,
-		"cancel": none, "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
+		"outcome-completed": emits(tCanc), "outcome-error": conflict, "schedule-next": none,
+		"cancel": emits(tCanc), "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
 	},
 	"completed": terminalRe,
 	"error":     terminalRe,

@@ -52,3 +52,32 @@ func TestDecideSetVolumeStates(t *testing.T) {
 		})
 	}
 }
+
+// A batch stored in part (a crash between its events on a single-replica
+// stream) is completed by deciding it again: exactly the rest.
+func TestDecideSetVolumeStatesCompletesAPrefix(t *testing.T) {
+	base := fold(t, upTo(events.NodeSwitchingOver)...)
+	cmd := SetVolumeStates{ID: "batch", Changes: []SetVolumeState{
+		{Volume: "v1", To: events.VolumePending},
+		{Volume: "v1", To: events.VolumeSwitchingOver, TargetNode: "n2"},
+		{Volume: "v1", To: events.VolumeSwitchedOver, TargetNode: "n2"},
+		{Volume: "v2", To: events.VolumePending},
+	}}
+	all, err := Decide(base, cmd)
+	require.NoError(t, err)
+	require.Len(t, all, 4)
+	for n := range len(all) + 1 {
+		prefix, err := Fold(base, envs(all[:n]...)...)
+		require.NoError(t, err)
+		rest, err := Decide(prefix, cmd)
+		require.NoError(t, err, "prefix of %d", n)
+		assert.Equal(t, all[n:], nilIfEmptyEvents(rest), "prefix of %d", n)
+	}
+}
+
+func nilIfEmptyEvents(evs []events.Event) []events.Event {
+	if len(evs) == 0 {
+		return []events.Event{}
+	}
+	return evs
+}

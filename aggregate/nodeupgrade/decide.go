@@ -2,6 +2,7 @@ package nodeupgrade
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/events"
@@ -172,10 +173,25 @@ func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
 }
 
 func decideVolumes(s State, c SetVolumeStates) ([]events.Event, error) {
+	// later[i] lists the states the batch moves change i's volume to from
+	// change i on: a volume already at one of them went through this batch
+	// before (a decision stored in part), and its earlier changes are done.
+	later := make([][]events.VolumeState, len(c.Changes))
+	for i := len(c.Changes) - 1; i >= 0; i-- {
+		later[i] = []events.VolumeState{c.Changes[i].To}
+		for j := i + 1; j < len(c.Changes); j++ {
+			if c.Changes[j].Volume == c.Changes[i].Volume {
+				later[i] = append(later[i], c.Changes[j].To)
+			}
+		}
+	}
 	var out []events.Event
 	cur := s
-	for _, change := range c.Changes {
+	for i, change := range c.Changes {
 		change.ID = c.ID
+		if v, ok := cur.Volumes[change.Volume]; ok && v.State != change.To && slices.Contains(later[i][1:], v.State) {
+			continue
+		}
 		evs, err := decideVolume(cur, change)
 		if err != nil {
 			return nil, err

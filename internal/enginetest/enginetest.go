@@ -6,7 +6,6 @@ package enginetest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -88,13 +87,13 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	if err != nil {
 		t.Fatalf("open queue: %v", err)
 	}
-	var w io.Writer = io.Discard
+	handler := slog.DiscardHandler
 	if os.Getenv("ENGINE_LOG") != "" {
-		w = os.Stderr
+		handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	e := &Engine{
 		t: t, Server: srv, NC: nc, JS: js, Store: store, Queue: q, Plane: plane,
-		Log:  slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Log:  slog.New(handler),
 		opts: opts, ctx: ctx, cancel: cancel, workers: map[string]context.CancelFunc{},
 	}
 	// Stop the engine before the server (registered earlier, so it runs later).
