@@ -175,6 +175,11 @@ func TestPrechecksRefuse(t *testing.T) {
 			require.NoError(t, s.AddVolume("lonely", sim.EngineV2, []string{"n1"}, "n1"))
 			return s
 		}, nil, "VolumesHealthy", "lonely"},
+		{"degraded attached volume", func(t *testing.T) *sim.Sim {
+			s := slowLayout(t)
+			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "degraded", ReplicasOn: []string{"n1", "n2"}, NumberOfReplicas: 3, AttachedTo: "n1"}))
+			return s
+		}, nil, "VolumesHealthy", "degraded"},
 		{"unknown nodes", slowLayout, []string{"n1", "ghost-1", "ghost.2"}, "NodesKnown", "ghost-1, ghost.2"},
 		{"one node", func(t *testing.T) *sim.Sim {
 			s := sim.New(sim.Config{})
