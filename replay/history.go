@@ -1,0 +1,86 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Line is one entry of a manager's timeline.
+type Line struct {
+	Sequence uint64
+	Time     string
+	Node     string
+	What     string
+	Message  string
+}
+
+// Describe turns an event into a timeline line: what changed, from → to.
+func Describe(e events.Envelope) Line {
+	l := Line{Sequence: e.Sequence, Time: e.Time.Format("15:04:05.000"), Node: e.Aggregate.Node}
+	switch d := e.Data.(type) {
+	case events.UpgradeRequested:
+		nodes := "all v2 nodes"
+		if len(d.Nodes) > 0 {
+			nodes = strings.Join(d.Nodes, ", ")
+		}
+		l.What, l.Message = "upgrade requested", nodes
+	case events.PrecheckPassed:
+		l.What, l.Message = "precheck "+d.Check+" passed", d.Message
+	case events.PrecheckFailed:
+		l.What, l.Message = "precheck "+d.Check+" FAILED", d.Reason+": "+d.Message
+	case events.UpgradePlanned:
+		l.What, l.Message = "planned", "order "+strings.Join(d.Nodes, " → ")+", image "+d.InstanceManagerImage
+	case events.NodeScheduled:
+		l.Node, l.What = d.Node, "scheduled"
+	case events.NodeFinished:
+		l.Node, l.What, l.Message = d.Node, "finished: "+string(d.State), d.Message
+	case events.UpgradeCompleted:
+		l.What, l.Message = "upgrade completed", d.Message
+	case events.UpgradeFailed:
+		l.What, l.Message = "upgrade FAILED", d.Reason+": "+d.Message
+	case events.CancelRequested:
+		l.What, l.Message = "cancel requested", d.Reason
+	case events.UpgradeCancelled:
+		l.What, l.Message = "upgrade cancelled", d.Message
+	case events.NodeUpgradeStarted:
+		l.What, l.Message = "started", fmt.Sprintf("attempt %d, target image %s", d.Attempt, d.InstanceManagerImage)
+	case events.NodeStateChanged:
+		l.What, l.Message = fmt.Sprintf("%s → %s", d.From, d.To), d.Message
+	case events.VolumeStateChanged:
+		from := string(d.From)
+		if from == "" {
+			from = "recorded"
+		}
+		l.What, l.Message = fmt.Sprintf("volume %s: %s → %s", d.Volume, from, d.To), d.Message
+	case events.NodeStalled:
+		l.What, l.Message = "STALLED in "+string(d.Step), d.Reason+": "+d.Message
+	case events.NodeResumed:
+		l.What, l.Message = "resumed "+string(d.Step), d.Message
+	case events.NodeUpgradeCompleted:
+		l.What, l.Message = "completed", d.Message
+	case events.NodeUpgradeFailed:
+		l.What, l.Message = "FAILED in "+string(d.Step), d.Reason+": "+d.Message
+	case events.NodeCancelRequested:
+		l.What, l.Message = "cancel requested", d.Reason
+	case events.NodeUpgradeCancelled:
+		l.What, l.Message = "cancelled at "+string(d.Step), d.Message
+	default:
+		l.What = string(e.Type())
+	}
+	return l
+}
+
+// String renders the line for a terminal.
+func (l Line) String() string {
+	node := l.Node
+	if node == "" {
+		node = "-"
+	}
+	s := fmt.Sprintf("%6d  %s  %-14s %s", l.Sequence, l.Time, node, l.What)
+	if l.Message != "" {
+		s += "  (" + oneLine(l.Message) + ")"
+	}
+	return s
+}
