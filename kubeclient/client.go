@@ -1,6 +1,7 @@
 // Package kubeclient is a small typed client for Switchback's two custom
-// resources, built on client-go's REST client and the api/v1beta2 scheme (no
-// generated clientset), plus informers over it.
+// resources over client-go's dynamic client (no generated clientset), plus
+// informers over it. Being dynamic underneath, the same code runs against a
+// real apiserver and against client-go's in-memory fake (the demo).
 package kubeclient
 
 import (
@@ -9,10 +10,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -32,32 +36,50 @@ func init() {
 	}
 }
 
+// Resources of the group.
+var (
+	ManagersResource     = v1beta2.SchemeGroupVersion.WithResource(v1beta2.DataEngineUpgradeManagerResource)
+	NodeUpgradesResource = v1beta2.SchemeGroupVersion.WithResource(v1beta2.NodeDataEngineUpgradeResource)
+)
+
 // Client reaches the longhorn.io/v1beta2 resources.
 type Client struct {
-	rc rest.Interface
+	dyn dynamic.Interface
 }
 
 // New returns a client for cfg.
 func New(cfg *rest.Config) (*Client, error) {
 	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &v1beta2.SchemeGroupVersion
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
 	if c.UserAgent == "" {
 		c.UserAgent = "switchback"
 	}
-	rc, err := rest.RESTClientFor(c)
+	dyn, err := dynamic.NewForConfig(c)
 	if err != nil {
 		return nil, fmt.Errorf("kubeclient: %w", err)
 	}
-	return &Client{rc: rc}, nil
+	return &Client{dyn: dyn}, nil
+}
+
+// NewForDynamic wraps a dynamic client.
+func NewForDynamic(dyn dynamic.Interface) *Client { return &Client{dyn: dyn} }
+
+// NewFake returns a client over an in-memory API holding objects: what the
+// demo runs on when no cluster is given. It does not enforce what only a
+// real apiserver does (UIDs, generations, finalizers, CEL, the status
+// subresource's separation): callers set UIDs themselves.
+func NewFake(objects ...runtime.Object) *Client {
+	lists := map[schema.GroupVersionResource]string{
+		ManagersResource:     "DataEngineUpgradeManagerList",
+		NodeUpgradesResource: "NodeDataEngineUpgradeList",
+	}
+	return &Client{dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(Scheme, lists, objects...)}
 }
 
 // Managers is the DataEngineUpgradeManager resource in ns ("" = all namespaces, for List/Watch).
 func (c *Client) Managers(ns string) *Resource[*v1beta2.DataEngineUpgradeManager, *v1beta2.DataEngineUpgradeManagerList] {
 	return &Resource[*v1beta2.DataEngineUpgradeManager, *v1beta2.DataEngineUpgradeManagerList]{
-		rc: c.rc, ns: ns, resource: v1beta2.DataEngineUpgradeManagerResource,
+		ri:      c.dyn.Resource(ManagersResource).Namespace(ns),
+		kind:    "DataEngineUpgradeManager",
 		newObj:  func() *v1beta2.DataEngineUpgradeManager { return &v1beta2.DataEngineUpgradeManager{} },
 		newList: func() *v1beta2.DataEngineUpgradeManagerList { return &v1beta2.DataEngineUpgradeManagerList{} },
 	}
@@ -66,7 +88,8 @@ func (c *Client) Managers(ns string) *Resource[*v1beta2.DataEngineUpgradeManager
 // NodeUpgrades is the NodeDataEngineUpgrade resource in ns.
 func (c *Client) NodeUpgrades(ns string) *Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList] {
 	return &Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList]{
-		rc: c.rc, ns: ns, resource: v1beta2.NodeDataEngineUpgradeResource,
+		ri:      c.dyn.Resource(NodeUpgradesResource).Namespace(ns),
+		kind:    "NodeDataEngineUpgrade",
 		newObj:  func() *v1beta2.NodeDataEngineUpgrade { return &v1beta2.NodeDataEngineUpgrade{} },
 		newList: func() *v1beta2.NodeDataEngineUpgradeList { return &v1beta2.NodeDataEngineUpgradeList{} },
 	}
@@ -75,73 +98,108 @@ func (c *Client) NodeUpgrades(ns string) *Resource[*v1beta2.NodeDataEngineUpgrad
 // Resource is one namespaced resource of the group, typed by its object and
 // list types.
 type Resource[T runtime.Object, L runtime.Object] struct {
-	rc       rest.Interface
-	ns       string
-	resource string
-	newObj   func() T
-	newList  func() L
+	ri      dynamic.ResourceInterface
+	kind    string
+	newObj  func() T
+	newList func() L
 }
 
 // Get reads one object.
 func (r *Resource[T, L]) Get(ctx context.Context, name string) (T, error) {
-	out := r.newObj()
-	err := r.rc.Get().Namespace(r.ns).Resource(r.resource).Name(name).Do(ctx).Into(out)
-	return out, err
+	u, err := r.ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return r.newObj(), err
+	}
+	return r.typed(u)
 }
 
 // List lists objects.
 func (r *Resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	out := r.newList()
-	err := r.rc.Get().NamespaceIfScoped(r.ns, r.ns != "").Resource(r.resource).
-		VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
-	return out, err
+	ul, err := r.ri.List(ctx, opts)
+	if err != nil {
+		return out, err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ul.UnstructuredContent(), out); err != nil {
+		return out, fmt.Errorf("kubeclient: decode %s list: %w", r.kind, err)
+	}
+	return out, nil
 }
 
-// Watch watches objects.
+// Watch watches objects; the events carry typed objects.
 func (r *Resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return r.rc.Get().NamespaceIfScoped(r.ns, r.ns != "").Resource(r.resource).
-		VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+	w, err := r.ri.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if u, ok := e.Object.(*unstructured.Unstructured); ok {
+			if obj, err := r.typed(u); err == nil {
+				e.Object = obj
+			}
+		}
+		return e, true
+	}), nil
 }
 
 // Create creates obj.
 func (r *Resource[T, L]) Create(ctx context.Context, obj T) (T, error) {
-	out := r.newObj()
-	err := r.rc.Post().Namespace(r.ns).Resource(r.resource).Body(obj).Do(ctx).Into(out)
-	return out, err
+	u, err := r.unstructured(obj)
+	if err != nil {
+		return obj, err
+	}
+	out, err := r.ri.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return obj, err
+	}
+	return r.typed(out)
 }
 
-// Update replaces obj (spec and metadata; status is ignored by the server).
+// Update replaces obj (spec and metadata; a real apiserver ignores status).
 func (r *Resource[T, L]) Update(ctx context.Context, obj T) (T, error) {
-	out := r.newObj()
-	err := r.rc.Put().Namespace(r.ns).Resource(r.resource).Name(nameOf(obj)).Body(obj).Do(ctx).Into(out)
-	return out, err
+	u, err := r.unstructured(obj)
+	if err != nil {
+		return obj, err
+	}
+	out, err := r.ri.Update(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return obj, err
+	}
+	return r.typed(out)
 }
 
 // UpdateStatus replaces obj's status through the status subresource.
 func (r *Resource[T, L]) UpdateStatus(ctx context.Context, obj T) (T, error) {
-	out := r.newObj()
-	err := r.rc.Put().Namespace(r.ns).Resource(r.resource).Name(nameOf(obj)).SubResource("status").Body(obj).Do(ctx).Into(out)
-	return out, err
+	u, err := r.unstructured(obj)
+	if err != nil {
+		return obj, err
+	}
+	out, err := r.ri.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return obj, err
+	}
+	return r.typed(out)
 }
 
 // Patch patches the object (subresource "" or "status").
 func (r *Resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, subresource string) (T, error) {
-	out := r.newObj()
-	req := r.rc.Patch(pt).Namespace(r.ns).Resource(r.resource).Name(name)
+	var subs []string
 	if subresource != "" {
-		req = req.SubResource(subresource)
+		subs = []string{subresource}
 	}
-	err := req.Body(data).Do(ctx).Into(out)
-	return out, err
+	out, err := r.ri.Patch(ctx, name, pt, data, metav1.PatchOptions{}, subs...)
+	if err != nil {
+		return r.newObj(), err
+	}
+	return r.typed(out)
 }
 
 // Delete deletes one object.
 func (r *Resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return r.rc.Delete().Namespace(r.ns).Resource(r.resource).Name(name).Body(&opts).Do(ctx).Error()
+	return r.ri.Delete(ctx, name, opts)
 }
 
-// Informer returns a shared informer over the resource (resync 0: events only).
+// Informer returns a shared informer over the resource.
 func (r *Resource[T, L]) Informer(resync time.Duration) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -154,9 +212,21 @@ func (r *Resource[T, L]) Informer(resync time.Duration) cache.SharedIndexInforme
 	return cache.NewSharedIndexInformer(lw, r.newObj(), resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
-func nameOf(obj runtime.Object) string {
-	if m, ok := obj.(metav1.Object); ok {
-		return m.GetName()
+func (r *Resource[T, L]) typed(u *unstructured.Unstructured) (T, error) {
+	out := r.newObj()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), out); err != nil {
+		return out, fmt.Errorf("kubeclient: decode %s %s: %w", r.kind, u.GetName(), err)
 	}
-	return ""
+	return out, nil
+}
+
+func (r *Resource[T, L]) unstructured(obj T) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("kubeclient: encode %s: %w", r.kind, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(v1beta2.SchemeGroupVersion.String())
+	u.SetKind(r.kind)
+	return u, nil
 }
