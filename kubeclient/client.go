@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,7 +64,8 @@ func New(cfg *rest.Config) (*Client, error) {
 // NewForDynamic wraps a dynamic client.
 func NewForDynamic(dyn dynamic.Interface) *Client { return &Client{dyn: dyn} }
 
-// NewFake returns a client over an in-memory API holding objects: what the
+// NewFake returns a client over an in-memory API holding objects (given as
+// *unstructured.Unstructured): what the
 // demo runs on when no cluster is given. It does not enforce what only a
 // real apiserver does (UIDs, generations, finalizers, CEL, the status
 // subresource's separation): callers set UIDs themselves.
@@ -72,13 +74,16 @@ func NewFake(objects ...runtime.Object) *Client {
 		ManagersResource:     "DataEngineUpgradeManagerList",
 		NodeUpgradesResource: "NodeDataEngineUpgradeList",
 	}
-	return &Client{dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(Scheme, lists, objects...)}
+	// An empty scheme: the fake then keeps every object unstructured, as a
+	// real dynamic client sees them (with typed kinds it would try, and fail,
+	// to put unstructured items into typed lists).
+	return &Client{dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists, objects...)}
 }
 
 // Managers is the DataEngineUpgradeManager resource in ns ("" = all namespaces, for List/Watch).
 func (c *Client) Managers(ns string) *Resource[*v1beta2.DataEngineUpgradeManager, *v1beta2.DataEngineUpgradeManagerList] {
 	return &Resource[*v1beta2.DataEngineUpgradeManager, *v1beta2.DataEngineUpgradeManagerList]{
-		ri:      c.dyn.Resource(ManagersResource).Namespace(ns),
+		dyn: c.dyn, ri: c.dyn.Resource(ManagersResource).Namespace(ns),
 		kind:    "DataEngineUpgradeManager",
 		newObj:  func() *v1beta2.DataEngineUpgradeManager { return &v1beta2.DataEngineUpgradeManager{} },
 		newList: func() *v1beta2.DataEngineUpgradeManagerList { return &v1beta2.DataEngineUpgradeManagerList{} },
@@ -88,7 +93,7 @@ func (c *Client) Managers(ns string) *Resource[*v1beta2.DataEngineUpgradeManager
 // NodeUpgrades is the NodeDataEngineUpgrade resource in ns.
 func (c *Client) NodeUpgrades(ns string) *Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList] {
 	return &Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList]{
-		ri:      c.dyn.Resource(NodeUpgradesResource).Namespace(ns),
+		dyn: c.dyn, ri: c.dyn.Resource(NodeUpgradesResource).Namespace(ns),
 		kind:    "NodeDataEngineUpgrade",
 		newObj:  func() *v1beta2.NodeDataEngineUpgrade { return &v1beta2.NodeDataEngineUpgrade{} },
 		newList: func() *v1beta2.NodeDataEngineUpgradeList { return &v1beta2.NodeDataEngineUpgradeList{} },
@@ -98,6 +103,7 @@ func (c *Client) NodeUpgrades(ns string) *Resource[*v1beta2.NodeDataEngineUpgrad
 // Resource is one namespaced resource of the group, typed by its object and
 // list types.
 type Resource[T runtime.Object, L runtime.Object] struct {
+	dyn     dynamic.Interface
 	ri      dynamic.ResourceInterface
 	kind    string
 	newObj  func() T
@@ -120,8 +126,20 @@ func (r *Resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, 
 	if err != nil {
 		return out, err
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ul.UnstructuredContent(), out); err != nil {
-		return out, fmt.Errorf("kubeclient: decode %s list: %w", r.kind, err)
+	items := make([]runtime.Object, 0, len(ul.Items))
+	for i := range ul.Items {
+		obj, err := r.typed(&ul.Items[i])
+		if err != nil {
+			return out, err
+		}
+		items = append(items, obj)
+	}
+	if err := meta.SetList(out, items); err != nil {
+		return out, fmt.Errorf("kubeclient: %s list: %w", r.kind, err)
+	}
+	if lm, err := meta.ListAccessor(out); err == nil {
+		lm.SetResourceVersion(ul.GetResourceVersion())
+		lm.SetContinue(ul.GetContinue())
 	}
 	return out, nil
 }
@@ -209,7 +227,9 @@ func (r *Resource[T, L]) Informer(resync time.Duration) cache.SharedIndexInforme
 			return r.Watch(ctx, opts)
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, r.newObj(), resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// The in-memory fake cannot stream the initial list (watch-list); the
+	// wrapper lets the reflector know from the client.
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, r.dyn), r.newObj(), resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
 func (r *Resource[T, L]) typed(u *unstructured.Unstructured) (T, error) {
