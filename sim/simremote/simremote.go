@@ -1,0 +1,217 @@
+// Package simremote serves a simulated cluster over NATS request/reply and
+// offers a dataplane.DataPlane client for it, so that worker processes (the
+// `switchback worker` command, the process-level fault tests) share one
+// simulated cluster with the process that owns it.
+package simremote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// DefaultPrefix is the subject prefix of the simulator's API.
+const DefaultPrefix = "sb.sim"
+
+// request is the body of every call.
+type request struct {
+	Node      string `json:"node,omitempty"`
+	Volume    string `json:"volume,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Requested bool   `json:"requested,omitempty"`
+}
+
+// reply carries a result or an error kind that maps back to the
+// dataplane sentinels.
+type reply struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Kind   string          `json:"kind,omitempty"` // notfound, refused
+}
+
+// Server answers calls for one data plane.
+type Server struct {
+	subs []*nats.Subscription
+}
+
+// Serve answers calls on prefix.<method> with dp until Stop.
+func Serve(nc *nats.Conn, prefix string, dp dataplane.DataPlane) (*Server, error) {
+	s := &Server{}
+	for method, h := range handlers(dp) {
+		sub, err := nc.QueueSubscribe(prefix+"."+method, "sim", func(m *nats.Msg) {
+			var req request
+			var rep reply
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				rep.Error = "bad request: " + err.Error()
+			} else if res, err := h(context.Background(), req); err != nil {
+				rep.Error = err.Error()
+				switch {
+				case errors.Is(err, dataplane.ErrNotFound):
+					rep.Kind = "notfound"
+				case errors.Is(err, dataplane.ErrRefused):
+					rep.Kind = "refused"
+				}
+			} else if res != nil {
+				rep.Result, _ = json.Marshal(res)
+			}
+			b, _ := json.Marshal(rep)
+			_ = m.Respond(b)
+		})
+		if err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("simremote: serve %s: %w", method, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// Stop stops answering.
+func (s *Server) Stop() {
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe()
+	}
+}
+
+type handler func(context.Context, request) (any, error)
+
+func handlers(dp dataplane.DataPlane) map[string]handler {
+	return map[string]handler{
+		"nodes":     func(ctx context.Context, _ request) (any, error) { return dp.Nodes(ctx) },
+		"node":      func(ctx context.Context, r request) (any, error) { return dp.Node(ctx, r.Node) },
+		"image":     func(ctx context.Context, _ request) (any, error) { return dp.DefaultInstanceManagerImage(ctx) },
+		"ims":       func(ctx context.Context, r request) (any, error) { return dp.InstanceManagers(ctx, r.Node) },
+		"volumes":   func(ctx context.Context, _ request) (any, error) { return dp.Volumes(ctx) },
+		"volume":    func(ctx context.Context, r request) (any, error) { return dp.Volume(ctx, r.Volume) },
+		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
+		"flag": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.SetNodeUpgradeRequested(ctx, r.Node, r.Requested)
+		},
+		"snapshot":      func(ctx context.Context, r request) (any, error) { return nil, dp.CreateSnapshot(ctx, r.Volume, r.Name) },
+		"failReplica":   func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
+		"deleteReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteReplica(ctx, r.Volume, r.Name) },
+		"target":        func(ctx context.Context, r request) (any, error) { return nil, dp.SetTargetNode(ctx, r.Volume, r.Node) },
+		"deleteIM":      func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
+		"volumeImage":   func(ctx context.Context, r request) (any, error) { return nil, dp.SetVolumeImage(ctx, r.Volume, r.Image) },
+	}
+}
+
+// Client is a dataplane.DataPlane served by a Server.
+type Client struct {
+	nc      *nats.Conn
+	prefix  string
+	timeout time.Duration
+}
+
+// NewClient returns a client calling prefix.<method> on nc.
+func NewClient(nc *nats.Conn, prefix string) *Client {
+	return &Client{nc: nc, prefix: prefix, timeout: 5 * time.Second}
+}
+
+var _ dataplane.DataPlane = (*Client)(nil)
+
+func (c *Client) call(ctx context.Context, method string, req request, out any) error {
+	b, _ := json.Marshal(req)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	m, err := c.nc.RequestWithContext(ctx, c.prefix+"."+method, b)
+	if err != nil {
+		return fmt.Errorf("simulated cluster %s: %w", method, err)
+	}
+	var rep reply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return fmt.Errorf("simulated cluster %s: bad reply: %w", method, err)
+	}
+	switch {
+	case rep.Kind == "notfound":
+		return fmt.Errorf("%w: %s", dataplane.ErrNotFound, rep.Error)
+	case rep.Kind == "refused":
+		return fmt.Errorf("%w: %s", dataplane.ErrRefused, rep.Error)
+	case rep.Error != "":
+		return errors.New(rep.Error)
+	}
+	if out != nil && rep.Result != nil {
+		return json.Unmarshal(rep.Result, out)
+	}
+	return nil
+}
+
+// Nodes implements dataplane.Reader.
+func (c *Client) Nodes(ctx context.Context) (out []dataplane.Node, err error) {
+	return out, c.call(ctx, "nodes", request{}, &out)
+}
+
+// Node implements dataplane.Reader.
+func (c *Client) Node(ctx context.Context, name string) (out dataplane.Node, err error) {
+	return out, c.call(ctx, "node", request{Node: name}, &out)
+}
+
+// DefaultInstanceManagerImage implements dataplane.Reader.
+func (c *Client) DefaultInstanceManagerImage(ctx context.Context) (out string, err error) {
+	return out, c.call(ctx, "image", request{}, &out)
+}
+
+// InstanceManagers implements dataplane.Reader.
+func (c *Client) InstanceManagers(ctx context.Context, node string) (out []dataplane.InstanceManager, err error) {
+	return out, c.call(ctx, "ims", request{Node: node}, &out)
+}
+
+// Volumes implements dataplane.Reader.
+func (c *Client) Volumes(ctx context.Context) (out []dataplane.Volume, err error) {
+	return out, c.call(ctx, "volumes", request{}, &out)
+}
+
+// Volume implements dataplane.Reader.
+func (c *Client) Volume(ctx context.Context, name string) (out dataplane.Volume, err error) {
+	return out, c.call(ctx, "volume", request{Volume: name}, &out)
+}
+
+// VolumesOn implements dataplane.Reader.
+func (c *Client) VolumesOn(ctx context.Context, node string) (out []dataplane.Volume, err error) {
+	return out, c.call(ctx, "volumesOn", request{Node: node}, &out)
+}
+
+// SetNodeUpgradeRequested implements dataplane.Actions.
+func (c *Client) SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error {
+	return c.call(ctx, "flag", request{Node: node, Requested: requested}, nil)
+}
+
+// CreateSnapshot implements dataplane.Actions.
+func (c *Client) CreateSnapshot(ctx context.Context, volume, name string) error {
+	return c.call(ctx, "snapshot", request{Volume: volume, Name: name}, nil)
+}
+
+// FailReplica implements dataplane.Actions.
+func (c *Client) FailReplica(ctx context.Context, volume, replica string) error {
+	return c.call(ctx, "failReplica", request{Volume: volume, Name: replica}, nil)
+}
+
+// DeleteReplica implements dataplane.Actions.
+func (c *Client) DeleteReplica(ctx context.Context, volume, replica string) error {
+	return c.call(ctx, "deleteReplica", request{Volume: volume, Name: replica}, nil)
+}
+
+// SetTargetNode implements dataplane.Actions.
+func (c *Client) SetTargetNode(ctx context.Context, volume, node string) error {
+	return c.call(ctx, "target", request{Volume: volume, Node: node}, nil)
+}
+
+// DeleteInstanceManager implements dataplane.Actions.
+func (c *Client) DeleteInstanceManager(ctx context.Context, name string) error {
+	return c.call(ctx, "deleteIM", request{Name: name}, nil)
+}
+
+// SetVolumeImage implements dataplane.Actions.
+func (c *Client) SetVolumeImage(ctx context.Context, volume, image string) error {
+	return c.call(ctx, "volumeImage", request{Volume: volume, Image: image}, nil)
+}

@@ -1,0 +1,69 @@
+package simremote_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/sim/simremote"
+)
+
+func TestRemoteClientMatchesTheSimulator(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	s := sim.Random(3, sim.RandomOptions{Nodes: 4, Volumes: 10})
+	server, err := simremote.Serve(nc, simremote.DefaultPrefix, s)
+	require.NoError(t, err)
+	defer server.Stop()
+	c := simremote.NewClient(nc, simremote.DefaultPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	wantNodes, _ := s.Nodes(ctx)
+	gotNodes, err := c.Nodes(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wantNodes, gotNodes)
+	wantVols, _ := s.Volumes(ctx)
+	gotVols, err := c.Volumes(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wantVols, gotVols)
+
+	_, err = c.Node(ctx, "ghost")
+	assert.ErrorIs(t, err, dataplane.ErrNotFound, "sentinels survive the wire")
+	require.NoError(t, c.SetNodeUpgradeRequested(ctx, "node-1", true))
+	n, err := s.Node(ctx, "node-1")
+	require.NoError(t, err)
+	assert.True(t, n.UpgradeRequested, "actions reach the simulator")
+}
+
+// A whole upgrade whose workers reach the cluster only over NATS.
+func TestUpgradeThroughTheRemoteClient(t *testing.T) {
+	s := sim.New(sim.Config{})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	for i, a := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, s.AddVolume(fmt.Sprintf("v%d", i), sim.EngineV2, []string{"n1", "n2", "n3"}, a))
+	}
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	server, err := simremote.Serve(nc, simremote.DefaultPrefix, s)
+	require.NoError(t, err)
+	defer server.Stop()
+	e := enginetest.Start(t, simremote.NewClient(nc, simremote.DefaultPrefix), enginetest.Options{})
+	ref := events.ManagerRef{Namespace: "ns", Name: "remote", UID: "u"}
+	e.Request(ref)
+	st := e.WaitManager(ref, 30*time.Second, "terminal", func(s manager.State) bool { return s.Terminal() })
+	assert.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	assert.Zero(t, s.IOStats().Failed)
+}
