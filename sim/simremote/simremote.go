@@ -94,12 +94,16 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"flag": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.SetNodeUpgradeRequested(ctx, r.Node, r.Requested)
 		},
-		"snapshot":      func(ctx context.Context, r request) (any, error) { return nil, dp.CreateSnapshot(ctx, r.Volume, r.Name) },
+		"snapshot": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.CreateSnapshot(ctx, r.Volume, r.Name)
+		},
 		"failReplica":   func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
 		"deleteReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteReplica(ctx, r.Volume, r.Name) },
 		"target":        func(ctx context.Context, r request) (any, error) { return nil, dp.SetTargetNode(ctx, r.Volume, r.Node) },
 		"deleteIM":      func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
-		"volumeImage":   func(ctx context.Context, r request) (any, error) { return nil, dp.SetVolumeImage(ctx, r.Volume, r.Image) },
+		"volumeImage": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.SetVolumeImage(ctx, r.Volume, r.Image)
+		},
 	}
 }
 
