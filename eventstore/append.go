@@ -10,6 +10,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/metrics"
 )
 
 // Append stores evs on agg's subject if the aggregate is still at version
@@ -60,6 +61,9 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		seq, err = s.publishChain(ctx, msgs, expected)
 	}
 	if err == nil {
+		for _, e := range evs {
+			metrics.EventsAppended.WithLabelValues(string(e.Type())).Inc()
+		}
 		return seq, nil
 	}
 	if !isWrongLastSequence(err) && !isBatchDuplicate(err) {
@@ -73,6 +77,11 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		return last.Sequence, nil
 	}
 	actual := last.Sequence
+	kind := "manager"
+	if agg.IsNode() {
+		kind = "node"
+	}
+	metrics.Conflicts.WithLabelValues(kind).Inc()
 	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
@@ -85,8 +86,13 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 			return err
 		}
 	}
+	started := time.Now()
 	return r.loop(ctx, cmd.Step, r.step, func(ctx context.Context) error {
-		return r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: stepDoneMessage(cmd.Step)})
+		if err := r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: stepDoneMessage(cmd.Step)}); err != nil {
+			return err
+		}
+		metrics.StepDuration.WithLabelValues(string(cmd.Step)).Observe(time.Since(started).Seconds())
+		return nil
 	})
 }
 

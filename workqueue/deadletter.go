@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/metrics"
 )
 
 const maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + CommandStream + ".*"
@@ -74,6 +75,7 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
 		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: publish: %w", seq, err)
 	}
+	metrics.DeadLetters.WithLabelValues("command").Inc()
 	return DeadCommand{Command: cmd, Sequence: seq, Deliveries: deliveries, Err: decodeErr}, true, nil
 }
 

@@ -1,0 +1,61 @@
+// Package metrics defines Switchback's Prometheus series. The components
+// record into them; `switchback controller` and `switchback worker` serve
+// them on /metrics. They live in one package so that every series is
+// documented in one place and registered once.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry holds every Switchback series plus the Go and process collectors.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// NodesByState is the number of node upgrades in each state, per
+	// manager, as projected from the stream.
+	NodesByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "switchback", Name: "nodes",
+		Help: "Node upgrades by state, per manager (namespace/name).",
+	}, []string{"manager", "state"})
+
+	// StepDuration is how long each node step took, from its command's
+	// delivery to its completion event.
+	StepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "switchback", Name: "step_duration_seconds",
+		Help:    "Duration of node upgrade steps, by step.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms .. ~4.4min
+	}, []string{"step"})
+
+	// ProjectionLag is the time from an event's append to the status write
+	// that reflects it.
+	ProjectionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "switchback", Name: "projection_lag_seconds",
+		Help:    "Time from an event's append to the custom resource status reflecting it.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. ~8s
+	})
+
+	// DeadLetters counts messages moved to the dead-letter stream.
+	DeadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchback", Name: "dead_letters_total",
+		Help: "Messages moved to the dead-letter stream: commands past MaxDeliver, events that do not decode.",
+	}, []string{"kind"})
+
+	// Conflicts counts appends refused by the per-aggregate concurrency check.
+	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchback", Name: "concurrency_conflicts_total",
+		Help: "Appends refused because the aggregate moved on (the decision is retried on fresh state).",
+	}, []string{"aggregate"})
+
+	// EventsAppended counts events appended, by CloudEvents type.
+	EventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchback", Name: "events_appended_total",
+		Help: "Events appended to the stream, by type.",
+	}, []string{"type"})
+)
+
+func init() {
+	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
