@@ -1,0 +1,341 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/webhook"
+)
+
+// otherNS holds a manager in another namespace than the install's, to show
+// that the single-active-upgrade rule spans namespaces.
+const otherNS = "team-b"
+
+// switchableCluster is the webhook's dataplane.Reader: a simulated cluster
+// each subtest replaces with the one it needs, while the server and its
+// registration stay up.
+type switchableCluster struct{ cur atomic.Pointer[sim.Sim] }
+
+func (c *switchableCluster) set(s *sim.Sim) { c.cur.Store(s) }
+
+func (c *switchableCluster) Nodes(ctx context.Context) ([]dataplane.Node, error) {
+	return c.cur.Load().Nodes(ctx)
+}
+
+func (c *switchableCluster) Node(ctx context.Context, name string) (dataplane.Node, error) {
+	return c.cur.Load().Node(ctx, name)
+}
+
+func (c *switchableCluster) DefaultInstanceManagerImage(ctx context.Context) (string, error) {
+	return c.cur.Load().DefaultInstanceManagerImage(ctx)
+}
+
+func (c *switchableCluster) InstanceManagers(ctx context.Context, node string) ([]dataplane.InstanceManager, error) {
+	return c.cur.Load().InstanceManagers(ctx, node)
+}
+
+func (c *switchableCluster) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
+	return c.cur.Load().Volumes(ctx)
+}
+
+func (c *switchableCluster) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
+	return c.cur.Load().Volume(ctx, name)
+}
+
+func (c *switchableCluster) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume, error) {
+	return c.cur.Load().VolumesOn(ctx, node)
+}
+
+// newCluster is a simulated cluster of the given nodes (Ready, v2, IM on
+// sim.OldIMImage unless said otherwise; target sim.NewIMImage).
+func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {
+	t.Helper()
+	s := sim.New(sim.Config{})
+	for _, n := range nodes {
+		require.NoError(t, s.AddNodeSpec(n))
+	}
+	return s
+}
+
+func threeNodes(t *testing.T) *sim.Sim {
+	return newCluster(t, sim.NodeSpec{Name: "n1"}, sim.NodeSpec{Name: "n2"}, sim.NodeSpec{Name: "n3"})
+}
+
+// managerYAML is what a user would kubectl apply.
+func managerYAML(ns, name, engine string, nodes ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: longhorn.io/v1beta2\nkind: DataEngineUpgradeManager\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  dataEngine: %s\n", name, ns, engine)
+	if len(nodes) > 0 {
+		b.WriteString("  nodes:\n")
+		for _, n := range nodes {
+			fmt.Fprintf(&b, "  - %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+// fixture is a webhook server on loopback registered with the apiserver.
+type fixture struct {
+	env     *testenv.Env
+	ctx     context.Context
+	cluster *switchableCluster
+	kc      *kubeclient.Client
+}
+
+// startWebhook serves the webhook on 127.0.0.1 with a certificate made for
+// that address, registers the shipped configuration pointed at it by URL with
+// the CA as caBundle, and waits until the apiserver calls it.
+func startWebhook(t *testing.T) *fixture {
+	t.Helper()
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ensureNamespaces(ctx, t, cs, installNS, otherNS)
+	kc, err := kubeclient.New(env.Config)
+	require.NoError(t, err)
+
+	certs, err := webhook.GenerateCertificates(webhook.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	require.NoError(t, err)
+	certFile, keyFile, err := certs.WriteFiles(t.TempDir())
+	require.NoError(t, err)
+
+	cluster := &switchableCluster{}
+	cluster.set(threeNodes(t))
+	admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{
+		Cluster: cluster, Active: webhook.ActiveFromList{Client: kc}, Logger: testLogger(t),
+	})
+	require.NoError(t, err)
+	srv, err := webhook.NewServer(webhook.ServerConfig{CertFile: certFile, KeyFile: keyFile, Admitter: admitter, Logger: testLogger(t)})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srvCtx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(srvCtx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		assert.NoError(t, <-served)
+	})
+
+	vwc := shippedWebhookConfiguration(t)
+	vwc.Name = "switchback-test"
+	vwc.Webhooks[0].ClientConfig.Service = nil
+	url := "https://" + ln.Addr().String() + webhook.ValidatePath
+	vwc.Webhooks[0].ClientConfig.URL = &url
+	vwc.Webhooks[0].ClientConfig.CABundle = certs.CACert
+	_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Fail-closed: left behind, it would refuse every manager of later
+		// tests once the server is gone.
+		err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), vwc.Name, metav1.DeleteOptions{})
+		assert.NoError(t, err)
+	})
+
+	f := &fixture{env: env, ctx: ctx, cluster: cluster, kc: kc}
+	f.waitRegistered(t)
+	return f
+}
+
+// shippedWebhookConfiguration reads deploy/webhook's configuration, so that
+// the rules the test relies on are the ones users install.
+func shippedWebhookConfiguration(t *testing.T) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "validatingwebhookconfiguration.yaml"))
+	require.NoError(t, err)
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096).Decode(&vwc))
+	require.Equal(t, webhook.ConfigurationName, vwc.Name)
+	require.Len(t, vwc.Webhooks, 1)
+	wh := vwc.Webhooks[0]
+	require.Equal(t, webhook.WebhookName, wh.Name)
+	require.NotNil(t, wh.ClientConfig.Service)
+	assert.Equal(t, webhook.ServiceName, wh.ClientConfig.Service.Name)
+	assert.Equal(t, installNS, wh.ClientConfig.Service.Namespace)
+	require.NotNil(t, wh.ClientConfig.Service.Path)
+	assert.Equal(t, webhook.ValidatePath, *wh.ClientConfig.Service.Path)
+	require.NotNil(t, wh.FailurePolicy)
+	assert.Equal(t, admissionregistrationv1.Fail, *wh.FailurePolicy)
+	require.NotNil(t, wh.TimeoutSeconds)
+	assert.Equal(t, int32(5), *wh.TimeoutSeconds)
+	assert.Less(t, webhook.DefaultAdmitTimeout, time.Duration(*wh.TimeoutSeconds)*time.Second,
+		"the webhook answers before the apiserver gives up")
+	return &vwc
+}
+
+// waitRegistered waits until the apiserver's webhook configuration cache
+// has the registration: a server-side dry run of a manager naming an unknown
+// node is refused by the webhook. Dry runs reach it because it declares
+// sideEffects: None.
+func (f *fixture) waitRegistered(t *testing.T) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(f.env.Config)
+	require.NoError(t, err)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "longhorn.io/v1beta2", "kind": "DataEngineUpgradeManager",
+		"metadata": map[string]any{"name": "probe", "namespace": installNS},
+		"spec":     map[string]any{"dataEngine": "v2", "nodes": []any{"registration-probe"}},
+	}}
+	managers := dyn.Resource(v1beta2.SchemeGroupVersion.WithResource(v1beta2.DataEngineUpgradeManagerResource)).Namespace(installNS)
+	err = poll(f.ctx, 50*time.Millisecond, func() (bool, error) {
+		_, err := managers.Create(f.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, fmt.Errorf("dry run accepted: the webhook is not called yet")
+		}
+		return strings.Contains(err.Error(), "registration-probe"), err
+	})
+	require.NoError(t, err, "the apiserver never called the webhook")
+}
+
+// apply runs kubectl apply on manifest, as a user would.
+func (f *fixture) apply(manifest string) (stdout, stderr string, err error) {
+	return f.env.Kubectl(f.ctx, strings.NewReader(manifest), "apply", "-f", "-")
+}
+
+// deleteManagers removes every manager the subtest left, so that none
+// counts as an active upgrade for the next one.
+func (f *fixture) deleteManagers(t *testing.T) {
+	t.Helper()
+	list, err := f.kc.Managers("").List(f.ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, m := range list.Items {
+		err := f.kc.Managers(m.Namespace).Delete(f.ctx, m.Name, metav1.DeleteOptions{})
+		if !apierrors.IsNotFound(err) {
+			require.NoError(t, err)
+		}
+	}
+}
+
+func TestWebhookOnTheAPIServer(t *testing.T) {
+	f := startWebhook(t)
+	denied := `admission webhook "` + webhook.WebhookName + `" denied the request: `
+
+	t.Run("unknown nodes are refused, naming them", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		_, stderr, err := f.apply(managerYAML(installNS, "with-ghosts", "v2", "n1", "ghost-b", "ghost-a"))
+		require.Error(t, err)
+		t.Logf("what the user sees:\n%s", stderr)
+		assert.Contains(t, stderr, denied+`DataEngineUpgradeManager "longhorn-system/with-ghosts" refused: `+
+			"spec.nodes: NodesKnown (UnknownNodes): spec.nodes names unknown nodes: ghost-a, ghost-b; the upgrade does not start")
+		_, err = f.kc.Managers(installNS).Get(f.ctx, "with-ghosts")
+		assert.True(t, apierrors.IsNotFound(err), "refused manager must not exist: %v", err)
+	})
+
+	t.Run("a second active upgrade is refused, in any namespace", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		first, err := f.kc.Managers(otherNS).Create(f.ctx, &v1beta2.DataEngineUpgradeManager{
+			ObjectMeta: metav1.ObjectMeta{Name: "first"},
+			Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+		})
+		require.NoError(t, err, "the first upgrade is alone: admitted")
+		first.Status.State = v1beta2.UpgradeStateUpgrading
+		first, err = f.kc.Managers(otherNS).UpdateStatus(f.ctx, first)
+		require.NoError(t, err)
+
+		_, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, denied+`DataEngineUpgradeManager "longhorn-system/second" refused: `+
+			"SingleActiveUpgrade (AnotherUpgradeActive): another upgrade is active: team-b/first")
+
+		// Once the first one is over, the second is admitted.
+		first.Status.State = v1beta2.UpgradeStateCompleted
+		_, err = f.kc.Managers(otherNS).UpdateStatus(f.ctx, first)
+		require.NoError(t, err)
+		stdout, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
+		require.NoError(t, err, stderr)
+		assert.Contains(t, stdout, "dataengineupgrademanager.longhorn.io/second created")
+	})
+
+	t.Run("a single-node cluster is refused", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(newCluster(t, sim.NodeSpec{Name: "solo"}))
+		_, stderr, err := f.apply(managerYAML(installNS, "alone", "v2"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, denied)
+		assert.Contains(t, stderr, "spec.nodes: AtLeastTwoNodes (TooFewNodes): 1 node(s) run the v2 data engine (solo); at least 2 are needed")
+	})
+
+	t.Run("version drift is refused", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		// n1 already on the target, n3 left behind on an older image by an
+		// earlier subset upgrade, n2 requested now on yet another image.
+		const older = "longhornio/longhorn-instance-manager:v1.7.0"
+		f.cluster.set(newCluster(t,
+			sim.NodeSpec{Name: "n1", IMImage: sim.NewIMImage},
+			sim.NodeSpec{Name: "n2"},
+			sim.NodeSpec{Name: "n3", IMImage: older}))
+		_, stderr, err := f.apply(managerYAML(installNS, "drifting", "v2", "n2"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, denied)
+		assert.Contains(t, stderr, "spec.nodes: NoVersionDrift (VersionDrift): nodes to upgrade run n2="+sim.OldIMImage+
+			" while the nodes outside this upgrade run "+older+" (n3); finish the earlier upgrade first")
+	})
+
+	t.Run("several problems are reported at once", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(newCluster(t, sim.NodeSpec{Name: "solo"}))
+		_, stderr, err := f.apply(managerYAML(installNS, "everything-wrong", "v2", "solo", "ghost"))
+		require.Error(t, err)
+		t.Logf("what the user sees:\n%s", stderr)
+		assert.Contains(t, stderr, `refused, 2 admission checks failed:`)
+		assert.Contains(t, stderr, "\n- spec.nodes: NodesKnown (UnknownNodes): spec.nodes names unknown nodes: ghost;")
+		assert.Contains(t, stderr, "\n- spec.nodes: AtLeastTwoNodes (TooFewNodes): ")
+	})
+
+	t.Run("data engine v1 is refused by the schema before the webhook", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		_, stderr, err := f.apply(managerYAML(installNS, "v1-engine", "v1"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, `spec.dataEngine: Unsupported value: "v1"`)
+	})
+
+	t.Run("a valid manager is created", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		stdout, stderr, err := f.apply(managerYAML(installNS, "valid", "v2", "n1", "n2"))
+		require.NoError(t, err, stderr)
+		assert.Contains(t, stdout, "dataengineupgrademanager.longhorn.io/valid created")
+		m, err := f.kc.Managers(installNS).Get(f.ctx, "valid")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"n1", "n2"}, m.Spec.Nodes)
+
+		// Updates are not sent to the webhook: the spec stays immutable by
+		// CEL, and a status write does not depend on the webhook.
+		m.Status.State = v1beta2.UpgradeStateUpgrading
+		_, err = f.kc.Managers(installNS).UpdateStatus(f.ctx, m)
+		require.NoError(t, err)
+		_, stderr, err = f.apply(managerYAML(installNS, "valid", "v2", "n1", "n3"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, "spec.nodes is immutable")
+		assert.NotContains(t, stderr, webhook.WebhookName)
+	})
+}
