@@ -53,7 +53,7 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"}}
 	assert.Equal(t, []Result{
 		{DataEngineSupported, false, ReasonUnsupportedDataEngine, `data engine "v1" is not supported: only "v2" can be upgraded live`},
-		{NodesKnown, false, ReasonUnknownNodes, "spec.nodes names unknown nodes: ghost; the upgrade does not start: delete this manager and create one naming only existing nodes with the v2 data engine"},
+		{NodesKnown, false, ReasonUnknownNodes, "spec.nodes names unknown nodes: ghost; the upgrade does not start: spec.nodes cannot change, so name only existing nodes with the v2 data engine in a new manager"},
 		{AtLeastTwoNodes, false, ReasonTooFewNodes, "1 node(s) run the v2 data engine (node-1); at least 2 are needed so that each target has another node to move to"},
 		{SingleActiveUpgrade, false, ReasonAnotherUpgradeActive, "another upgrade is active: longhorn-system/earlier; wait until it completes or delete it"},
 		{DefaultImageOnAllNodesReady, false, ReasonImageNotReady, "instance-manager image im:v2 is not present on nodes: node-1"},

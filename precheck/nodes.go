@@ -38,7 +38,7 @@ func CheckNodesKnown(in Input) Result {
 			reason = ReasonNodesWithoutV2Engine
 		}
 		return fail(NodesKnown, reason,
-			"%s; the upgrade does not start: delete this manager and create one naming only existing nodes with the v2 data engine",
+			"%s; the upgrade does not start: spec.nodes cannot change, so name only existing nodes with the v2 data engine in a new manager",
 			strings.Join(parts, "; "))
 	}
 	return pass(NodesKnown, "every node in spec.nodes exists and runs the v2 data engine (%d)", len(sortedUnique(in.RequestedNodes)))

@@ -9,7 +9,7 @@ import (
 	"github.com/switchback-dev/switchback/plan"
 )
 
-const recreate = "; the upgrade does not start: delete this manager and create one naming only existing nodes with the v2 data engine"
+const recreate = "; the upgrade does not start: spec.nodes cannot change, so name only existing nodes with the v2 data engine in a new manager"
 
 func TestCheckNodesKnown(t *testing.T) {
 	c := cluster(3)
