@@ -10,15 +10,29 @@ TEST_TIMEOUT ?= 20m
 
 -include Makefile.k8s
 
-.PHONY: help setup test test-short lint fmt fuzz bench
+NATSCLI_VERSION := v0.5.0
+NATS := $(CURDIR)/.cache/bin/nats
+
+.PHONY: help setup tools test test-short lint fmt fuzz bench demo build
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
-setup: testenv-bins ## download modules and build the test binaries (kube-apiserver, etcd, kubectl)
+setup: testenv-bins tools ## download modules; build kube-apiserver, etcd, kubectl and the nats CLI into .cache/
 	$(GO) mod download
 
-test: testenv-bins ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver
+tools: $(NATS) ## the nats CLI (for tailing the stream) into .cache/bin
+
+$(NATS):
+	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
+
+build: ## build bin/switchback
+	$(GO) build -o bin/switchback ./cmd/switchback
+
+demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, shown live
+	$(GO) run ./cmd/switchback demo $(DEMO_FLAGS)
+
+test: testenv-bins tools ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver
 	@if [ "$${SKIP_APISERVER:-}" = 1 ]; then echo "WARNING: SKIP_APISERVER=1: tests that need kube-apiserver are SKIPPED"; fi
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

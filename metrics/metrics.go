@@ -56,6 +56,14 @@ var (
 )
 
 func init() {
+	// Series with known labels exist from the start, at zero: a dashboard
+	// or alert can tell "no conflict yet" from "not reporting".
+	for _, kind := range []string{"command", "event"} {
+		DeadLetters.WithLabelValues(kind)
+	}
+	for _, agg := range []string{"manager", "node"} {
+		Conflicts.WithLabelValues(agg)
+	}
 	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

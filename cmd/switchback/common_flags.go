@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// logFlags choose the log format and level.
+type logFlags struct {
+	level  string
+	format string
+}
+
+func (f *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.format, "log-format", "text", "log format: text or json")
+}
+
+func (f *logFlags) logger(w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.level)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if f.format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// healthFlags serve /healthz, /readyz (and /metrics where a command adds it).
+type healthFlags struct {
+	addr string
+}
+
+func (f *healthFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "health-addr", ":8081", "address of /healthz, /readyz and /metrics (empty = none)")
+}
+
+// healthServer is the running endpoint.
+type healthServer struct {
+	srv  *http.Server
+	Addr string
+}
+
+// Close stops the server.
+func (h *healthServer) Close() {
+	if h == nil || h.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = h.srv.Shutdown(ctx)
+}
+
+// serve starts the endpoint: /healthz answers while the process runs,
+// /readyz while ready() returns nil; extra handlers are mounted too.
+func (f *healthFlags) serve(ctx context.Context, log *slog.Logger, ready func() error, extra ...func(*http.ServeMux)) (*healthServer, error) {
+	if f.addr == "" {
+		return &healthServer{}, nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	for _, e := range extra {
+		e(mux)
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health endpoint stopped", "error", err)
+		}
+	}()
+	return &healthServer{srv: srv, Addr: ln.Addr().String()}, nil
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/commands/intake"
+	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/webhook"
+)
+
+// leaseName is the leader-election Lease; RBAC grants update on this name only.
+const leaseName = "switchback-controller"
+
+func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("controller", "controller [--kubeconfig PATH] [--nats-url URL ...] [--namespace NS]", stderr)
+	var nf natsFlags
+	nf.register(fs, false)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
+	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
+	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
+	leaderElect := fs.Bool("leader-elect", true, "run intake, orchestrator and projector only while holding the lease")
+	dataPlane := fs.String("data-plane", "sim", "where prechecks read the cluster: sim (a simulated cluster served on NATS)")
+	webhookAddr := fs.String("webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
+	certDir := fs.String("webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
+	var hf healthFlags
+	hf.register(fs)
+	var lf logFlags
+	lf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dataPlane != "sim" {
+		return fmt.Errorf("--data-plane %q: only sim is available in this build", *dataPlane)
+	}
+	log := lf.logger(stderr)
+	cfg, err := kubeConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	kc, err := kubeclient.New(cfg)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	conn, err := nf.connect(ctx, "switchback-controller", log, false)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cluster := simremote.NewClient(conn.nc, simremote.DefaultPrefix)
+
+	var leading sync.Mutex
+	isLeader := false
+	health, err := hf.serve(ctx, log, func() error {
+		if !conn.nc.IsConnected() {
+			return errors.New("not connected to NATS")
+		}
+		return nil
+	}, func(mux *http.ServeMux) {
+		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
+			leading.Lock()
+			defer leading.Unlock()
+			fmt.Fprintln(w, isLeader)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	defer health.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if *webhookAddr != "" {
+		admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Cluster: cluster, Active: webhook.ActiveFromList{Client: kc}, Logger: log})
+		if err != nil {
+			return err
+		}
+		srv, err := webhook.NewServer(webhook.ServerConfig{Addr: *webhookAddr, Admitter: admitter, Logger: log,
+			CertFile: filepath.Join(*certDir, webhook.CertFileName), KeyFile: filepath.Join(*certDir, webhook.KeyFileName)})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := srv.ListenAndServe(ctx); err != nil && ctx.Err() == nil {
+				log.Error("webhook server stopped", "error", err)
+			}
+		})
+	}
+
+	lead := func(ctx context.Context) {
+		leading.Lock()
+		isLeader = true
+		leading.Unlock()
+		log.Info("leading: starting intake, orchestrator and projector", "id", *identity)
+		var lwg sync.WaitGroup
+		run := func(name string, f func(context.Context) error) {
+			lwg.Go(func() {
+				if err := f(ctx); err != nil && ctx.Err() == nil {
+					log.Error("component stopped", "component", name, "error", err)
+				}
+			})
+		}
+		orch, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
+		if err != nil {
+			log.Error("orchestrator", "error", err)
+			return
+		}
+		run("orchestrator", orch.Run)
+		in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: *namespace, Log: log})
+		if err != nil {
+			log.Error("intake", "error", err)
+			return
+		}
+		run("intake", in.Run)
+		if err := startProjector(ctx, conn, kc, cs, log, run); err != nil {
+			log.Error("projector", "error", err)
+		}
+		lwg.Wait()
+	}
+	if !*leaderElect {
+		lead(ctx)
+		return nil
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: *namespace},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: *identity},
+	}
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Name:            leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: lead,
+			OnStoppedLeading: func() {
+				leading.Lock()
+				isLeader = false
+				leading.Unlock()
+				log.Info("stopped leading", "id", *identity)
+			},
+			OnNewLeader: func(id string) { log.Info("leader", "id", id) },
+		},
+	})
+	return nil
+}
+
+// kubeConfig loads a kubeconfig, or the in-cluster configuration.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func hostnameOr(def string) string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return def
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/sim"
+)
+
+// watchDemo follows the upgrade's events and shows progress until the
+// manager ends: a live table on a terminal, one line per event otherwise.
+// The display folds the stream itself, the way replay does.
+func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, ref events.ManagerRef, stdout io.Writer) (manager.State, error) {
+	stream, err := conn.js.Stream(ctx, conn.store.Stream())
+	if err != nil {
+		return manager.State{}, err
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{events.ManagerSubjectPrefix(ref) + ".>"},
+	})
+	if err != nil {
+		return manager.State{}, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return manager.State{}, err
+	}
+	defer it.Stop()
+	go func() { <-ctx.Done(); it.Stop() }()
+
+	live := isTerminalWriter(stdout)
+	u := &replay.Upgrade{Nodes: map[string]nodeupgrade.State{}}
+	drawn := 0
+	lastDraw := time.Time{}
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return u.Manager, fmt.Errorf("the upgrade did not end in time: %s (%s)", u.Manager.State, u.Manager.Message)
+			}
+			return u.Manager, err
+		}
+		meta, _ := msg.Metadata()
+		var seq uint64
+		if meta != nil {
+			seq = meta.Sequence.Stream
+		}
+		e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+		if err != nil {
+			continue
+		}
+		if e.Aggregate.IsNode() {
+			u.Nodes[e.Aggregate.Node], _ = nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
+		} else {
+			u.Manager, _ = manager.Evolve(u.Manager, e)
+		}
+		u.LastSequence = seq
+		done := u.Manager.Terminal()
+		if !live {
+			if _, vol := e.Data.(events.VolumeStateChanged); !vol || done {
+				fmt.Fprintln(stdout, replay.Describe(e))
+			}
+		} else if done || time.Since(lastDraw) > 100*time.Millisecond || (meta != nil && meta.NumPending == 0) {
+			drawn = redraw(stdout, u, cluster, drawn)
+			lastDraw = time.Now()
+		}
+		if done {
+			return u.Manager, nil
+		}
+	}
+}
+
+// redraw replaces the previous table (drawn lines) with the current one.
+func redraw(w io.Writer, u *replay.Upgrade, cluster *sim.Sim, drawn int) int {
+	var b strings.Builder
+	if drawn > 0 {
+		fmt.Fprintf(&b, "\033[%dA\033[J", drawn)
+	}
+	m := u.Manager
+	io := cluster.IOStats()
+	lines := []string{
+		fmt.Sprintf("upgrade %s/%s: %s  target image %s", m.Ref.Namespace, m.Ref.Name, m.State, dash(m.InstanceManagerImage)),
+		fmt.Sprintf("I/O checker: %d I/Os, %d failed", io.Issued, io.Failed),
+		fmt.Sprintf("%-12s %-30s %-8s %-13s %s", "NODE", "STEP", "VOLUMES", "TARGETS AWAY", "MESSAGE"),
+	}
+	for _, name := range u.NodeNames() {
+		n, started := u.Nodes[name]
+		step := "waiting"
+		if started {
+			step = string(n.State)
+			if n.Stalled {
+				step += " (STALLED)"
+			}
+		}
+		away := 0
+		for _, v := range n.Volumes {
+			if v.TargetAway() {
+				away++
+			}
+		}
+		msg := n.Message
+		if n.Stalled {
+			msg = n.StallMessage
+		}
+		if len(msg) > 80 {
+			msg = msg[:77] + "..."
+		}
+		lines = append(lines, fmt.Sprintf("%-12s %-30s %-8d %-13d %s", name, step, len(n.Volumes), away, msg))
+	}
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprint(w, b.String())
+	return len(lines)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// isTerminalWriter reports whether w is a terminal (live display) rather
+// than a pipe or a file (plain lines).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

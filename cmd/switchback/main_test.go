@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+// The package's tests that need Kubernetes share one real apiserver; the
+// others ignore it.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// runCmd runs the CLI in-process and returns its exit code and output.
+func runCmd(t *testing.T, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpAndUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 0, "Usage: switchback <command>"},
+		{[]string{"help"}, 0, "replay"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"demo", "--help"}, 0, "-stuck-volume"},
+		{[]string{"replay", "--help"}, 0, "-until-seq"},
+		{[]string{"history", "--help"}, 0, "-follow"},
+		{[]string{"plan", "--help"}, 0, "-node"},
+		{[]string{"worker", "--help"}, 0, "-node"},
+		{[]string{"controller", "--help"}, 0, "-leader-elect"},
+		{[]string{"demo", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"history"}, 2, "Usage: switchback history"},
+		{[]string{"demo", "--nodes", "0"}, 1, "--nodes 0"},
+		{[]string{"replay", "--until-time", "yesterday", "--data-dir", "x"}, 1, "--until-time"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCmd(t, 30*time.Second, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
+			}
+			if !strings.Contains(out+errOut, tc.want) {
+				t.Fatalf("output lacks %q\nstdout: %s\nstderr: %s", tc.want, out, errOut)
+			}
+		})
+	}
+}

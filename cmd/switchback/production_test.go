@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The production shape, in one process: NATS, a simulated cluster served on
+// it, two controllers racing for the lease, one worker per node; a manager
+// applied with kubectl is upgraded and shows up with kubectl get.
+func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "longhorn-system"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	require.NoError(t, err)
+	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, cluster.AddNode(n))
+	}
+	for i, a := range []string{"n1", "n2", "n3", ""} {
+		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, []string{"n1", "n2", "n3"}, a))
+	}
+	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
+	require.NoError(t, err)
+	defer served.Stop()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	background := func(args ...string) {
+		wg.Go(func() {
+			var out strings.Builder
+			if code := run(runCtx, args, &out, &out); code != 0 && runCtx.Err() == nil {
+				t.Errorf("%v exited %d:\n%s", args, code, out.String())
+			}
+		})
+	}
+	health := []string{freeAddr(t), freeAddr(t)}
+	for i, h := range health {
+		background("controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
+			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "warn")
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		background("worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms", "--log-level", "warn")
+	}
+
+	// Exactly one controller leads.
+	require.Eventually(t, func() bool {
+		leaders := 0
+		for _, h := range health {
+			if code, body := get(t, "http://"+h+"/leader"); code == 200 && strings.TrimSpace(body) == "true" {
+				leaders++
+			}
+		}
+		return leaders == 1
+	}, 60*time.Second, 50*time.Millisecond, "one leader")
+
+	manifest := `apiVersion: longhorn.io/v1beta2
+kind: DataEngineUpgradeManager
+metadata: {name: e2e, namespace: longhorn-system}
+spec: {dataEngine: v2}
+`
+	_, stderr, err := env.Kubectl(ctx, strings.NewReader(manifest), "apply", "-f", "-")
+	require.NoError(t, err, stderr)
+	out, stderr, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "wait", "--for=condition=Ready", "lhum/e2e", "--timeout=90s")
+	require.NoError(t, err, "%s %s", out, stderr)
+
+	out, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "lhum,lhnu")
+	require.NoError(t, err)
+	assert.Regexp(t, `e2e\s+completed`, out)
+	assert.Equal(t, 3, strings.Count(out, "completed")-1, "three node upgrades completed:\n%s", out)
+	// Events are written asynchronously by the recorder: wait for the last.
+	require.Eventually(t, func() bool {
+		out, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "events", "--field-selector", "involvedObject.name=e2e")
+		return err == nil && strings.Contains(out, "UpgradeCompleted")
+	}, 60*time.Second, 200*time.Millisecond, "the UpgradeCompleted Event:\n%s", out)
+
+	// The stream folds exactly to the live status.
+	code, vout, verr := runCmd(t, time.Minute, "replay", "--nats-url", srv.ClientURL(), "--manager", "e2e", "--verify", "--kubeconfig", env.Kubeconfig)
+	require.Equal(t, 0, code, "%s\n%s", vout, verr)
+	assert.Contains(t, vout, "verified: 1 upgrade(s)")
+
+	// Metrics are served.
+	for _, h := range health {
+		code, body := get(t, "http://"+h+"/metrics")
+		require.Equal(t, 200, code)
+		for _, series := range []string{"switchback_concurrency_conflicts_total", "switchback_dead_letters_total", "go_goroutines"} {
+			assert.Contains(t, body, series)
+		}
+		if strings.Contains(body, "switchback_events_appended_total") {
+			assert.Contains(t, body, "switchback_projection_lag_seconds")
+		}
+	}
+
+	// Deleting a finished manager: the finalizer goes, the object with it.
+	_, stderr, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/e2e", "--timeout=60s")
+	require.NoError(t, err, stderr)
+	assert.Zero(t, cluster.IOStats().Failed)
+}
+
+func TestDeployManifestsApplyOnTheRealAPIServer(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	out, stderr, err := env.Kubectl(ctx, nil, "apply", "--dry-run=server", "-k", root+"/deploy")
+	require.NoError(t, err, "%s\n%s", out, stderr)
+	for _, kind := range []string{"deployment.apps/switchback-controller", "daemonset.apps/switchback-worker", "statefulset.apps/switchback-nats", "validatingwebhookconfiguration"} {
+		assert.Contains(t, out, kind)
+	}
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/projector"
+	"github.com/switchback-dev/switchback/replay"
+)
+
+// verifyFlags turn replay into a check of the live status.
+type verifyFlags struct {
+	enabled    bool
+	kubeconfig string
+	client     *kubeclient.Client // set by tests and the demo
+}
+
+func (f *verifyFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.enabled, "verify", false, "compare the replayed state with the live custom resources' status; exit 3 on any difference")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --verify: the cluster holding the custom resources (empty = in-cluster)")
+}
+
+// diffError is a verification failure: exit code 3.
+type diffError struct{ n int }
+
+func (e diffError) Error() string {
+	return fmt.Sprintf("%d difference(s) between the stream and the live status", e.n)
+}
+
+// ExitCode implements exitCoder.
+func (e diffError) ExitCode() int { return 3 }
+
+// verify compares each replayed upgrade whose manager exists in Kubernetes
+// (same UID) with what the projector would write, ignoring what only the
+// live objects know (generations, condition timestamps).
+func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, w io.Writer) error {
+	kc := f.client
+	if kc == nil {
+		cfg, err := kubeConfig(f.kubeconfig)
+		if err != nil {
+			return err
+		}
+		if kc, err = kubeclient.New(cfg); err != nil {
+			return err
+		}
+	}
+	diffs := 0
+	checked := 0
+	for _, u := range res.Upgrades {
+		ref := u.Manager.Ref
+		if ref.UID == "" {
+			continue
+		}
+		live, err := kc.Managers(ref.Namespace).Get(ctx, ref.Name)
+		if apierrors.IsNotFound(err) || (err == nil && string(live.UID) != ref.UID) {
+			continue // not (or no longer) in Kubernetes
+		}
+		if err != nil {
+			return err
+		}
+		checked++
+		want, err := projector.Replay(ctx, store, ref)
+		if err != nil {
+			return err
+		}
+		for _, d := range diffManager(want.Manager, live.Status) {
+			fmt.Fprintf(w, "DIFF %s/%s: %s\n", ref.Namespace, ref.Name, d)
+			diffs++
+		}
+		nodes := make([]string, 0, len(want.NodeUpgrades))
+		for n := range want.NodeUpgrades {
+			nodes = append(nodes, n)
+		}
+		sort.Strings(nodes)
+		for _, n := range nodes {
+			obj, err := kc.NodeUpgrades(ref.Namespace).Get(ctx, projector.NodeUpgradeName(ref.Name, n))
+			if err != nil {
+				fmt.Fprintf(w, "DIFF %s/%s node %s: NodeDataEngineUpgrade: %v\n", ref.Namespace, ref.Name, n, err)
+				diffs++
+				continue
+			}
+			for _, d := range diffNode(want.NodeUpgrades[n], obj.Status) {
+				fmt.Fprintf(w, "DIFF %s/%s node %s: %s\n", ref.Namespace, ref.Name, n, d)
+				diffs++
+			}
+		}
+	}
+	if diffs > 0 {
+		return diffError{diffs}
+	}
+	fmt.Fprintf(w, "verified: %d upgrade(s) in Kubernetes match the stream\n", checked)
+	return nil
+}
+
+func diffManager(want, got v1beta2.DataEngineUpgradeManagerStatus) []string {
+	want.ObservedGeneration, got.ObservedGeneration = 0, 0
+	want.Conditions, got.Conditions = normalize(want.Conditions), normalize(got.Conditions)
+	return diffFields(want, got)
+}
+
+func diffNode(want, got v1beta2.NodeDataEngineUpgradeStatus) []string {
+	want.ObservedGeneration, got.ObservedGeneration = 0, 0
+	want.Conditions, got.Conditions = normalize(want.Conditions), normalize(got.Conditions)
+	return diffFields(want, got)
+}
+
+func normalize(cs []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, len(cs))
+	for i, c := range cs {
+		c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, 0
+		out[i] = c
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}
+
+// diffFields lists the top-level fields of two structs that differ.
+func diffFields(want, got any) []string {
+	wv, gv := reflect.ValueOf(want), reflect.ValueOf(got)
+	var out []string
+	for i := range wv.NumField() {
+		if !reflect.DeepEqual(wv.Field(i).Interface(), gv.Field(i).Interface()) {
+			out = append(out, fmt.Sprintf("%s: stream says %v, status says %v", wv.Type().Field(i).Name, wv.Field(i).Interface(), gv.Field(i).Interface()))
+		}
+	}
+	return out
+}
+
