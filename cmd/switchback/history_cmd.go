@@ -49,7 +49,9 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stdout, replay.Describe(e))
 		printed++
 		return nil
-	}, func(de *events.DecodeError) { fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", de.Sequence, de) })
+	}, func(de *events.DecodeError) {
+		fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", de.Sequence, de)
+	})
 	if err != nil {
 		return err
 	}

@@ -135,4 +135,3 @@ func diffFields(want, got any) []string {
 	}
 	return out
 }
-
