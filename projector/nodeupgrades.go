@@ -1,0 +1,192 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// writeNode creates node's NodeDataEngineUpgrade if needed and writes its
+// status when the object records an older streamSequence. A refused write is
+// reported and skipped (the next event of the node rewrites the whole
+// status); anything else is retried until ctx ends.
+func (p *Projector) writeNode(ctx context.Context, e *entry, node string, log *slog.Logger) error {
+	ref := e.view.ref
+	name := NodeUpgradeName(ref.Name, node)
+	want := e.view.nodeSeq[node]
+	res := p.cfg.Client.NodeUpgrades(ref.Namespace)
+	err := p.retry(ctx, log, "node upgrade "+name, p.cfg.WriteTimeout, func(ctx context.Context) error {
+		if e.nodeObjs[node] == nil {
+			obj, err := p.ensureNode(ctx, e, node, name, log)
+			if err != nil {
+				return err
+			}
+			e.nodeObjs[node] = obj
+		}
+		obj := e.nodeObjs[node]
+		if obj.Status.StreamSequence >= want {
+			return nil
+		}
+		upd := obj.DeepCopy()
+		upd.Status = renderNode(e.view, node, obj.Generation)
+		out, err := res.UpdateStatus(ctx, upd)
+		if err != nil {
+			// Conflict: read afresh. NotFound: deleted meanwhile, create
+			// it again. Anything else: the outcome is unknown, read afresh.
+			e.nodeObjs[node] = nil
+			return err
+		}
+		e.nodeObjs[node] = out
+		return nil
+	})
+	var perm *permanentError
+	switch {
+	case errors.As(err, &perm):
+		p.m.writeFailures.Add(1)
+		log.Error("node upgrade write refused; the node's next event rewrites it", "name", name, "error", err)
+		p.rec.emit(p.objectsOf(e), notice{at: p.cfg.Now(), warning: true, reason: ReasonStatusRejected, action: actionProject, node: node, managerOnly: true,
+			note: fmt.Sprintf("NodeDataEngineUpgrade %s: write refused by the apiserver: %v", name, err)})
+		return nil
+	case errors.Is(err, errGone):
+		// The namespace (hence the manager) is going away; the manager's
+		// own write finds out and stops projecting it.
+		return nil
+	}
+	return err
+}
+
+// ensureNode reads node's NodeDataEngineUpgrade, creating it when missing.
+// An object of that name controlled by another manager UID was left by an
+// earlier manager of the same name (deleted, its dependents not collected
+// yet): it is deleted, and the next attempt creates ours.
+func (p *Projector) ensureNode(ctx context.Context, e *entry, node, name string, log *slog.Logger) (*v1beta2.NodeDataEngineUpgrade, error) {
+	ref := e.view.ref
+	res := p.cfg.Client.NodeUpgrades(ref.Namespace)
+	obj, err := res.Get(ctx, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		created, err := res.Create(ctx, newNodeUpgrade(e.view, node, name))
+		if apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil, errGone
+		}
+		if err == nil {
+			log.Info("created node upgrade", "name", name)
+		}
+		return created, err
+	case err != nil:
+		return nil, err
+	}
+	if c := metav1.GetControllerOf(obj); c == nil || string(c.UID) != ref.UID {
+		log.Warn("deleting a node upgrade left by another manager of the same name", "name", name, "uid", obj.UID)
+		uid := obj.UID
+		err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("node upgrade %s belonged to another manager; deleted, creating ours next", name)
+	}
+	return obj, nil
+}
+
+// newNodeUpgrade is node's NodeDataEngineUpgrade as first created: spec
+// from the node's history (or the manager's plan before the worker started
+// it), labelled with the manager and node, controlled by the manager so
+// that deleting the manager collects it.
+func newNodeUpgrade(v *view, node, name string) *v1beta2.NodeDataEngineUpgrade {
+	ref := v.ref
+	image, engine := v.mgr.InstanceManagerImage, v.mgr.DataEngine
+	if n := v.nodes[node]; n.Exists {
+		image, engine = n.InstanceManagerImage, n.DataEngine
+	}
+	yes := true
+	return &v1beta2.NodeDataEngineUpgrade{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: ref.Namespace,
+			Labels: map[string]string{
+				v1beta2.LabelDataEngineUpgradeManager: labelValue(ref.Name),
+				v1beta2.LabelNode:                     labelValue(node),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1beta2.SchemeGroupVersion.String(),
+				Kind:               "DataEngineUpgradeManager",
+				Name:               ref.Name,
+				UID:                types.UID(ref.UID),
+				Controller:         &yes,
+				BlockOwnerDeletion: &yes,
+			}},
+		},
+		Spec: v1beta2.NodeDataEngineUpgradeSpec{
+			NodeID:                   node,
+			DataEngine:               v1beta2.DataEngineType(engine),
+			InstanceManagerImage:     image,
+			DataEngineUpgradeManager: ref.Name,
+		},
+	}
+}
+
+// nodeStateMessage is a node upgrade's state and message: from its own
+// history once its worker started it, else from the manager's record of it
+// (scheduled, or ended without starting).
+func nodeStateMessage(v *view, node string) (v1beta2.NodeUpgradeState, string) {
+	if n := v.nodes[node]; n.Exists {
+		msg := n.Message
+		if msg == "" {
+			msg = "at " + string(n.State)
+		}
+		return v1beta2.NodeUpgradeState(n.State), msg
+	}
+	ns, scheduled := v.mgr.Nodes[node]
+	if !scheduled {
+		return v1beta2.NodeUpgradeStatePending, "not scheduled"
+	}
+	msg := ns.Message
+	if msg == "" {
+		switch {
+		case ns.State != events.NodePending:
+			msg = string(ns.State)
+		case v.mgr.Terminal():
+			msg = "not started: the upgrade ended"
+		case v.mgr.CancelRequested:
+			msg = "scheduled; cancel requested before the worker started"
+		default:
+			msg = "scheduled; waiting for the node worker"
+		}
+	}
+	return v1beta2.NodeUpgradeState(ns.State), msg
+}
+
+// renderNode is the NodeDataEngineUpgrade status of node, computed for the
+// object's metadata.generation gen.
+func renderNode(v *view, node string, gen int64) v1beta2.NodeDataEngineUpgradeStatus {
+	state, msg := nodeStateMessage(v, node)
+	st := v1beta2.NodeDataEngineUpgradeStatus{
+		ObservedGeneration: gen,
+		StreamSequence:     v.nodeSeq[node],
+		State:              state,
+		Message:            msg,
+		Conditions:         withGeneration(v.nodeConds[node], gen),
+	}
+	n := v.nodes[node]
+	if len(n.Volumes) > 0 {
+		st.Volumes = make(map[string]v1beta2.VolumeUpgradeStatus, len(n.Volumes))
+	}
+	for name, vol := range n.Volumes {
+		vm := vol.Message
+		if vm == "" && vol.TargetAway() && vol.TargetNode != "" {
+			vm = "target on " + vol.TargetNode
+		}
+		st.Volumes[name] = v1beta2.VolumeUpgradeStatus{State: v1beta2.VolumeUpgradeState(vol.State), Message: vm}
+	}
+	st.VolumeCount = int32(len(st.Volumes))
+	return st
+}
