@@ -178,6 +178,8 @@ func TestPrechecksRefuse(t *testing.T) {
 		{"degraded attached volume", func(t *testing.T) *sim.Sim {
 			s := slowLayout(t)
 			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "degraded", ReplicasOn: []string{"n1", "n2"}, NumberOfReplicas: 3, AttachedTo: "n1"}))
+			// Longhorn would rebuild it; keep it degraded for the check.
+			require.NoError(t, s.InjectNeverHealthy("degraded"))
 			return s
 		}, nil, "VolumesHealthy", "degraded"},
 		{"unknown nodes", slowLayout, []string{"n1", "ghost-1", "ghost.2"}, "NodesKnown", "ghost-1, ghost.2"},
@@ -385,4 +387,24 @@ func TestNewManagerRecoversWhatAFailedOneLeft(t *testing.T) {
 	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 	assert.Empty(t, cluster.Unsafe(""), "every target is home again")
 	assert.Zero(t, cluster.IOStats().FailedByActions())
+}
+
+// Upgrading nodes already on the target image (a second manager over them)
+// touches nothing: no replica is failed, no target moves.
+func TestNodesAlreadyOnTheTargetImageAreANoOp(t *testing.T) {
+	cluster := slowLayout(t)
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	first := ref("first")
+	e.Request(first, "n1", "n2")
+	require.Equal(t, events.ManagerCompleted, e.WaitManager(first, 30*time.Second, "terminal", terminal).State)
+	before, _ := cluster.ActionLog()
+	again := ref("again")
+	e.Request(again, "n1", "n2")
+	st := e.WaitManager(again, 30*time.Second, "terminal", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	after, _ := cluster.ActionLog()
+	for _, a := range after[len(before):] {
+		assert.NotContains(t, []string{"FailReplica", "DeleteReplica", "SetTargetNode", "DeleteInstanceManager"}, a.Action, "%+v", a)
+	}
+	assert.Zero(t, cluster.IOStats().Failed)
 }

@@ -135,6 +135,9 @@ func (r *run) initialize(ctx context.Context) (outcome, error) {
 // can rebuild from would lose data. For the same reason a replica is never
 // failed while it is its volume's only healthy copy.
 func (r *run) failReplicas(ctx context.Context) (outcome, error) {
+	if on, err := r.onTargetImage(ctx); on || err != nil {
+		return outcome{done: on}, err
+	}
 	vols, err := r.recorded(ctx)
 	if err != nil {
 		return outcome{}, err
@@ -176,6 +179,27 @@ func (r *run) failReplicas(ctx context.Context) (outcome, error) {
 	return out, nil
 }
 
+// onTargetImage reports whether the node's IM already runs the target image
+// and nothing else is left to replace: the IM will not be restarted, so
+// failing replicas or moving targets would only disturb volumes for nothing
+// (and replicas stopped on an IM that stays would wait for a new one).
+func (r *run) onTargetImage(ctx context.Context) (bool, error) {
+	ims, err := r.dp().InstanceManagers(ctx, r.w.cfg.Node)
+	if err != nil {
+		return false, err
+	}
+	running := false
+	for _, im := range ims {
+		switch {
+		case im.Image == r.cmd.InstanceManagerImage && im.State == dataplane.IMRunning:
+			running = true
+		case im.State != dataplane.IMStopped:
+			return false, nil
+		}
+	}
+	return running, nil
+}
+
 // needsSwitch: an attached volume whose target runs on the upgrading node.
 func (r *run) needsSwitch(v dataplane.Volume) bool {
 	return v.Attached() && v.TargetNode == r.w.cfg.Node
@@ -188,6 +212,9 @@ func (r *run) needsSwitch(v dataplane.Volume) bool {
 func (r *run) switchOver(ctx context.Context) (outcome, error) {
 	if _, stop, err := r.node(ctx); stop != nil || err != nil {
 		return derefOutcome(stop), err
+	}
+	if on, err := r.onTargetImage(ctx); on || err != nil {
+		return outcome{done: on}, err
 	}
 	vols, err := r.recorded(ctx)
 	if err != nil {
@@ -248,8 +275,12 @@ func (r *run) upgradeInstanceManager(ctx context.Context) (outcome, error) {
 	if _, stop, err := r.node(ctx); stop != nil || err != nil {
 		return derefOutcome(stop), err
 	}
+	if on, err := r.onTargetImage(ctx); on || err != nil {
+		return outcome{done: on}, err
+	}
 	// The invariant the whole design exists for, checked on live state over
-	// every volume on the node, not only the recorded ones.
+	// every volume on the node, not only the recorded ones, right before an
+	// IM may be deleted.
 	vols, err := r.dp().VolumesOn(ctx, r.w.cfg.Node)
 	if err != nil {
 		return outcome{}, err
@@ -267,8 +298,6 @@ func (r *run) upgradeInstanceManager(ctx context.Context) (outcome, error) {
 	out := outcome{}
 	for _, im := range ims {
 		switch {
-		case im.Image == image && im.State == dataplane.IMRunning:
-			return outcome{done: true}, nil
 		case im.Image == image && im.State == dataplane.IMError:
 			out.block = &block{reason: "InstanceManagerFailed", permanent: true,
 				message: fmt.Sprintf("instance manager %s with image %s is in error on %s", im.Name, image, r.w.cfg.Node)}
