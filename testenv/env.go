@@ -81,6 +81,10 @@ type Env struct {
 	CRDTime time.Duration
 
 	procs    []*proc // in stop order: apiserver first, then etcd
+	pki      *pki
+	apiPath  string
+	apiEnv   []string
+	apiArgs  []string
 	keep     bool
 	stopOnce sync.Once
 	stopErr  error
@@ -242,18 +246,20 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 		return e, err
 	}
 
-	if _, err := e.spawn("kube-apiserver", filepath.Join(opts.BinDir, APIServerBin), os.Environ(),
-		"--etcd-servers="+etcdURL,
+	e.pki = p
+	e.apiPath, e.apiEnv = filepath.Join(opts.BinDir, APIServerBin), os.Environ()
+	e.apiArgs = []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+filepath.Join(pkiDir, serverCertFile),
-		"--tls-private-key-file="+filepath.Join(pkiDir, serverKeyFile),
-		"--client-ca-file="+filepath.Join(pkiDir, caCertFile),
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + filepath.Join(pkiDir, serverCertFile),
+		"--tls-private-key-file=" + filepath.Join(pkiDir, serverKeyFile),
+		"--client-ca-file=" + filepath.Join(pkiDir, caCertFile),
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+filepath.Join(pkiDir, saPubFile),
-		"--service-account-signing-key-file="+filepath.Join(pkiDir, saKeyFile),
+		"--service-account-key-file=" + filepath.Join(pkiDir, saPubFile),
+		"--service-account-signing-key-file=" + filepath.Join(pkiDir, saKeyFile),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		// No controller-manager runs, so nothing would create the default
 		// service account this plugin insists on.
@@ -262,8 +268,9 @@ func startOnce(ctx context.Context, opts Options) (_ *Env, err error) {
 		// The default "lease" reconciler publishes the advertise address in
 		// the kubernetes Endpoints; a loopback address is refused there.
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+pkiDir,
-	); err != nil {
+		"--cert-dir=" + pkiDir,
+	}
+	if _, err := e.spawn("kube-apiserver", e.apiPath, e.apiEnv, e.apiArgs...); err != nil {
 		return e, err
 	}
 
@@ -449,6 +456,37 @@ func (e *Env) Stop() error {
 		e.stopErr = errors.Join(errs...)
 	})
 	return e.stopErr
+}
+
+// StopAPIServer stops the kube-apiserver (etcd keeps running), for tests of
+// an apiserver outage; StartAPIServer brings it back on the same address.
+func (e *Env) StopAPIServer() error {
+	for _, p := range e.procs {
+		if p.name == "kube-apiserver" {
+			return p.stop(10 * time.Second)
+		}
+	}
+	return errors.New("testenv: no kube-apiserver")
+}
+
+// StartAPIServer starts the kube-apiserver again after StopAPIServer and
+// waits until it is ready.
+func (e *Env) StartAPIServer(ctx context.Context) error {
+	for i, p := range e.procs {
+		if p.name == "kube-apiserver" {
+			select {
+			case <-p.done:
+			default:
+				return errors.New("testenv: kube-apiserver is running")
+			}
+			e.procs = append(e.procs[:i:i], e.procs[i+1:]...)
+			break
+		}
+	}
+	if _, err := e.spawn("kube-apiserver", e.apiPath, e.apiEnv, e.apiArgs...); err != nil {
+		return err
+	}
+	return e.waitReady(ctx, e.pki)
 }
 
 // Pids returns the process ids of the running servers, apiserver first.

@@ -149,24 +149,29 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: *identity},
 	}
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		ReleaseOnCancel: true,
-		Name:            leaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: lead,
-			OnStoppedLeading: func() {
-				leading.Lock()
-				isLeader = false
-				leading.Unlock()
-				log.Info("stopped leading", "id", *identity)
+	// Losing the lease (an apiserver outage longer than the renew deadline)
+	// stops the leader's components; the replica then competes again rather
+	// than exiting, so one outage does not need a pod restart to heal.
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   15 * time.Second,
+			RenewDeadline:   10 * time.Second,
+			RetryPeriod:     2 * time.Second,
+			ReleaseOnCancel: true,
+			Name:            leaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: lead,
+				OnStoppedLeading: func() {
+					leading.Lock()
+					isLeader = false
+					leading.Unlock()
+					log.Info("stopped leading", "id", *identity)
+				},
+				OnNewLeader: func(id string) { log.Info("leader", "id", id) },
 			},
-			OnNewLeader: func(id string) { log.Info("leader", "id", id) },
-		},
-	})
+		})
+	}
 	return nil
 }
 

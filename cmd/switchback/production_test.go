@@ -48,50 +48,9 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "longhorn-system"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		require.NoError(t, err)
-	}
+	ensureNamespace(t, ctx, env)
 
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
-	for _, n := range []string{"n1", "n2", "n3"} {
-		require.NoError(t, cluster.AddNode(n))
-	}
-	for i, a := range []string{"n1", "n2", "n3", ""} {
-		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, []string{"n1", "n2", "n3"}, a))
-	}
-	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
-	require.NoError(t, err)
-	defer served.Stop()
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	background := func(args ...string) {
-		wg.Go(func() {
-			var out strings.Builder
-			if code := run(runCtx, args, &out, &out); code != 0 && runCtx.Err() == nil {
-				t.Errorf("%v exited %d:\n%s", args, code, out.String())
-			}
-		})
-	}
-	health := []string{freeAddr(t), freeAddr(t)}
-	for i, h := range health {
-		background("controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
-			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "warn")
-	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		background("worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms", "--log-level", "warn")
-	}
-
+	srv, cluster, health := startProduction(t, ctx, env, 2)
 	// Exactly one controller leads.
 	require.Eventually(t, func() bool {
 		leaders := 0
@@ -156,5 +115,102 @@ func TestDeployManifestsApplyOnTheRealAPIServer(t *testing.T) {
 	require.NoError(t, err, "%s\n%s", out, stderr)
 	for _, kind := range []string{"deployment.apps/switchback-controller", "daemonset.apps/switchback-worker", "statefulset.apps/switchback-nats", "validatingwebhookconfiguration"} {
 		assert.Contains(t, out, kind)
+	}
+}
+
+// startProduction runs NATS, a simulated cluster served on it, controllers
+// (racing for the lease) and one worker per node, all in this process; they
+// stop when the test ends. It returns the controllers' health addresses.
+func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, controllers int) (*natsembed.Server, *sim.Sim, []string) {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect()
+	require.NoError(t, err)
+	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, cluster.AddNode(n))
+	}
+	for i, a := range []string{"n1", "n2", "n3", ""} {
+		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, []string{"n1", "n2", "n3"}, a))
+	}
+	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
+	require.NoError(t, err)
+	t.Cleanup(served.Stop)
+
+	var wg sync.WaitGroup
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); wg.Wait() })
+	background := func(args ...string) {
+		wg.Go(func() {
+			var out strings.Builder
+			if code := run(runCtx, args, &out, &out); code != 0 && runCtx.Err() == nil {
+				t.Errorf("%v exited %d:\n%s", args, code, out.String())
+			}
+		})
+	}
+	var health []string
+	for i := range controllers {
+		h := freeAddr(t)
+		health = append(health, h)
+		background("controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
+			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "error")
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		background("worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms",
+			"--stall-after", "200ms", "--log-level", "error")
+	}
+	return srv, cluster, health
+}
+
+// An apiserver outage mid-upgrade: the upgrade goes on in NATS, and once the
+// apiserver is back the projection catches up, nothing lost.
+func TestAPIServerOutageMidUpgrade(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ensureNamespace(t, ctx, env)
+	srv, cluster, _ := startProduction(t, ctx, env, 1)
+	require.NoError(t, cluster.InjectTargetMoveFailure("pvc-1")) // holds n2 in switching-over
+
+	manifest := `apiVersion: longhorn.io/v1beta2
+kind: DataEngineUpgradeManager
+metadata: {name: outage, namespace: longhorn-system}
+spec: {dataEngine: v2, nodes: [n2, n3]}
+`
+	_, stderr, err := env.Kubectl(ctx, strings.NewReader(manifest), "apply", "-f", "-")
+	require.NoError(t, err, stderr)
+	require.Eventually(t, func() bool {
+		out, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "lhum/outage", "-o", "jsonpath={.status.conditions[?(@.type=='Stalled')].status}")
+		return err == nil && out == "True"
+	}, 60*time.Second, 50*time.Millisecond, "the stall is visible")
+
+	// The apiserver goes away; meanwhile the volume is fixed and the upgrade
+	// finishes in NATS alone.
+	require.NoError(t, env.StopAPIServer())
+	require.NoError(t, cluster.HealTargetMoveFailure("pvc-1"))
+	code, out, _ := 0, "", ""
+	require.Eventually(t, func() bool {
+		code, out, _ = runCmd(t, 30*time.Second, "replay", "--nats-url", srv.ClientURL(), "--manager", "outage", "-o", "json")
+		return code == 0 && strings.Contains(out, `"state": "completed"`)
+	}, 60*time.Second, 100*time.Millisecond, "the upgrade completes while the apiserver is down")
+	require.NoError(t, env.StartAPIServer(ctx))
+
+	out, stderr, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "wait", "--for=condition=Ready", "lhum/outage", "--timeout=90s")
+	require.NoError(t, err, "%s %s", out, stderr)
+	code, vout, verr := runCmd(t, time.Minute, "replay", "--nats-url", srv.ClientURL(), "--manager", "outage", "--verify", "--kubeconfig", env.Kubeconfig)
+	require.Equal(t, 0, code, "%s\n%s", vout, verr)
+	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/outage", "--timeout=60s")
+	require.NoError(t, err)
+}
+
+func ensureNamespace(t *testing.T, ctx context.Context, env *testenv.Env) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "longhorn-system"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 }
