@@ -16,7 +16,6 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
@@ -211,6 +210,3 @@ func stuckCandidate(ctx context.Context, s *sim.Sim) (string, error) {
 	}
 	return "", errors.New("--stuck-volume: the cluster has no attached v2 volume")
 }
-
-// isTerminal reports whether the upgrade is over.
-func isTerminal(s manager.State) bool { return s.Terminal() }
