@@ -9,6 +9,10 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchback-dev/switchback/metrics"
 )
 
 // logFlags choose the log format and level.
@@ -32,6 +36,11 @@ func (f *logFlags) logger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// metricsHandler mounts the Prometheus endpoint.
+func metricsHandler(mux *http.ServeMux) {
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 }
 
 // healthFlags serve /healthz, /readyz (and /metrics where a command adds it).

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,7 +21,6 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/webhook"
 )
@@ -78,8 +76,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errors.New("not connected to NATS")
 		}
 		return nil
-	}, func(mux *http.ServeMux) {
-		mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	}, metricsHandler, func(mux *http.ServeMux) {
 		mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
 			leading.Lock()
 			defer leading.Unlock()

@@ -53,7 +53,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return errors.New("not connected to NATS")
 		}
 		return nil
-	})
+	}, metricsHandler)
 	if err != nil {
 		return err
 	}
