@@ -84,7 +84,9 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 	followCtx, stopFollow := context.WithCancel(ctx)
 	var follow syncBuffer
 	followDone := make(chan int, 1)
-	go func() { followDone <- run(followCtx, []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard) }()
+	go func() {
+		followDone <- run(followCtx, []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard)
+	}()
 
 	manifest := `apiVersion: longhorn.io/v1beta2
 kind: DataEngineUpgradeManager
