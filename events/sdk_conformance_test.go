@@ -66,3 +66,21 @@ func TestEncodeMatchesSDKBinaryMode(t *testing.T) {
 		})
 	}
 }
+
+// Decode reads headers directly; this pins it to the SDK's event model: the
+// CloudEvent read back from a message equals the one the SDK built.
+func TestDecodeMatchesSDKBinaryMode(t *testing.T) {
+	for typ, env := range samples() {
+		t.Run(string(typ), func(t *testing.T) {
+			want, err := env.ToCloudEvent()
+			require.NoError(t, err)
+			msg, err := events.Encode(env)
+			require.NoError(t, err)
+			got, err := events.CloudEventFromMessage(msg.Header, msg.Data)
+			require.NoError(t, err)
+			assert.Equal(t, want.Context.AsV1(), got.Context.AsV1())
+			assert.Equal(t, want.Data(), got.Data())
+			assert.NoError(t, got.Validate())
+		})
+	}
+}
