@@ -1,0 +1,214 @@
+package natsauth
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// jsAPI is JetStream's API prefix in the default (non-domain) setup.
+const jsAPI = "$JS.API."
+
+// SimDataPlaneSubjects are the subjects of the simulated data plane served
+// over NATS (sim/simremote, prefix "sb.sim"): a worker started with
+// `--data-plane sim` calls them. Add it to Config.WorkerExtraPublish only for
+// a simulated cluster; a real data plane talks to Kubernetes, not NATS.
+const SimDataPlaneSubjects = "sb.sim.>"
+
+// Permissions are one user's subject permissions. Allow lists are
+// exhaustive: what is not allowed is denied. Deny lists are redundant with
+// them on purpose (belt and braces): they keep the dangerous JetStream API
+// calls denied should somebody later widen an allow list with a wildcard.
+type Permissions struct {
+	PublishAllow   []string
+	PublishDeny    []string
+	SubscribeAllow []string
+	SubscribeDeny  []string
+}
+
+// Streams names what the permissions refer to. The zero value means the
+// defaults of eventstore and workqueue.
+type Streams struct {
+	// Events is the event stream; default eventstore.DefaultStream.
+	Events string
+	// Commands is the node command stream; default workqueue.CommandStream.
+	Commands string
+	// DeadLetters is the dead-letter stream; default workqueue.DeadLetterStream.
+	DeadLetters string
+	// SnapshotBucket is the KV bucket of snapshots; default eventstore.DefaultSnapshotBucket.
+	SnapshotBucket string
+}
+
+func (s Streams) withDefaults() Streams {
+	if s.Events == "" {
+		s.Events = eventstore.DefaultStream
+	}
+	if s.Commands == "" {
+		s.Commands = workqueue.CommandStream
+	}
+	if s.DeadLetters == "" {
+		s.DeadLetters = workqueue.DeadLetterStream
+	}
+	if s.SnapshotBucket == "" {
+		s.SnapshotBucket = eventstore.DefaultSnapshotBucket
+	}
+	return s
+}
+
+// InboxPrefix is the inbox prefix of node's worker: replies to its requests
+// (JetStream API answers, pulled commands, publish acks) arrive under it, and
+// it may subscribe under it only, so no worker reads another's replies. The
+// worker's connection must use it (WorkerOptions).
+func InboxPrefix(node string) string {
+	return "_INBOX.worker-" + events.EncodeToken(node)
+}
+
+// DangerousAPI lists the JetStream API calls that change what exists: stream
+// and consumer creation, update, deletion, purge, message deletion, and the
+// rest of the administrative surface. Only the controller may call them.
+func DangerousAPI() []string {
+	return []string{
+		jsAPI + "STREAM.CREATE.>",
+		jsAPI + "STREAM.UPDATE.>",
+		jsAPI + "STREAM.DELETE.>",
+		jsAPI + "STREAM.PURGE.>",
+		jsAPI + "STREAM.MSG.DELETE.>",
+		jsAPI + "STREAM.RESTORE.>",
+		jsAPI + "STREAM.SNAPSHOT.>",
+		jsAPI + "STREAM.PEER.>",
+		jsAPI + "STREAM.LEADER.>",
+		jsAPI + "CONSUMER.CREATE.>",
+		jsAPI + "CONSUMER.DURABLE.CREATE.>",
+		jsAPI + "CONSUMER.DELETE.>",
+		jsAPI + "CONSUMER.PAUSE.>",
+		jsAPI + "CONSUMER.UNPIN.>",
+		jsAPI + "CONSUMER.LEADER.>",
+		jsAPI + "META.>",
+		jsAPI + "SERVER.>",
+		jsAPI + "ACCOUNT.>",
+	}
+}
+
+// WorkerPermissions are the permissions of node's worker, and exactly what
+// nodeworker does on NATS:
+//
+//   - consume its node's commands: pull from its durable consumer, look the
+//     consumer up, ack/nak/in-progress/term its deliveries;
+//   - append its node's events (sb.evt.<ns>.<name>.<uid>.node.<node>; the
+//     manager's tokens are wildcards because any manager may upgrade the
+//     node);
+//   - read history: direct batch gets on the event stream (the subject
+//     filter is in the request body, so this cannot be narrowed to the node:
+//     see docs/nats-authorization.md) and the leader's last-message get that
+//     resolves an append conflict;
+//   - read and refresh aggregate snapshots in the KV bucket;
+//   - park a command it cannot carry out (undecodable, or misrouted to its
+//     queue): read it from the command stream by sequence and publish it
+//     under sb.dlq.cmd.<the node it names> (sb.dlq.cmd.unknown when it names
+//     none). Nothing consumes sb.dlq.cmd.*, so this cannot act on anything;
+//     the max-deliveries advisories the controller acts on stay denied;
+//   - look the streams up (stream info) when binding to them;
+//   - subscribe under its own inbox prefix only.
+//
+// extraPublish is appended to the allow list (SimDataPlaneSubjects for a
+// simulated cluster).
+func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPublish ...string) Permissions {
+	s := streams.withDefaults()
+	tok := events.EncodeToken(node)
+	consumer := workqueue.ConsumerName(node)
+	kvStream := "KV_" + s.SnapshotBucket
+	allow := []string{
+		// Binding to the streams (eventstore.Open, workqueue.Open through BindOnly).
+		jsAPI + "STREAM.INFO." + s.Events,
+		jsAPI + "STREAM.INFO." + s.Commands,
+		jsAPI + "STREAM.INFO." + s.DeadLetters,
+		jsAPI + "STREAM.INFO." + kvStream,
+		// Its own consumer: look it up, pull, and settle deliveries.
+		jsAPI + "CONSUMER.INFO." + s.Commands + "." + consumer,
+		jsAPI + "CONSUMER.MSG.NEXT." + s.Commands + "." + consumer,
+		"$JS.ACK." + s.Commands + "." + consumer + ".>",
+		// Its node's events, under any manager.
+		events.SubjectPrefix + ".*.*.*.node." + tok,
+		// Loading aggregates: direct batch gets, and the leader's view of a
+		// subject's last message after a concurrency conflict.
+		jsAPI + "DIRECT.GET." + s.Events,
+		jsAPI + "STREAM.MSG.GET." + s.Events,
+		// Snapshots: get (direct, last by subject) and put.
+		jsAPI + "DIRECT.GET." + kvStream + ".$KV." + s.SnapshotBucket + ".>",
+		"$KV." + s.SnapshotBucket + ".agg.*",
+		// Parking a bad command: read it by sequence, copy it to the DLQ.
+		// Under any node: a command misrouted to this node's queue is
+		// parked under the node it names (workqueue.DeadLetterCommand).
+		// Nothing acts on sb.dlq.cmd.*; it is evidence only.
+		jsAPI + "STREAM.MSG.GET." + s.Commands,
+		"sb.dlq.cmd.*",
+	}
+	allow = append(allow, extraPublish...)
+	inbox := InboxPrefix(node) + ".>"
+	if sharedInbox {
+		inbox = "_INBOX.>"
+	}
+	return Permissions{
+		PublishAllow:   allow,
+		PublishDeny:    DangerousAPI(),
+		SubscribeAllow: []string{inbox},
+	}
+}
+
+// ControllerPermissions are the controller's: everything. It creates and
+// updates the streams and consumers, appends to every aggregate (intake,
+// orchestrator, the cancel and dead-letter paths write node aggregates too),
+// publishes every command, parks poison events and dead commands, reads and
+// writes snapshots, and serves the projector, replay and history.
+func ControllerPermissions() Permissions {
+	return Permissions{
+		PublishAllow:   []string{">"},
+		SubscribeAllow: []string{">"},
+	}
+}
+
+// validate rejects subjects nats-server would refuse or misread.
+func (p Permissions) validate() error {
+	for _, list := range [][]string{p.PublishAllow, p.PublishDeny, p.SubscribeAllow, p.SubscribeDeny} {
+		for _, s := range list {
+			if err := validSubject(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func validSubject(s string) error {
+	if s == "" {
+		return fmt.Errorf("natsauth: empty subject in permissions")
+	}
+	toks := splitTokens(s)
+	for i, t := range toks {
+		switch {
+		case t == "":
+			return fmt.Errorf("natsauth: subject %q has an empty token", s)
+		case t == ">" && i != len(toks)-1:
+			return fmt.Errorf("natsauth: subject %q: '>' must be the last token", s)
+		}
+		if slices.ContainsFunc([]byte(t), func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' }) {
+			return fmt.Errorf("natsauth: subject %q: whitespace or quote in token %q", s, t)
+		}
+	}
+	return nil
+}
+
+func splitTokens(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
