@@ -1,0 +1,193 @@
+package longhorn_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/longhorn/longhornsim"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	crdOnce sync.Once
+	crdErr  error
+	nsSeq   atomic.Int64
+)
+
+// cluster is one test's world: a namespace on the package's apiserver
+// holding a simulated Longhorn (objects kept in step with s by a
+// longhornsim.Manager) and the adapter over it.
+type cluster struct {
+	t     *testing.T
+	ctx   context.Context
+	sim   *sim.Sim
+	dyn   dynamic.Interface
+	ns    string
+	mgr   *longhornsim.Manager
+	plane *longhorn.Plane
+}
+
+// testLog is silent unless LONGHORN_LOG is set (like enginetest's ENGINE_LOG).
+func testLog() *slog.Logger {
+	if os.Getenv("LONGHORN_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func newCluster(t *testing.T, s *sim.Sim) *cluster {
+	t.Helper()
+	env := testenv.Get(t)
+	crdOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			crdErr = err
+			return
+		}
+		crdErr = testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "test", "longhorn-crds"))
+	})
+	require.NoError(t, crdErr, "install test/longhorn-crds")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ns := fmt.Sprintf("lh-%d", nsSeq.Add(1))
+	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+	_, err = dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, nsObj, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	startCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	mgr, err := longhornsim.Start(startCtx, dyn, s, longhornsim.Options{Namespace: ns, Log: testLog()})
+	require.NoError(t, err)
+	t.Cleanup(mgr.Close)
+	plane, err := longhorn.New(ctx, dyn, longhorn.Options{Namespace: ns, Log: testLog(), SyncTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	c := &cluster{t: t, ctx: ctx, sim: s, dyn: dyn, ns: ns, mgr: mgr, plane: plane}
+	c.waitInStep("the adapter shows the simulated cluster")
+	return c
+}
+
+// view is a data plane's whole read side, normalized for comparison
+// (replicas and IMs in name order: the simulator keeps creation order).
+type view struct {
+	Nodes   []dataplane.Node
+	IMs     []dataplane.InstanceManager
+	Volumes []dataplane.Volume
+	Image   string
+}
+
+func readView(ctx context.Context, r dataplane.Reader) (view, error) {
+	var v view
+	var err error
+	if v.Nodes, err = r.Nodes(ctx); err != nil {
+		return v, err
+	}
+	if v.IMs, err = r.InstanceManagers(ctx, ""); err != nil {
+		return v, err
+	}
+	if v.Volumes, err = r.Volumes(ctx); err != nil {
+		return v, err
+	}
+	if v.Image, err = r.DefaultInstanceManagerImage(ctx); err != nil {
+		return v, err
+	}
+	slices.SortFunc(v.IMs, func(a, b dataplane.InstanceManager) int {
+		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Name, b.Name))
+	})
+	for i := range v.Volumes {
+		slices.SortFunc(v.Volumes[i].Replicas, func(a, b dataplane.Replica) int { return strings.Compare(a.Name, b.Name) })
+		if len(v.Volumes[i].Replicas) == 0 {
+			v.Volumes[i].Replicas = nil
+		}
+	}
+	return v, nil
+}
+
+// waitInStep waits until the adapter reads what the simulator holds, the
+// proof that the objects carry the model faithfully both ways.
+func (c *cluster) waitInStep(what string) {
+	c.t.Helper()
+	var want, got view
+	var err error
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if want, err = readView(c.ctx, c.sim); err != nil {
+			c.t.Fatalf("read simulator: %v", err)
+		}
+		if got, err = readView(c.ctx, c.plane); err == nil && equalViews(want, got) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(c.t, want, got, "%s (last error %v)", what, err)
+}
+
+func equalViews(a, b view) bool {
+	return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b)
+}
+
+// object reads one Longhorn object (or Kubernetes Node) from the apiserver.
+func (c *cluster) object(gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	c.t.Helper()
+	var ri dynamic.ResourceInterface = c.dyn.Resource(gvr).Namespace(c.ns)
+	if gvr == longhorn.KubeNodesResource {
+		ri = c.dyn.Resource(gvr)
+	}
+	u, err := ri.Get(c.ctx, name, metav1.GetOptions{})
+	require.NoError(c.t, err, "get %s %s", gvr.Resource, name)
+	return u
+}
+
+// decode reads one Longhorn object into its typed struct.
+func decode[T any](c *cluster, gvr schema.GroupVersionResource, name string) *T {
+	c.t.Helper()
+	out := new(T)
+	require.NoError(c.t, longhorn.FromUnstructured(c.object(gvr, name), out))
+	return out
+}
+
+// list lists Longhorn objects of a resource in the test's namespace.
+func (c *cluster) list(gvr schema.GroupVersionResource) []unstructured.Unstructured {
+	c.t.Helper()
+	l, err := c.dyn.Resource(gvr).Namespace(c.ns).List(c.ctx, metav1.ListOptions{})
+	require.NoError(c.t, err)
+	return l.Items
+}
+
+// eventually polls cond until it holds, failing after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s not reached within %s", what, timeout)
+}

@@ -1,0 +1,162 @@
+package longhorn
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// Nodes lists every Longhorn node, sorted by name. A Kubernetes node that
+// Longhorn does not manage is not listed: nothing of it can be upgraded.
+func (p *Plane) Nodes(ctx context.Context) ([]dataplane.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lns := list[LonghornNode](p.lhNodes)
+	slices.SortFunc(lns, func(a, b *LonghornNode) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]dataplane.Node, 0, len(lns))
+	for _, ln := range lns {
+		out = append(out, p.node(ln))
+	}
+	return out, nil
+}
+
+// Node returns one node, or an error matching dataplane.ErrNotFound when
+// Longhorn has no such node.
+func (p *Plane) Node(ctx context.Context, name string) (dataplane.Node, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.Node{}, err
+	}
+	ln, ok := get[LonghornNode](p.lhNodes, key(p.ns, name))
+	if !ok {
+		return dataplane.Node{}, notFound(fmt.Sprintf("longhorn node %q", name))
+	}
+	return p.node(ln), nil
+}
+
+func (p *Plane) node(ln *LonghornNode) dataplane.Node {
+	kn, _ := get[KubeNode](p.kubeNodes, ln.Name)
+	hasV2 := slices.ContainsFunc(indexed[InstanceManager](p.ims, byNode, ln.Name), func(im *InstanceManager) bool {
+		return isV2(im.Spec.DataEngine)
+	})
+	return toNode(ln, kn, hasV2)
+}
+
+// DefaultInstanceManagerImage returns the value of the setting
+// default-instance-manager-image.
+func (p *Plane) DefaultInstanceManagerImage(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s, ok := get[Setting](p.settings, key(p.ns, SettingDefaultInstanceManagerImage))
+	if !ok {
+		return "", notFound(fmt.Sprintf("longhorn setting %q", SettingDefaultInstanceManagerImage))
+	}
+	if s.Value == "" {
+		return "", fmt.Errorf("longhorn setting %q is empty", SettingDefaultInstanceManagerImage)
+	}
+	return s.Value, nil
+}
+
+// InstanceManagers lists the v2 instance managers of node, or of every node
+// when node is "", sorted by node then age then name. An unknown node is an
+// error matching dataplane.ErrNotFound.
+func (p *Plane) InstanceManagers(ctx context.Context, node string) ([]dataplane.InstanceManager, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ims []*InstanceManager
+	if node == "" {
+		ims = list[InstanceManager](p.ims)
+	} else {
+		if _, ok := get[LonghornNode](p.lhNodes, key(p.ns, node)); !ok {
+			return nil, notFound(fmt.Sprintf("longhorn node %q", node))
+		}
+		ims = indexed[InstanceManager](p.ims, byNode, node)
+	}
+	slices.SortFunc(ims, func(a, b *InstanceManager) int {
+		return cmp.Or(
+			strings.Compare(a.Spec.NodeID, b.Spec.NodeID),
+			a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			strings.Compare(a.Name, b.Name),
+		)
+	})
+	out := make([]dataplane.InstanceManager, 0, len(ims))
+	for _, im := range ims {
+		if isV2(im.Spec.DataEngine) {
+			out = append(out, toInstanceManager(im))
+		}
+	}
+	return out, nil
+}
+
+// Volumes lists every volume, v1 and v2, sorted by name.
+func (p *Plane) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	vols := list[Volume](p.volumes)
+	slices.SortFunc(vols, func(a, b *Volume) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]dataplane.Volume, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, p.volume(v))
+	}
+	return out, nil
+}
+
+// Volume returns one volume or an error matching dataplane.ErrNotFound.
+func (p *Plane) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.Volume{}, err
+	}
+	v, ok := get[Volume](p.volumes, key(p.ns, name))
+	if !ok {
+		return dataplane.Volume{}, notFound(fmt.Sprintf("longhorn volume %q", name))
+	}
+	return p.volume(v), nil
+}
+
+// VolumesOn lists the volumes attached to node, with their target on node
+// or with a replica on node, sorted by name, from the caches' node indexes:
+// its cost follows the node's volumes, not the cluster's.
+func (p *Plane) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	names := map[string]struct{}{}
+	for _, v := range indexed[Volume](p.volumes, byNode, node) {
+		names[v.Name] = struct{}{}
+	}
+	for _, r := range indexed[Replica](p.replicas, byNode, node) {
+		if r.DeletionTimestamp == nil && r.Spec.VolumeName != "" {
+			names[r.Spec.VolumeName] = struct{}{}
+		}
+	}
+	out := make([]dataplane.Volume, 0, len(names))
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		v, ok := get[Volume](p.volumes, key(p.ns, name))
+		if !ok {
+			continue // a replica whose volume is gone
+		}
+		dv := p.volume(v)
+		// The index holds every node the volume names; keep the volumes the
+		// node really concerns (e.g. not one whose stale currentNodeID
+		// still names it after a detach).
+		if dv.AttachedNode == node || dv.TargetNode == node ||
+			slices.ContainsFunc(dv.Replicas, func(r dataplane.Replica) bool { return r.Node == node }) {
+			out = append(out, dv)
+		}
+	}
+	return out, nil
+}
+
+func (p *Plane) volume(v *Volume) dataplane.Volume {
+	return toVolume(v,
+		indexed[Replica](p.replicas, byVolume, v.Name),
+		indexed[Engine](p.engines, byVolume, v.Name))
+}
