@@ -72,10 +72,7 @@ func TestBadCommands(t *testing.T) {
 			body: func(events.ManagerRef) []byte {
 				return commandJSON(advance(ghost, "n1", events.NodePending, "ghost-start"))
 			},
-			bug: "the worker acks a start command whose manager has no history, logging only \"not starting: the manager moved on\" " +
-				"(state \"\"), so it vanishes without a trace. Fix (nodeworker/process.go): when the loaded manager does not " +
-				"exist (!m.State.Exists), park the command with Queue.DeadLetterCommand, reason \"unknown manager <ns/name uid>\", " +
-				"instead of acking it"},
+			dlqSubject: "sb.dlq.cmd.n1", reason: "unknown manager"},
 		{name: "command for an unknown manager (mid-upgrade step)", node: "n1",
 			expected: "retried MaxDeliver times, dead-lettered by the controller; no event anywhere",
 			body: func(events.ManagerRef) []byte {
@@ -85,7 +82,7 @@ func TestBadCommands(t *testing.T) {
 		{name: "malformed command JSON", node: "n1",
 			expected:   "parked by the worker under sb.dlq.cmd.unknown with the parse error",
 			body:       func(events.ManagerRef) []byte { return []byte(`{"id": "half`) },
-			dlqSubject: "sb.dlq.cmd.unknown", reason: "bad command: bad command: unexpected end of JSON input"},
+			dlqSubject: "sb.dlq.cmd.unknown", reason: "bad command: unexpected end of JSON input"},
 		{name: "empty command body", node: "n1",
 			expected:   "parked by the worker under sb.dlq.cmd.unknown",
 			body:       func(events.ManagerRef) []byte { return nil },

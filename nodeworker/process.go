@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,9 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 		if err != nil {
 			return err
 		}
+		if !m.State.Exists {
+			return fmt.Errorf("%w: %s (uid %s)", errUnknownManager, cmd.Manager, cmd.Manager.UID)
+		}
 		if m.State.Terminal() || m.State.CancelRequested || m.State.UpgradingNode != w.cfg.Node {
 			w.log.Info("not starting: the manager moved on", "manager", cmd.Manager.String(), "state", m.State.State)
 			return nil
@@ -95,6 +99,10 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 		return nil
 	})
 }
+
+// errUnknownManager marks a command whose manager has no history: retrying
+// cannot help, so the command is parked.
+var errUnknownManager = errors.New("unknown manager")
 
 // loop observes until observe reports done (then calls onDone), the node
 // leaves step, or a cancel arrives (then the cancel flow takes over; the

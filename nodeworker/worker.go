@@ -137,6 +137,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("ack command", "error", err)
 		}
+	case errors.Is(err, errUnknownManager):
+		w.park(ctx, msg, meta, err)
 	case ctx.Err() != nil:
 		// Shutting down: leave the command to redelivery (AckWait).
 	default:
@@ -166,7 +168,7 @@ func (w *Worker) park(ctx context.Context, msg jetstream.Msg, meta *jetstream.Ms
 		_ = msg.Term()
 		return
 	}
-	if _, _, err := w.cfg.Queue.DeadLetterCommand(ctx, meta.Sequence.Stream, meta.Consumer, int(meta.NumDelivered), "bad command: "+cause.Error()); err != nil {
+	if _, _, err := w.cfg.Queue.DeadLetterCommand(ctx, meta.Sequence.Stream, meta.Consumer, int(meta.NumDelivered), cause.Error()); err != nil {
 		w.log.Error("dead-letter bad command", "error", err)
 		_ = msg.Nak()
 		return

@@ -7,6 +7,8 @@ package workqueue
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,7 +82,21 @@ func (c Command) Validate() error {
 func Subject(node string) string { return "sb.cmd.node." + events.EncodeToken(node) }
 
 // ConsumerName is the node's durable consumer.
-func ConsumerName(node string) string { return "worker-" + events.EncodeToken(node) }
+//
+// JetStream limits names to 255 characters (they become directory names);
+// a valid 253-character node name encodes to more with the prefix, so long
+// tokens keep their first 200 characters and gain a hash of the whole name.
+func ConsumerName(node string) string {
+	tok := events.EncodeToken(node)
+	if len(tok) <= maxConsumerToken {
+		return "worker-" + tok
+	}
+	sum := sha256.Sum256([]byte(node))
+	return "worker-" + tok[:200] + "-" + hex.EncodeToString(sum[:5])
+}
+
+// maxConsumerToken keeps "worker-" + token within JetStream's name limit.
+const maxConsumerToken = 240
 
 // Config tunes delivery.
 type Config struct {

@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
 
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/sim/simremote"
 )
 
 // logFlags choose the log format and level.
@@ -36,6 +42,31 @@ func (f *logFlags) logger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// dataPlaneFlags choose the cluster the engine reads and drives.
+type dataPlaneFlags struct {
+	kind      string
+	namespace string
+}
+
+func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.kind, "data-plane", "sim", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo)")
+	fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
+}
+
+// open returns the data plane; cfg is needed for longhorn.
+func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Conn, log *slog.Logger) (dataplane.DataPlane, error) {
+	switch f.kind {
+	case "longhorn":
+		if cfg == nil {
+			return nil, errors.New("--data-plane longhorn needs a Kubernetes configuration (--kubeconfig or in-cluster)")
+		}
+		return longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log})
+	case "sim":
+		return simremote.NewClient(nc, simremote.DefaultPrefix), nil
+	}
+	return nil, fmt.Errorf("--data-plane %q: want longhorn or sim: %w", f.kind, errUsage)
 }
 
 // metricsHandler mounts the Prometheus endpoint.

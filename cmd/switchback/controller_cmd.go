@@ -21,7 +21,6 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -36,7 +35,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
 	leaderElect := fs.Bool("leader-elect", true, "run intake, orchestrator and projector only while holding the lease")
-	dataPlane := fs.String("data-plane", "sim", "where prechecks read the cluster: sim (a simulated cluster served on NATS)")
+	var dp dataPlaneFlags
+	dp.register(fs)
 	webhookAddr := fs.String("webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
 	certDir := fs.String("webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
 	var hf healthFlags
@@ -45,9 +45,6 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if *dataPlane != "sim" {
-		return fmt.Errorf("--data-plane %q: only sim is available in this build", *dataPlane)
 	}
 	log := lf.logger(stderr)
 	cfg, err := kubeConfig(*kubeconfig)
@@ -67,7 +64,10 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer conn.Close()
-	cluster := simremote.NewClient(conn.nc, simremote.DefaultPrefix)
+	cluster, err := dp.open(ctx, cfg, conn.nc, log)
+	if err != nil {
+		return err
+	}
 
 	var leading sync.Mutex
 	isLeader := false

@@ -8,8 +8,9 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/switchback-dev/switchback/nodeworker"
-	"github.com/switchback-dev/switchback/sim/simremote"
 )
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -17,7 +18,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var nf natsFlags
 	nf.register(fs, false)
 	node := fs.String("node", os.Getenv("NODE_NAME"), "the node this worker upgrades (default $NODE_NAME, from the downward API)")
-	dataPlane := fs.String("data-plane", "sim", "the cluster's data plane: sim (a simulated cluster served on NATS, e.g. by the demo)")
+	var dp dataPlaneFlags
+	dp.register(fs)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "with --data-plane longhorn: kubeconfig path; empty = in-cluster configuration")
 	stallAfter := fs.Duration("stall-after", 2*time.Minute, "report a step stalled after this long without progress")
 	failAfter := fs.Duration("fail-after", 10*time.Minute, "fail the node when its new instance manager stays in error this long")
 	poll := fs.Duration("poll-interval", 250*time.Millisecond, "how often a waiting step looks at the cluster again")
@@ -32,17 +35,24 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return fmt.Errorf("--node (or $NODE_NAME) is required: %w", errUsage)
 	}
-	if *dataPlane != "sim" {
-		return fmt.Errorf("--data-plane %q: only sim is available in this build", *dataPlane)
-	}
 	log := lf.logger(stderr).With("node", *node)
 	conn, err := nf.connect(ctx, "switchback-worker-"+*node, log, false)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	var cfg *rest.Config
+	if dp.kind == "longhorn" {
+		if cfg, err = kubeConfig(*kubeconfig); err != nil {
+			return err
+		}
+	}
+	plane, err := dp.open(ctx, cfg, conn.nc, log)
+	if err != nil {
+		return err
+	}
 	w, err := nodeworker.New(nodeworker.Config{
-		Node: *node, Store: conn.store, Queue: conn.queue, DataPlane: simremote.NewClient(conn.nc, simremote.DefaultPrefix),
+		Node: *node, Store: conn.store, Queue: conn.queue, DataPlane: plane,
 		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, Log: log,
 	})
 	if err != nil {
