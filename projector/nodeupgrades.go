@@ -33,7 +33,7 @@ func (p *Projector) writeNode(ctx context.Context, e *entry, node string, log *s
 			e.nodeObjs[node] = obj
 		}
 		obj := e.nodeObjs[node]
-		if obj.Status.StreamSequence >= want {
+		if p.trusted(ctx, obj.Status.StreamSequence, log) >= want {
 			return nil
 		}
 		upd := obj.DeepCopy()

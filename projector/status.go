@@ -95,6 +95,23 @@ func managerMessage(v *view) string {
 	return msg
 }
 
+// trusted returns a status's recorded stream sequence, or 0 when it lies
+// beyond the stream's end: no projection can have written that, so the
+// status was written by hand (or restored from another cluster) and is
+// rewritten from the fold instead of freezing projection at a sequence the
+// stream will take ages to reach.
+func (p *Projector) trusted(ctx context.Context, seq uint64, log *slog.Logger) uint64 {
+	if seq <= p.lastSeq {
+		return seq
+	}
+	last, err := p.cfg.Store.LastSequence(ctx)
+	if err != nil || seq <= last {
+		return seq
+	}
+	log.Warn("status records a stream sequence beyond the stream's end; rewriting it from history", "streamSequence", seq, "streamLast", last)
+	return 0
+}
+
 // write writes the node upgrades the steps changed, then the manager's
 // status, and records the Events of the steps that status now reflects.
 //
@@ -106,7 +123,7 @@ func managerMessage(v *view) string {
 func (p *Projector) write(ctx context.Context, e *entry, steps []step, log *slog.Logger) error {
 	var base uint64
 	if e.obj != nil {
-		base = e.obj.Status.StreamSequence
+		base = p.trusted(ctx, e.obj.Status.StreamSequence, log)
 		if base >= e.view.through {
 			// Already projected (the status is at or past this event).
 			p.m.skippedStale.Add(uint64(len(steps)))
@@ -195,16 +212,17 @@ func (p *Projector) writeManager(ctx context.Context, e *entry, log *slog.Logger
 			}
 			e.obj = obj
 		}
+		stored := p.trusted(ctx, e.obj.Status.StreamSequence, log)
 		if !haveBase {
-			firstBase, haveBase = e.obj.Status.StreamSequence, true
+			firstBase, haveBase = stored, true
 		}
-		if e.obj.Status.StreamSequence >= e.view.through {
+		if stored >= e.view.through {
 			// Either somebody else got there, or an earlier attempt whose
 			// answer was lost did: in that case its Events are still due.
 			base, wrote = firstBase, maybeLanded
 			return nil
 		}
-		base = e.obj.Status.StreamSequence
+		base = stored
 		upd := e.obj.DeepCopy()
 		upd.Status = renderManager(e.view, e.obj.Generation)
 		out, err := p.cfg.Client.Managers(ref.Namespace).UpdateStatus(ctx, upd)
