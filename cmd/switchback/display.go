@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -22,63 +19,32 @@ import (
 // manager ends: a live table on a terminal, one line per event otherwise.
 // The display folds the stream itself, the way replay does.
 func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, ref events.ManagerRef, stdout io.Writer) (manager.State, error) {
-	stream, err := conn.js.Stream(ctx, conn.store.Stream())
-	if err != nil {
-		return manager.State{}, err
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.ManagerSubjectPrefix(ref) + ".>"},
-	})
-	if err != nil {
-		return manager.State{}, err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return manager.State{}, err
-	}
-	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
-
 	live := isTerminalWriter(stdout)
 	u := &replay.Upgrade{Nodes: map[string]nodeupgrade.State{}}
 	drawn := 0
 	lastDraw := time.Time{}
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return u.Manager, fmt.Errorf("the upgrade did not end in time: %s (%s)", u.Manager.State, u.Manager.Message)
-			}
-			return u.Manager, err
-		}
-		meta, _ := msg.Metadata()
-		var seq uint64
-		if meta != nil {
-			seq = meta.Sequence.Stream
-		}
-		e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
-		if err != nil {
-			continue
-		}
+	err := followEvents(ctx, conn, events.ManagerSubjectPrefix(ref)+".>", 0, func(e events.Envelope, pending uint64) bool {
 		if e.Aggregate.IsNode() {
 			u.Nodes[e.Aggregate.Node], _ = nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
 		} else {
 			u.Manager, _ = manager.Evolve(u.Manager, e)
 		}
-		u.LastSequence = seq
+		u.LastSequence = e.Sequence
 		done := u.Manager.Terminal()
 		if !live {
 			if _, vol := e.Data.(events.VolumeStateChanged); !vol || done {
 				fmt.Fprintln(stdout, replay.Describe(e))
 			}
-		} else if done || time.Since(lastDraw) > 100*time.Millisecond || (meta != nil && meta.NumPending == 0) {
+		} else if done || time.Since(lastDraw) > 100*time.Millisecond || pending == 0 {
 			drawn = redraw(stdout, u, cluster, drawn)
 			lastDraw = time.Now()
 		}
-		if done {
-			return u.Manager, nil
-		}
+		return done
+	}, nil)
+	if err == nil && !u.Manager.Terminal() {
+		err = fmt.Errorf("the upgrade did not end in time: %s (%s)", u.Manager.State, u.Manager.Message)
 	}
+	return u.Manager, err
 }
 
 // redraw replaces the previous table (drawn lines) with the current one.

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -66,40 +63,10 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // followHistory prints new events as they are appended, until ctx ends.
 func followHistory(ctx context.Context, conn *natsConn, filter string, from uint64, stdout io.Writer) error {
-	stream, err := conn.js.Stream(ctx, conn.store.Stream())
-	if err != nil {
-		return err
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
-	})
-	if err != nil {
-		return err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return err
-		}
-		meta, _ := msg.Metadata()
-		var seq uint64
-		if meta != nil {
-			seq = meta.Sequence.Stream
-		}
-		e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
-		if err != nil {
-			fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", seq, err)
-			continue
-		}
+	return followEvents(ctx, conn, filter, from, func(e events.Envelope, _ uint64) bool {
 		fmt.Fprintln(stdout, replay.Describe(e))
-	}
+		return false
+	}, func(seq uint64, err error) {
+		fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", seq, err)
+	})
 }
