@@ -54,5 +54,9 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	  done; \
 	done
 
-bench: ## run the benchmarks (see BENCHMARKS.md)
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee .cache/bench.txt
+BENCH_COUNT ?= 3
+
+bench: ## run every benchmark BENCH_COUNT times and write BENCHMARKS.md (min/median/max)
+	@mkdir -p .cache
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 60m ./... | tee .cache/bench.txt
+	$(GO) run ./hack/benchreport -o BENCHMARKS.md < .cache/bench.txt
