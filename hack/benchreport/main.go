@@ -23,7 +23,7 @@ import (
 // series is one benchmark's values of one metric over the runs.
 type series struct {
 	bench, unit string
-	values     []float64
+	values      []float64
 }
 
 func main() {
