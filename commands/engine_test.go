@@ -75,23 +75,8 @@ func layout(t *testing.T, nodes, volumes int) *sim.Sim {
 // lasts long enough to be interrupted.
 func slowLayout(t *testing.T) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond})
-	for _, n := range []string{"n1", "n2", "n3"} {
-		require.NoError(t, s.AddNode(n))
-	}
-	for i, v := range []struct {
-		on       []string
-		attached string
-	}{
-		{[]string{"n1", "n2", "n3"}, "n1"},
-		{[]string{"n1", "n2"}, "n1"},
-		{[]string{"n2", "n3"}, "n1"},
-		{[]string{"n1", "n3"}, "n2"},
-		{[]string{"n1", "n2", "n3"}, ""},
-		{[]string{"n2", "n3"}, "n3"},
-	} {
-		require.NoError(t, s.AddVolume(fmt.Sprintf("vol-%d", i), sim.EngineV2, v.on, v.attached))
-	}
+	s, err := sim.ThreeNodes(sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond})
+	require.NoError(t, err)
 	return s
 }
 

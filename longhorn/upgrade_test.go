@@ -228,23 +228,8 @@ func TestImageMissingOnANodeIsRefused(t *testing.T) {
 // slowLayout is the engine tests' 3-node layout, plus the v1 volume.
 func slowLayout(t *testing.T) *sim.Sim {
 	t.Helper()
-	s := sim.New(latencies)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		require.NoError(t, s.AddNode(n))
-	}
-	for i, v := range []struct {
-		on       []string
-		attached string
-	}{
-		{[]string{"n1", "n2", "n3"}, "n1"},
-		{[]string{"n1", "n2"}, "n1"},
-		{[]string{"n2", "n3"}, "n1"},
-		{[]string{"n1", "n3"}, "n2"},
-		{[]string{"n1", "n2", "n3"}, ""},
-		{[]string{"n2", "n3"}, "n3"},
-	} {
-		require.NoError(t, s.AddVolume(fmt.Sprintf("vol-%d", i), sim.EngineV2, v.on, v.attached))
-	}
+	s, err := sim.ThreeNodes(latencies)
+	require.NoError(t, err)
 	require.NoError(t, s.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "n1"))
 	return s
 }

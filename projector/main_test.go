@@ -69,23 +69,8 @@ func newHarness(t *testing.T, cluster *sim.Sim, opts enginetest.Options) *harnes
 // their target on n1, n2 and n3, and a detached one.
 func threeNodes(t *testing.T, cfg sim.Config) *sim.Sim {
 	t.Helper()
-	s := sim.New(cfg)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		require.NoError(t, s.AddNode(n))
-	}
-	for i, v := range []struct {
-		on       []string
-		attached string
-	}{
-		{[]string{"n1", "n2", "n3"}, "n1"},
-		{[]string{"n1", "n2"}, "n1"},
-		{[]string{"n2", "n3"}, "n1"},
-		{[]string{"n1", "n3"}, "n2"},
-		{[]string{"n1", "n2", "n3"}, ""},
-		{[]string{"n2", "n3"}, "n3"},
-	} {
-		require.NoError(t, s.AddVolume(fmt.Sprintf("vol-%d", i), sim.EngineV2, v.on, v.attached))
-	}
+	s, err := sim.ThreeNodes(cfg)
+	require.NoError(t, err)
 	return s
 }
 

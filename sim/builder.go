@@ -223,3 +223,32 @@ func (s *Sim) checkVolumeSpec(spec *VolumeSpec) error {
 	}
 	return nil
 }
+
+// ThreeNodes builds the standard small cluster of the engine, projector and
+// Longhorn tests: v2 nodes n1, n2 and n3 and six v2 volumes vol-0…vol-5 with
+// 2 or 3 replicas, attached so that every node hosts a target (vol-0,
+// vol-1 and vol-2 on n1, vol-3 on n2, vol-5 on n3) and one detached (vol-4).
+func ThreeNodes(cfg Config) (*Sim, error) {
+	s := New(cfg)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		if err := s.AddNode(n); err != nil {
+			return nil, err
+		}
+	}
+	for i, v := range []struct {
+		on       []string
+		attached string
+	}{
+		{[]string{"n1", "n2", "n3"}, "n1"},
+		{[]string{"n1", "n2"}, "n1"},
+		{[]string{"n2", "n3"}, "n1"},
+		{[]string{"n1", "n3"}, "n2"},
+		{[]string{"n1", "n2", "n3"}, ""},
+		{[]string{"n2", "n3"}, "n3"},
+	} {
+		if err := s.AddVolume(fmt.Sprintf("vol-%d", i), EngineV2, v.on, v.attached); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
