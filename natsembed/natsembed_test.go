@@ -67,22 +67,36 @@ func TestClusterSurvivesLosingOneServer(t *testing.T) {
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	require.Eventually(t, func() bool {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond)
-	_, err = js.Publish(ctx, "r3.a", []byte("1"))
-	require.NoError(t, err)
+	// Each call gets its own short deadline: while the cluster elects a new
+	// leader a request can go unanswered, and one hung call must not use up
+	// the whole wait. Msg-Ids make a retried publish count once.
+	try := func(f func(context.Context) error) func() bool {
+		return func() bool {
+			c, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return f(c) == nil
+		}
+	}
+	publish := func(data string) func(context.Context) error {
+		return func(c context.Context) error {
+			_, err := js.Publish(c, "r3.a", []byte(data), jetstream.WithMsgID("msg-"+data))
+			return err
+		}
+	}
+	require.Eventually(t, try(func(c context.Context) error {
+		_, err := js.CreateOrUpdateStream(c, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3})
+		return err
+	}), 60*time.Second, 100*time.Millisecond)
+	require.Eventually(t, try(publish("1")), 60*time.Second, 100*time.Millisecond)
 
 	c.Stop(1)
-	require.Eventually(t, func() bool {
-		_, err := js.Publish(ctx, "r3.a", []byte("2"))
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond, "R3 keeps accepting writes with 2 of 3 servers")
+	require.Eventually(t, try(publish("2")), 60*time.Second, 100*time.Millisecond, "R3 keeps accepting writes with 2 of 3 servers")
 	require.NoError(t, c.Restart(1))
 	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
 		st, err := js.Stream(ctx, "R3")
 		if err != nil {
 			return false
@@ -98,5 +112,5 @@ func TestClusterSurvivesLosingOneServer(t *testing.T) {
 			}
 		}
 		return info.State.Msgs == 2 && current == 2
-	}, 30*time.Second, 100*time.Millisecond, "the restarted server catches up")
+	}, 60*time.Second, 100*time.Millisecond, "the restarted server catches up")
 }
