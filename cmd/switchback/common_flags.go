@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -128,4 +129,18 @@ func (f *healthFlags) serve(ctx context.Context, log *slog.Logger, ready func() 
 		}
 	}()
 	return &healthServer{srv: srv, Addr: ln.Addr().String()}, nil
+}
+
+// stringList is a repeatable, comma-separable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
 }

@@ -35,6 +35,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
 	leaderElect := fs.Bool("leader-elect", true, "run intake, orchestrator and projector only while holding the lease")
+	leaseDuration := fs.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal: a crashed leader is replaced after at most this long")
+	renewDeadline := fs.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading")
+	retryPeriod := fs.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	var dp dataPlaneFlags
 	dp.register(fs)
 	webhookAddr := fs.String("webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
@@ -45,6 +48,11 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	// client-go panics on these (RunOrDie); say which flag is wrong instead.
+	if *leaseDuration <= *renewDeadline || float64(*renewDeadline) <= leaderelection.JitterFactor*float64(*retryPeriod) || *retryPeriod <= 0 {
+		return fmt.Errorf("want --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > %.1f × --leader-elect-retry-period (%s) > 0: %w",
+			*leaseDuration, *renewDeadline, leaderelection.JitterFactor, *retryPeriod, errUsage)
 	}
 	log := lf.logger(stderr)
 	cfg, err := kubeConfig(*kubeconfig)
@@ -59,7 +67,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	conn, err := nf.connect(ctx, "switchback-controller", log, false)
+	conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{})
 	if err != nil {
 		return err
 	}
@@ -126,6 +134,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return
 		}
 		run("orchestrator", orch.Run)
+		run("node consumers", func(ctx context.Context) error { return ensureNodeConsumers(ctx, conn.queue, cluster, log) })
 		in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: *namespace, Log: log})
 		if err != nil {
 			log.Error("intake", "error", err)
@@ -152,9 +161,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	for ctx.Err() == nil {
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock:            lock,
-			LeaseDuration:   15 * time.Second,
-			RenewDeadline:   10 * time.Second,
-			RetryPeriod:     2 * time.Second,
+			LeaseDuration:   *leaseDuration,
+			RenewDeadline:   *renewDeadline,
+			RetryPeriod:     *retryPeriod,
 			ReleaseOnCancel: true,
 			Name:            leaseName,
 			Callbacks: leaderelection.LeaderCallbacks{

@@ -70,7 +70,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	conn, err := nf.connect(ctx, "switchback-demo", log, false)
+	conn, err := nf.connect(ctx, "switchback-demo", log, connectOptions{})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -28,6 +29,7 @@ func subcommands() []command {
 		{"replay", "rebuild upgrades from the event stream alone", runReplay},
 		{"history", "print the timeline of an upgrade", runHistory},
 		{"plan", "dry run: node order, target moves and prechecks, appending nothing", runPlan},
+		{"nats-auth", "generate the per-node NATS users, their permissions and Secrets", runNATSAuth},
 	}
 }
 
@@ -57,6 +59,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.Is(err, errUsage):
+			// A bare errUsage follows the usage the flag package printed;
+			// a wrapped one says what is wrong.
+			if err != errUsage {
+				fmt.Fprintf(stderr, "switchback %s: %s\n", c.name, strings.TrimSuffix(err.Error(), ": "+errUsage.Error()))
+			}
 			return 2
 		}
 		fmt.Fprintf(stderr, "switchback %s: %v\n", c.name, err)

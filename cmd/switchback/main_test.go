@@ -43,6 +43,12 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"history"}, 2, "Usage: switchback history"},
 		{[]string{"demo", "--nodes", "0"}, 1, "--nodes 0"},
 		{[]string{"replay", "--until-time", "yesterday", "--data-dir", "x"}, 1, "--until-time"},
+		{[]string{"worker", "--node", "n1"}, 2, "--nats-url is required"},
+		{[]string{"controller", "--leader-elect-lease-duration", "1s"}, 2, "--leader-elect-lease-duration (1s) > --leader-elect-renew-deadline (10s)"},
+		{[]string{"nats-auth", "--out", "x"}, 2, "--node: at least one node"},
+		{[]string{"nats-auth", "--node", "n1"}, 2, "--out: a directory is required"},
+		{[]string{"nats-auth", "--node", "n1", "--out", "x", "--mode", "token"}, 1, "token"},
+		{[]string{"nats-auth", "--node", "Bad_Name", "--out", "x"}, 1, "Bad_Name"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/workqueue"
 )
@@ -22,6 +24,7 @@ import (
 // credentials), or an embedded one storing in --data-dir.
 type natsFlags struct {
 	url, creds, nkey, user, password string
+	passwordFile                     string
 	tlsCA, tlsCert, tlsKey           string
 	dataDir, listen                  string
 	port                             int
@@ -34,6 +37,7 @@ func (f *natsFlags) register(fs *flag.FlagSet, embeddedByDefault bool) {
 	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file")
 	fs.StringVar(&f.user, "nats-user", "", "NATS user name")
 	fs.StringVar(&f.password, "nats-password", "", "NATS password (or set NATS_PASSWORD)")
+	fs.StringVar(&f.passwordFile, "nats-password-file", "", "file holding the NATS password, e.g. a worker's /etc/switchback/nats/$(NODE_NAME).password")
 	fs.StringVar(&f.tlsCA, "nats-tls-ca", "", "CA bundle to verify the NATS server")
 	fs.StringVar(&f.tlsCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
 	fs.StringVar(&f.tlsKey, "nats-tls-key", "", "client key for NATS mutual TLS")
@@ -65,16 +69,32 @@ func (c *natsConn) Close() {
 	}
 }
 
+// connectOptions say how a command uses NATS.
+type connectOptions struct {
+	// inProcessOnly: an embedded server takes no network clients.
+	inProcessOnly bool
+	// worker, when set, connects as that node's worker: with its own inbox
+	// prefix (the only subjects its NATS user may subscribe to) and binding
+	// to the streams and consumers the controller created instead of
+	// creating them (its user may not; docs/nats-authorization.md).
+	worker string
+}
+
 // connect opens NATS (starting the embedded server when no URL is given),
-// then the event store and the command queue.
-func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, inProcessOnly bool) (*natsConn, error) {
+// then the event store and the command queue. Permission violations are
+// logged on every connection: NATS reports a denied publish only
+// asynchronously, and a denied request only times out.
+func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, o connectOptions) (*natsConn, error) {
 	c := &natsConn{}
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), (&natsauth.Violations{Log: log}).Option()}
+	if o.worker != "" {
+		opts = append(opts, natsauth.WorkerOptions(o.worker)...)
+	}
 	if f.url == "" {
 		if f.dataDir == "" {
 			return nil, errors.New("give --nats-url, or --data-dir for an embedded server")
 		}
-		srv, err := natsembed.Start(natsembed.Options{Name: name, Host: f.listen, Port: f.port, StoreDir: f.dataDir, InProcessOnly: inProcessOnly})
+		srv, err := natsembed.Start(natsembed.Options{Name: name, Host: f.listen, Port: f.port, StoreDir: f.dataDir, InProcessOnly: o.inProcessOnly})
 		if err != nil {
 			return nil, err
 		}
@@ -102,6 +122,13 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		return nil, err
 	}
 	c.js = js
+	if o.worker != "" {
+		js = natsauth.BindOnly(js)
+		if err := waitForStreams(ctx, js, log); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas}); err != nil {
 		c.Close()
 		return nil, err
@@ -128,6 +155,13 @@ func (f *natsFlags) authOptions() ([]nats.Option, error) {
 	}
 	if f.user != "" {
 		pw := f.password
+		if f.passwordFile != "" {
+			b, err := os.ReadFile(f.passwordFile)
+			if err != nil {
+				return nil, fmt.Errorf("--nats-password-file: %w", err)
+			}
+			pw = strings.TrimSpace(string(b))
+		}
 		if pw == "" {
 			pw = os.Getenv("NATS_PASSWORD")
 		}

@@ -49,9 +49,3 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return nil
 }
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string     { return fmt.Sprint(*l) }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
@@ -68,7 +74,7 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 	defer cancel()
 	ensureNamespace(t, ctx, env)
 
-	srv, cluster, health := startProduction(t, ctx, env, 2)
+	srv, cluster, health := startProduction(t, ctx, env, production{controllers: 2})
 	// Exactly one controller leads.
 	require.Eventually(t, func() bool {
 		leaders := 0
@@ -88,17 +94,9 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 		followDone <- run(followCtx, []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard)
 	}()
 
-	manifest := `apiVersion: longhorn.io/v1beta2
-kind: DataEngineUpgradeManager
-metadata: {name: e2e, namespace: longhorn-system}
-spec: {dataEngine: v2}
-`
-	_, stderr, err := env.Kubectl(ctx, strings.NewReader(manifest), "apply", "-f", "-")
-	require.NoError(t, err, stderr)
-	out, stderr, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "wait", "--for=condition=Ready", "lhum/e2e", "--timeout=90s")
-	require.NoError(t, err, "%s %s", out, stderr)
+	upgradeAllNodes(t, ctx, env, "e2e")
 
-	out, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "lhum,lhnu")
+	out, stderr, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "lhum,lhnu")
 	require.NoError(t, err)
 	assert.Regexp(t, `e2e\s+completed`, out)
 	assert.Equal(t, 3, strings.Count(out, "completed")-1, "three node upgrades completed:\n%s", out)
@@ -150,22 +148,83 @@ func TestDeployManifestsApplyOnTheRealAPIServer(t *testing.T) {
 	}
 }
 
+// upgradeAllNodes applies a manager for every node with kubectl and waits
+// until it is Ready.
+func upgradeAllNodes(t *testing.T, ctx context.Context, env *testenv.Env, name string) {
+	t.Helper()
+	manifest := "apiVersion: longhorn.io/v1beta2\nkind: DataEngineUpgradeManager\n" +
+		"metadata: {name: " + name + ", namespace: longhorn-system}\nspec: {dataEngine: v2}\n"
+	_, stderr, err := env.Kubectl(ctx, strings.NewReader(manifest), "apply", "-f", "-")
+	require.NoError(t, err, stderr)
+	out, stderr, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "wait", "--for=condition=Ready", "lhum/"+name, "--timeout=90s")
+	require.NoError(t, err, "%s %s", out, stderr)
+}
+
+// production says how startProduction runs the system.
+type production struct {
+	controllers int
+	// authDir, when set, runs NATS under the authorization `switchback
+	// nats-auth` writes there: each worker connects as its own node's user.
+	authDir string
+	// authMode is nats-auth's --mode: nkey (default) or password.
+	authMode natsauth.Mode
+}
+
+// credentialFlags are the flags that authenticate as the controller (node
+// "") or as node's worker with what `nats-auth --out dir` wrote.
+func credentialFlags(dir string, mode natsauth.Mode, node string) []string {
+	if mode == natsauth.ModePassword {
+		if node == "" {
+			return []string{"--nats-user", natsauth.ControllerUser, "--nats-password-file", filepath.Join(dir, natsauth.ControllerDir, "password")}
+		}
+		return []string{"--nats-password-file", filepath.Join(dir, natsauth.WorkersDir, node+".password")}
+	}
+	if node == "" {
+		return []string{"--nats-nkey", filepath.Join(dir, natsauth.ControllerDir, "controller.nk")}
+	}
+	return []string{"--nats-nkey", filepath.Join(dir, natsauth.WorkersDir, node+".nk")}
+}
+
 // startProduction runs NATS, a simulated cluster served on it, controllers
 // (racing for the lease) and one worker per node, all in this process; they
 // stop when the test ends. It returns the controllers' health addresses.
-func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, controllers int) (*natsembed.Server, *sim.Sim, []string) {
+func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p production) (*natsembed.Server, *sim.Sim, []string) {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	nodes := []string{"n1", "n2", "n3"}
+	opts := natsembed.Options{StoreDir: t.TempDir()}
+	var controllerAuth []string
+	workerAuth := func(string) []string { return nil }
+	var connectAuth []nats.Option
+	if p.authDir != "" {
+		mode := cmp.Or(p.authMode, natsauth.ModeNKey)
+		code, out, errOut := runCmd(t, time.Minute, "nats-auth", "--node", strings.Join(nodes, ","), "--sim", "--mode", string(mode), "--out", p.authDir)
+		require.Equal(t, 0, code, "%s\n%s", out, errOut)
+		conf, err := os.ReadFile(filepath.Join(p.authDir, natsauth.ConfigFile))
+		require.NoError(t, err)
+		opts.Configure = func(o *server.Options) { require.NoError(t, o.ProcessConfigString(string(conf))) }
+		controllerAuth = credentialFlags(p.authDir, mode, "")
+		workerAuth = func(n string) []string { return credentialFlags(p.authDir, mode, n) }
+		if mode == natsauth.ModePassword {
+			pw, err := os.ReadFile(filepath.Join(p.authDir, natsauth.ControllerDir, "password"))
+			require.NoError(t, err)
+			connectAuth = append(connectAuth, nats.UserInfo(natsauth.ControllerUser, string(pw)))
+		} else {
+			o, err := nats.NkeyOptionFromSeed(filepath.Join(p.authDir, natsauth.ControllerDir, "controller.nk"))
+			require.NoError(t, err)
+			connectAuth = append(connectAuth, o)
+		}
+	}
+	srv, err := natsembed.Start(opts)
 	require.NoError(t, err)
 	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
+	nc, err := srv.Connect(connectAuth...)
 	require.NoError(t, err)
 	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
-	for _, n := range []string{"n1", "n2", "n3"} {
+	for _, n := range nodes {
 		require.NoError(t, cluster.AddNode(n))
 	}
 	for i, a := range []string{"n1", "n2", "n3", ""} {
-		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, []string{"n1", "n2", "n3"}, a))
+		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, nodes, a))
 	}
 	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
 	require.NoError(t, err)
@@ -183,17 +242,63 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, contro
 		})
 	}
 	var health []string
-	for i := range controllers {
+	for i := range p.controllers {
 		h := freeAddr(t)
 		health = append(health, h)
-		background("controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
-			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "error")
+		background(append([]string{"controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
+			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "error"}, controllerAuth...)...)
 	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		background("worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms",
-			"--stall-after", "200ms", "--log-level", "error")
+	for _, n := range nodes {
+		background(append([]string{"worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms",
+			"--stall-after", "200ms", "--log-level", "error"}, workerAuth(n)...)...)
 	}
 	return srv, cluster, health
+}
+
+// The production shape under per-node NATS users generated by `switchback
+// nats-auth`: the controller creates the streams and every node's consumer,
+// each worker binds to its own with its own nkey, and a whole upgrade
+// completes with nothing denied.
+func TestUpgradeUnderGeneratedNATSAuthorization(t *testing.T) {
+	for _, mode := range []natsauth.Mode{natsauth.ModeNKey, natsauth.ModePassword} {
+		t.Run(string(mode), func(t *testing.T) { upgradeUnderAuthorization(t, mode) })
+	}
+}
+
+func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ensureNamespace(t, ctx, env)
+	dir := t.TempDir()
+	srv, cluster, _ := startProduction(t, ctx, env, production{controllers: 1, authDir: dir, authMode: mode})
+
+	upgradeAllNodes(t, ctx, env, "authz")
+	code, vout, verr := runCmd(t, time.Minute, append([]string{"replay", "--nats-url", srv.ClientURL(),
+		"--manager", "authz", "--verify", "--kubeconfig", env.Kubeconfig}, credentialFlags(dir, mode, "")...)...)
+	require.Equal(t, 0, code, "%s\n%s", vout, verr)
+	assert.Zero(t, cluster.IOStats().Failed)
+
+	// A worker holding n1's key cannot act as n2: it waits for a consumer
+	// its user may not even look up, and says what it waits for.
+	var werr syncBuffer
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		// n1's credential, n2's name (and, in password mode, n1's user).
+		creds := credentialFlags(dir, mode, "n1")
+		if mode == natsauth.ModePassword {
+			creds = append(creds, "--nats-user", natsauth.WorkerUser("n1"))
+		}
+		done <- run(wctx, append([]string{"worker", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "Permissions Violation") }, 30*time.Second, 20*time.Millisecond,
+		"the denial is logged")
+	assert.Contains(t, werr.String(), "worker-n2")
+	wcancel()
+	assert.NotEqual(t, 0, <-done, "the impostor never starts")
+	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/authz", "--timeout=60s")
+	require.NoError(t, err)
 }
 
 // An apiserver outage mid-upgrade: the upgrade goes on in NATS, and once the
@@ -203,7 +308,7 @@ func TestAPIServerOutageMidUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ensureNamespace(t, ctx, env)
-	srv, cluster, _ := startProduction(t, ctx, env, 1)
+	srv, cluster, _ := startProduction(t, ctx, env, production{controllers: 1})
 	require.NoError(t, cluster.InjectTargetMoveFailure("pvc-1")) // holds n2 in switching-over
 
 	manifest := `apiVersion: longhorn.io/v1beta2

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/nodeworker"
 )
 
@@ -35,31 +37,26 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.Usage()
 		return fmt.Errorf("--node (or $NODE_NAME) is required: %w", errUsage)
 	}
+	if nf.url == "" {
+		// The controller creates the streams and this node's consumer on the
+		// shared NATS; a worker's own embedded server would have neither.
+		return fmt.Errorf("--nats-url is required: a worker joins the controller's NATS: %w", errUsage)
+	}
+	if nf.user == "" && nf.passwordFile != "" {
+		// The generated user name encodes the node name (dots are not
+		// subject tokens), which a DaemonSet's $(NODE_NAME) cannot.
+		nf.user = natsauth.WorkerUser(*node)
+	}
 	log := lf.logger(stderr).With("node", *node)
-	conn, err := nf.connect(ctx, "switchback-worker-"+*node, log, false)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var cfg *rest.Config
-	if dp.kind == "longhorn" {
-		if cfg, err = kubeConfig(*kubeconfig); err != nil {
-			return err
-		}
-	}
-	plane, err := dp.open(ctx, cfg, conn.nc, log)
-	if err != nil {
-		return err
-	}
-	w, err := nodeworker.New(nodeworker.Config{
-		Node: *node, Store: conn.store, Queue: conn.queue, DataPlane: plane,
-		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, Log: log,
-	})
-	if err != nil {
-		return err
-	}
+	// Health is served first: binding waits for the controller, and a
+	// liveness probe must not restart a worker that is only waiting.
+	var conn atomic.Pointer[natsConn]
 	health, err := hf.serve(ctx, log, func() error {
-		if !conn.nc.IsConnected() {
+		c := conn.Load()
+		switch {
+		case c == nil:
+			return errors.New("waiting for the controller to create the streams and this node's command consumer")
+		case !c.nc.IsConnected():
 			return errors.New("not connected to NATS")
 		}
 		return nil
@@ -68,7 +65,33 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer health.Close()
-	log.Info("worker started", "nats", conn.nc.ConnectedUrlRedacted())
+	c, err := nf.connect(ctx, "switchback-worker-"+*node, log, connectOptions{worker: *node})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var cfg *rest.Config
+	if dp.kind == "longhorn" {
+		if cfg, err = kubeConfig(*kubeconfig); err != nil {
+			return err
+		}
+	}
+	plane, err := dp.open(ctx, cfg, c.nc, log)
+	if err != nil {
+		return err
+	}
+	w, err := nodeworker.New(nodeworker.Config{
+		Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
+		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := waitForNodeConsumer(ctx, c.js, *node, log); err != nil {
+		return err
+	}
+	conn.Store(c)
+	log.Info("worker started", "nats", c.nc.ConnectedUrlRedacted())
 	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}

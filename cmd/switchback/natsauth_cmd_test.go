@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/natsauth"
+)
+
+// Re-running nats-auth with one more node keeps every existing credential
+// (a rotation would lock out running workers) and adds the new node's.
+func TestNATSAuthKeepsCredentialsAcrossRuns(t *testing.T) {
+	for _, mode := range []natsauth.Mode{natsauth.ModeNKey, natsauth.ModePassword} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			ext := map[natsauth.Mode]string{natsauth.ModeNKey: ".nk", natsauth.ModePassword: ".password"}[mode]
+			code, out, errOut := runCmd(t, time.Minute, "nats-auth", "--mode", string(mode), "--node", "n1,n2", "--out", dir,
+				"--secrets-namespace", "longhorn-system")
+			require.Equal(t, 0, code, "%s\n%s", out, errOut)
+			n1 := readFile(t, dir, natsauth.WorkersDir, "n1"+ext)
+			conf := readFile(t, dir, natsauth.ConfigFile)
+			assert.Contains(t, readFile(t, dir, secretsFile), "name: switchback-nats-workers")
+
+			code, out, errOut = runCmd(t, time.Minute, "nats-auth", "--mode", string(mode), "--node", "n1", "--node", "n2,n3", "--out", dir)
+			require.Equal(t, 0, code, "%s\n%s", out, errOut)
+			assert.Contains(t, out, "(3 kept)", "the controller and both workers")
+			assert.Equal(t, n1, readFile(t, dir, natsauth.WorkersDir, "n1"+ext), "n1's credential is kept")
+			assert.FileExists(t, filepath.Join(dir, natsauth.WorkersDir, "n3"+ext))
+			assert.NotEqual(t, conf, readFile(t, dir, natsauth.ConfigFile), "the configuration gains n3")
+			assert.NoFileExists(t, filepath.Join(dir, secretsFile), "the outdated Secrets are gone")
+
+			code, _, _ = runCmd(t, time.Minute, "nats-auth", "--mode", string(mode), "--node", "n1,n2,n3", "--out", dir, "--keep=false")
+			require.Equal(t, 0, code)
+			assert.NotEqual(t, n1, readFile(t, dir, natsauth.WorkersDir, "n1"+ext), "--keep=false generates anew")
+		})
+	}
+}
+
+// A credential file that cannot be read back is an error, not a silent
+// rotation of that worker's key.
+func TestNATSAuthRefusesACorruptCredential(t *testing.T) {
+	dir := t.TempDir()
+	code, _, _ := runCmd(t, time.Minute, "nats-auth", "--node", "n1", "--out", dir)
+	require.Equal(t, 0, code)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, natsauth.WorkersDir, "n1.nk"), []byte("not a seed"), 0o600))
+	code, _, errOut := runCmd(t, time.Minute, "nats-auth", "--node", "n1", "--out", dir)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--keep: node n1:")
+	assert.Contains(t, errOut, "n1.nk")
+}
+
+func readFile(t *testing.T, parts ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(parts...))
+	require.NoError(t, err)
+	return string(b)
+}
