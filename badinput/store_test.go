@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodeworker"
 	"github.com/switchback-dev/switchback/replay"
@@ -120,7 +122,9 @@ func (r *engineRun) manager(t *testing.T, ref events.ManagerRef) manager.State {
 // from the blocks, and turns each lost message into a deleted sequence:
 // LastSeq stays where it was (new appends get new numbers, so consumers'
 // positions stay valid), Msgs drops and NumDeleted grows. The stream denies
-// deletes, so on this stream NumDeleted > 0 can only mean lost history.
+// deletes, so on this stream NumDeleted > 0 can only mean lost history:
+// eventstore.CheckHistory names the lost sequences (and sets the
+// switchback_stream_lost_events metric), and replay reports them as Missing.
 func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	c := newCase(t, "store: last .blk of the event stream truncated before a restart",
 		"server recovers; appends continue; replay shows what is left AND the loss is reported")
@@ -179,23 +183,39 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	st2 := waitFor(t, 30*time.Second, "the orchestrator handles the new upgrade", func() (manager.State, error) { return second.manager(t, next), nil },
 		func(s manager.State) bool { return len(s.Prechecks) > 0 })
 
-	got := "recovered: " + strconv.Itoa(lost) + " event(s) lost (msgs " + strconv.FormatUint(info.State.Msgs, 10) +
-		", last seq " + strconv.FormatUint(info.State.LastSeq, 10) + ", NumDeleted " + strconv.Itoa(info.State.NumDeleted) +
-		"), 2 server WARN lines; replay folds to seq " + strconv.FormatUint(left.LastSequence, 10) + ", '" +
-		string(left.Manager.State) + "'; new append at seq " + strconv.FormatUint(res.Version, 10) + ", new upgrade " + string(st2.State)
+	// The loss is reported: the stream check names the lost sequences and
+	// sets the metric, and replay reports them (so replay --verify fails).
+	gaps, err := second.store.CheckHistory(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(lost), gaps.Count(), "every lost event is named")
+	require.NotEmpty(t, gaps.Missing)
+	assert.Equal(t, acked, gaps.Missing[len(gaps.Missing)-1].Last, "the tail of the last block was cut")
+	lostErr := gaps.Err()
+	var lhe *eventstore.LostHistoryError
+	require.ErrorAs(t, lostErr, &lhe)
+	assert.Contains(t, lostErr.Error(), gaps.String())
+	var gauge dto.Metric
+	require.NoError(t, metrics.StreamLostEvents.WithLabelValues(eventstore.DefaultStream).Write(&gauge))
+	assert.Equal(t, float64(lost), gauge.GetGauge().GetValue(), "switchback_stream_lost_events")
+	assert.Equal(t, gaps.Missing, after.Missing, "replay finds the same gaps in its scan")
+	require.Error(t, after.MissingErr())
+	var table strings.Builder
+	require.NoError(t, after.Write(&table, "table"))
+	assert.Contains(t, table.String(), "HISTORY INCOMPLETE")
+	// A replay of that manager alone (a filtered scan) reports them too.
+	one, err := replay.Run(ctx, second.store, replay.Options{Manager: ref.Name, Namespace: ref.Namespace})
+	require.NoError(t, err)
+	assert.Equal(t, gaps.Missing, one.Missing)
+
+	got := "lost seq " + gaps.String() + " (" + strconv.Itoa(lost) + " event(s)): named by CheckHistory, metric " +
+		"switchback_stream_lost_events=" + strconv.Itoa(lost) + ", replay Missing " + after.MissingErr().Error() +
+		"; server recovered (msgs " + strconv.FormatUint(info.State.Msgs, 10) + ", last seq " + strconv.FormatUint(info.State.LastSeq, 10) +
+		", NumDeleted " + strconv.Itoa(info.State.NumDeleted) + "); replay folds to seq " + strconv.FormatUint(left.LastSequence, 10) +
+		", '" + string(left.Manager.State) + "'; new append at seq " + strconv.FormatUint(res.Version, 10) + ", new upgrade " + string(st2.State)
 	if left.Manager.State != events.ManagerCompleted {
 		got += " (" + failedChecks(st2) + ")"
 	}
 	c.Got("%s", got)
-
-	// Nothing in Switchback says that history was lost: replay.Result has
-	// no notion of a gap, the controller does not look.
-	c.Bug("JetStream logs the loss at WARN and shows it only as NumDeleted on a stream that denies deletes; Switchback " +
-		"says nothing, replay folds the remains as if complete, and here the first manager lost its completion (it now " +
-		"looks active, so the next upgrade is refused with SingleActiveUpgrade). Fix: on start (eventstore.Open or the " +
-		"controller) treat NumDeleted>0 on SWITCHBACK_EVENTS as lost history: log an error naming the missing sequences " +
-		"(StreamInfo with DeletedDetails), export a metric, and have replay.Result report Missing sequences (gaps in an " +
-		"unfiltered scan) so replay --verify fails loudly")
 }
 
 func blockIndex(path string) int {

@@ -2,11 +2,14 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
-	"github.com/synadia-io/orbit.go/jetstreamext"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -18,8 +21,90 @@ type History struct {
 	// undecodable ones included: it is what the next Append must expect.
 	Version uint64
 	// Parked lists messages on the subject that did not decode (hand-published
-	// garbage, a type from a newer release). They are skipped, never fatal.
+	// garbage, a type from a newer release, a copy of a stored message that
+	// carries JetStream's own headers). They are skipped, never fatal.
 	Parked []*events.DecodeError
+}
+
+// Headers JetStream adds to a message it serves by direct get. A message
+// stored with any of them is a copy of a served message (`nats stream get`
+// then `nats pub`), never an event Switchback wrote.
+const (
+	hdrStream      = "Nats-Stream"
+	hdrSequence    = "Nats-Sequence"
+	hdrSubject     = "Nats-Subject"
+	hdrTimeStamp   = "Nats-Time-Stamp"
+	hdrNumPending  = "Nats-Num-Pending"
+	hdrLastSeq     = "Nats-Last-Sequence"
+	hdrStatus      = "Status"
+	hdrDescription = "Description"
+)
+
+// reservedHeaders are the headers a direct batch get appends to each message,
+// once each.
+var reservedHeaders = []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq}
+
+// ownReservedHeaders names the reserved headers that h carries more often
+// than added times (the server's own copies): those the stored message
+// brought itself. Header names are matched without regard to case, as a copy
+// may have been re-keyed by a tool.
+func ownReservedHeaders(h nats.Header, added int) []string {
+	var own []string
+	for _, r := range reservedHeaders {
+		n := 0
+		for k, vs := range h {
+			if strings.EqualFold(k, r) {
+				n += len(vs)
+			}
+		}
+		if n > added {
+			own = append(own, r)
+		}
+	}
+	return own
+}
+
+// CheckDeliveredHeaders returns a *events.DecodeError (kind
+// events.ErrBadHeader) when a message delivered by a consumer, whose headers
+// are the stored ones only, carries any of the headers JetStream adds when it
+// serves a message by direct get (Nats-Sequence, Nats-Subject, Nats-Stream,
+// Nats-Time-Stamp, ...): it is a copy of a served message, not an event, and
+// must be parked like an undecodable one. Nil otherwise. Scan uses it;
+// consumers that decode events themselves call it before events.Decode.
+func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.DecodeError {
+	if own := ownReservedHeaders(h, 0); len(own) > 0 {
+		return reservedHeaderError(subject, seq, h, own)
+	}
+	return nil
+}
+
+// DecodeDelivered decodes an event a consumer delivered: CheckDeliveredHeaders,
+// then events.Decode. Every consumer of the event stream decodes through it,
+// so a copied message is parked everywhere alike.
+func DecodeDelivered(subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
+	if de := CheckDeliveredHeaders(subject, seq, h); de != nil {
+		return events.Envelope{}, de
+	}
+	return events.Decode(subject, h, data, seq)
+}
+
+// reservedHeaderError is the parked form of a message carrying reserved
+// headers of its own.
+func reservedHeaderError(subject string, seq uint64, h nats.Header, own []string) *events.DecodeError {
+	return &events.DecodeError{
+		Kind: events.ErrBadHeader, Subject: subject, Sequence: seq, Type: h.Get(events.HeaderPrefix + "type"),
+		Err: fmt.Errorf("carries JetStream's reserved header(s) %s of its own: a copy of a stored message, not an event", strings.Join(own, ", ")),
+	}
+}
+
+// last returns the last value of the header key (exact name): the one the
+// server appended after whatever the stored message carried.
+func last(h nats.Header, key string) string {
+	vs := h[key]
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[len(vs)-1]
 }
 
 // Load reads every event of agg.
@@ -33,42 +118,131 @@ func (s *Store) Load(ctx context.Context, agg events.AggregateID) (History, erro
 // It uses direct batch gets, which any replica may answer; on R3 a follower
 // can lag behind the leader, but a stale load only costs a ConflictError on
 // the next Append, never a wrong decision.
+//
+// The server appends its Nats-Sequence, Nats-Subject and pending count after
+// the stored headers, so only the last value of each is trusted: a stored
+// message may carry copies of its own (it is then parked, and still counts
+// toward the version).
 func (s *Store) LoadAfter(ctx context.Context, agg events.AggregateID, afterSeq uint64) (History, error) {
-	subject := agg.Subject()
 	h := History{Version: afterSeq}
-	next := afterSeq + 1
 	for {
-		it, err := jetstreamext.GetBatch(ctx, s.js, s.cfg.Stream, s.cfg.LoadBatch,
-			jetstreamext.GetBatchSeq(next), jetstreamext.GetBatchSubject(subject))
+		n, pending, err := s.loadBatch(ctx, agg, &h)
 		if err != nil {
-			return History{}, fmt.Errorf("eventstore: load %s: %w", agg, err)
-		}
-		pending := uint64(0)
-		n := 0
-		for m, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				return History{}, fmt.Errorf("eventstore: load %s after seq %d: %w", agg, next-1, err)
-			}
-			n++
-			h.Version = m.Sequence
-			next = m.Sequence + 1
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			env, err := events.Decode(m.Subject, m.Header, m.Data, m.Sequence)
-			if err != nil {
-				var de *events.DecodeError
-				if errors.As(err, &de) {
-					h.Parked = append(h.Parked, de)
-					continue
-				}
-				return History{}, fmt.Errorf("eventstore: load %s: %w", agg, err)
-			}
-			h.Events = append(h.Events, env)
+			return History{}, err
 		}
 		if n == 0 || pending == 0 {
 			return h, nil
 		}
+	}
+}
+
+// batchRequest is the body of a direct batch get.
+type batchRequest struct {
+	Seq     uint64 `json:"seq"`
+	NextFor string `json:"next_by_subj"`
+	Batch   int    `json:"batch"`
+}
+
+// loadBatch runs one direct batch get of agg's messages after h.Version and
+// adds them to h. It returns how many messages came and how many more the
+// server says are pending on the subject.
+//
+// It reads the responses itself rather than through jetstreamext.GetBatch,
+// which takes the first value of each header (so a stored copy of the
+// server's headers fakes the sequence, and a bad stored timestamp fails the
+// whole load) and ends a timed-out batch without an error (a silently short
+// history).
+func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *History) (int, uint64, error) {
+	subject := agg.Subject()
+	after := h.Version
+	fail := func(err error) (int, uint64, error) {
+		return 0, 0, fmt.Errorf("eventstore: load %s after seq %d: %w", agg, after, err)
+	}
+	nc := s.js.Conn()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, err := json.Marshal(batchRequest{Seq: after + 1, NextFor: subject, Batch: s.cfg.LoadBatch})
+	if err != nil {
+		return fail(err)
+	}
+	prefix := s.js.Options().APIPrefix
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
+	}
+	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, inbox, req); err != nil {
+		return fail(err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := s.js.Options().DefaultTimeout
+		if timeout <= 0 {
+			timeout = nc.Opts.Timeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	n := 0
+	var pending uint64
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		seqs := m.Header.Values(hdrSequence)
+		if len(seqs) == 0 {
+			// A status, not a message: every stored message comes with the
+			// server's Nats-Sequence, so a stored "Status: 204" header
+			// cannot end the batch early.
+			switch status := m.Header.Get(hdrStatus); status {
+			case "204": // end of batch
+				if p := last(m.Header, hdrNumPending); p != "" {
+					if pending, err = strconv.ParseUint(p, 10, 64); err != nil {
+						return fail(fmt.Errorf("end of batch: bad %s %q: %w", hdrNumPending, p, err))
+					}
+				}
+				return n, pending, nil
+			case "404": // nothing after `after`
+				return n, 0, nil
+			case "503":
+				return fail(fmt.Errorf("stream %s: %w", s.cfg.Stream, nats.ErrNoResponders))
+			default:
+				return fail(fmt.Errorf("stream %s: direct get answered status %q %q", s.cfg.Stream, status, m.Header.Get(hdrDescription)))
+			}
+		}
+		seq, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
+		if err != nil {
+			return fail(fmt.Errorf("bad %s %q: %w", hdrSequence, seqs[len(seqs)-1], err))
+		}
+		if got := last(m.Header, hdrSubject); got != subject {
+			return fail(fmt.Errorf("direct get returned seq %d on subject %q, asked for %q", seq, got, subject))
+		}
+		if seq <= h.Version {
+			return fail(fmt.Errorf("direct get returned seq %d after seq %d: sequences must increase", seq, h.Version))
+		}
+		if p := last(m.Header, hdrNumPending); p != "" {
+			if pending, err = strconv.ParseUint(p, 10, 64); err != nil {
+				return fail(fmt.Errorf("seq %d: bad %s %q: %w", seq, hdrNumPending, p, err))
+			}
+		}
+		n++
+		h.Version = seq
+		if own := ownReservedHeaders(m.Header, 1); len(own) > 0 {
+			h.Parked = append(h.Parked, reservedHeaderError(subject, seq, m.Header, own))
+			continue
+		}
+		env, err := events.Decode(subject, m.Header, m.Data, seq)
+		if err != nil {
+			var de *events.DecodeError
+			if errors.As(err, &de) {
+				h.Parked = append(h.Parked, de)
+				continue
+			}
+			return 0, 0, fmt.Errorf("eventstore: load %s: %w", agg, err)
+		}
+		h.Events = append(h.Events, env)
 	}
 }

@@ -25,8 +25,9 @@ type ScanOptions struct {
 }
 
 // Scan calls fn for every decodable event in the range, in stream order, and
-// onParked (if non-nil) for every message that does not decode. An error from
-// fn stops the scan and is returned.
+// onParked (if non-nil) for every message that does not decode or carries
+// JetStream's reserved headers of its own (a copy of a served message). An
+// error from fn stops the scan and is returned.
 func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
 	until := opts.UntilSeq
 	if until == 0 {
@@ -70,7 +71,9 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 		if seq > until || (!opts.UntilTime.IsZero() && meta.Timestamp.After(opts.UntilTime)) {
 			return nil
 		}
-		env, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+		// A consumer delivers the stored headers only: any reserved one
+		// came with the message (see LoadAfter), which is parked.
+		env, err := DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
 		if err != nil {
 			var de *events.DecodeError
 			if !errors.As(err, &de) {

@@ -2,8 +2,10 @@ package eventstore_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -151,4 +153,75 @@ func TestLoadStateWithSnapshots(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, withProblem.Problems, 1)
 	assert.Equal(t, 35, withProblem.State.N)
+}
+
+// TestSnapshotKeysAndOwnership: keys name the node (so NATS permissions can
+// confine a worker to its node's), a node worker's store refreshes only its
+// node's snapshots, and a value of the old layout is ignored.
+func TestSnapshotKeysAndOwnership(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctl := openStore(t, js, eventstore.Config{})
+	worker := openStore(t, js, eventstore.Config{SnapshotNode: "node-1.example.com"})
+	c := ctx(t)
+	own := events.NodeAggregate(mgr, "node-1.example.com")
+	other := events.NodeAggregate(mgr, "node-10")
+	man := events.ManagerAggregate(mgr)
+
+	for _, tc := range []struct {
+		agg    events.AggregateID
+		prefix string
+	}{
+		{own, "node.node-1_example_com."},
+		{other, "node.node-10."},
+		{events.NodeAggregate(mgr, "Odd_Node"), "node.=4Fdd=5F=4Eode."},
+		{man, "mgr."},
+	} {
+		key := eventstore.SnapshotKey(tc.agg)
+		assert.True(t, strings.HasPrefix(key, tc.prefix), "%s: key %s", tc.agg, key)
+		assert.Regexp(t, `^[-/_=.a-zA-Z0-9]+$`, key, "a valid KV key")
+		assert.Len(t, key, len(tc.prefix)+32)
+	}
+	assert.Equal(t, "node.node-1_example_com.", eventstore.NodeSnapshotKeyPrefix("node-1.example.com"))
+
+	snap := &eventstore.Snapshotting{Schema: "counter/v1", Every: 1}
+	var v uint64
+	var err error
+	for _, agg := range []events.AggregateID{own, other} {
+		v, err = ctl.Append(c, agg, 0, resumed(agg, "e0"))
+		require.NoError(t, err)
+		_, err = worker.Append(c, agg, v, resumed(agg, "e1"))
+		require.NoError(t, err)
+	}
+	kv, err := js.KeyValue(c, eventstore.DefaultSnapshotBucket)
+	require.NoError(t, err)
+	// The worker's loads refresh its own node's snapshot, never another's.
+	for _, agg := range []events.AggregateID{own, other} {
+		l, err := eventstore.LoadState(c, worker, agg, counter{}, foldCounter, snap)
+		require.NoError(t, err)
+		assert.Empty(t, l.Problems)
+	}
+	_, err = kv.Get(c, eventstore.SnapshotKey(own))
+	require.NoError(t, err, "the worker wrote its node's snapshot")
+	_, err = kv.Get(c, eventstore.SnapshotKey(other))
+	require.ErrorIs(t, err, jetstream.ErrKeyNotFound, "the worker left node-10's alone")
+	require.NoError(t, worker.SaveSnapshot(c, man, "counter/v1", 1, counter{N: 99}), "a no-op, not an error")
+	_, err = kv.Get(c, eventstore.SnapshotKey(man))
+	require.ErrorIs(t, err, jetstream.ErrKeyNotFound)
+
+	// The controller refreshes any; the worker reads it.
+	_, err = eventstore.LoadState(c, ctl, other, counter{}, foldCounter, snap)
+	require.NoError(t, err)
+	l, err := eventstore.LoadState(c, worker, other, counter{}, foldCounter, snap)
+	require.NoError(t, err)
+	assert.NotZero(t, l.SnapshotSeq, "the worker reads node-10's snapshot")
+	assert.Equal(t, counter{N: 2, Last: "e1"}, l.State)
+
+	// A value without the current format (an older layout) is ignored.
+	_, err = kv.Put(c, eventstore.SnapshotKey(own), []byte(`{"schema":"counter/v1","seq":1099511627776,"state":{"n":99}}`))
+	require.NoError(t, err)
+	l, err = eventstore.LoadState(c, ctl, own, counter{}, foldCounter, &eventstore.Snapshotting{Schema: "counter/v1"})
+	require.NoError(t, err)
+	assert.Zero(t, l.SnapshotSeq)
+	assert.Equal(t, counter{N: 2, Last: "e1"}, l.State)
 }

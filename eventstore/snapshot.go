@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,29 +18,77 @@ import (
 // foreign-schema snapshot only means a longer fold from the stream.
 
 type snapshot struct {
+	// Format is snapshotFormat; a value without it (or with another) was
+	// written under another key layout and is ignored.
+	Format   int             `json:"format"`
 	Schema   string          `json:"schema"`
 	Sequence uint64          `json:"seq"`
 	State    json.RawMessage `json:"state"`
 }
 
-func snapshotKey(agg events.AggregateID) string {
+// snapshotFormat is the layout of snapshot keys and values. 2: keys per node
+// (node.<token>.<hash>) and per manager (mgr.<hash>), so that NATS
+// permissions can confine a worker's writes to its own node's keys. Format 1
+// keys (agg.<hash>) are never read again.
+const snapshotFormat = 2
+
+// kvToken encodes s as one KV key token: events.EncodeToken, whose escape
+// character '~' KV keys do not allow, with '=' (never in its output) in its
+// place. Only [-_=a-zA-Z0-9] remain, and the encoding stays reversible.
+func kvToken(s string) string {
+	return strings.ReplaceAll(events.EncodeToken(s), "~", "=")
+}
+
+// NodeSnapshotKeyPrefix is the prefix of the snapshot keys of node's
+// aggregates under every manager ("node.<token>."): natsauth lets node's
+// worker write the keys under it and no others.
+func NodeSnapshotKeyPrefix(node string) string {
+	return "node." + kvToken(node) + "."
+}
+
+// ManagerSnapshotKeyPrefix is the prefix of every manager's snapshot key.
+const ManagerSnapshotKeyPrefix = "mgr."
+
+// SnapshotKey is agg's key in the snapshot bucket: its kind (and node) in
+// clear, then a hash of its subject (subjects can be longer than a key
+// should be).
+func SnapshotKey(agg events.AggregateID) string {
 	sum := sha256.Sum256([]byte(agg.Subject()))
-	return "agg." + hex.EncodeToString(sum[:16])
+	h := hex.EncodeToString(sum[:16])
+	if agg.IsNode() {
+		return NodeSnapshotKeyPrefix(agg.Node) + h
+	}
+	return ManagerSnapshotKeyPrefix + h
+}
+
+// writesSnapshot reports whether this store may refresh agg's snapshot: a
+// node worker's store (Config.SnapshotNode) only its node's, which are the
+// only keys its NATS user may write.
+func (s *Store) writesSnapshot(agg events.AggregateID) bool {
+	return s.cfg.SnapshotNode == "" || (agg.IsNode() && agg.Node == s.cfg.SnapshotNode)
 }
 
 // SaveSnapshot stores state as agg's state at stream sequence seq. schema names
 // the state's Go shape (e.g. "manager/v1"); change it whenever the shape
 // changes so old snapshots are ignored rather than misread.
+//
+// On a node worker's store (Config.SnapshotNode) it does nothing for another
+// node's or a manager's aggregate: its NATS user may not write those keys,
+// and a denied write would only time out. Those are the controller's to
+// refresh.
 func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema string, seq uint64, state any) error {
+	if !s.writesSnapshot(agg) {
+		return nil
+	}
 	raw, err := json.Marshal(state)
 	if err != nil {
 		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
-	b, err := json.Marshal(snapshot{Schema: schema, Sequence: seq, State: raw})
+	b, err := json.Marshal(snapshot{Format: snapshotFormat, Schema: schema, Sequence: seq, State: raw})
 	if err != nil {
 		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
-	if _, err := s.snaps.Put(ctx, snapshotKey(agg), b); err != nil {
+	if _, err := s.snaps.Put(ctx, SnapshotKey(agg), b); err != nil {
 		return fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
 	return nil
@@ -48,7 +97,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema
 // loadSnapshot decodes agg's snapshot into into; ok is false when there is no
 // usable one.
 func (s *Store) loadSnapshot(ctx context.Context, agg events.AggregateID, schema string, into any) (seq uint64, ok bool, err error) {
-	entry, err := s.snaps.Get(ctx, snapshotKey(agg))
+	entry, err := s.snaps.Get(ctx, SnapshotKey(agg))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, false, nil
 	}
@@ -56,7 +105,7 @@ func (s *Store) loadSnapshot(ctx context.Context, agg events.AggregateID, schema
 		return 0, false, fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
 	var snap snapshot
-	if json.Unmarshal(entry.Value(), &snap) != nil || snap.Schema != schema {
+	if json.Unmarshal(entry.Value(), &snap) != nil || snap.Format != snapshotFormat || snap.Schema != schema {
 		return 0, false, nil
 	}
 	if json.Unmarshal(snap.State, into) != nil {

@@ -34,6 +34,11 @@ type Config struct {
 	SnapshotBucket string
 	// LoadBatch is how many messages one direct batch get returns; default 512.
 	LoadBatch int
+	// SnapshotNode is set by a node's worker to its node: LoadState then
+	// refreshes snapshots of that node's aggregates only (the keys its NATS
+	// user may write, see NodeSnapshotKeyPrefix) and only reads the others.
+	// Empty (the controller) refreshes every aggregate's.
+	SnapshotNode string
 }
 
 func (c *Config) defaults() {

@@ -305,3 +305,120 @@ func TestAppendConcurrencyOnR3Cluster(t *testing.T) {
 	// Multi-event decisions go through an atomic batch on replicated streams.
 	appendSeveral(t, s)
 }
+
+// TestLoadTrustsOnlyTheServersHeaders stores messages carrying copies of the
+// headers a direct get adds (as `nats stream get` then `nats pub` would):
+// faked sequences, subjects, pending counts, timestamps and an end-of-batch
+// status. Load and Scan park each of them, the version is the subject's true
+// last sequence (small batches, so a faked pending count would end the load
+// early), and appends keep working.
+func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := natstest.Connect(t, srv)
+	s := openStore(t, js, eventstore.Config{LoadBatch: 2})
+	c := ctx(t)
+	agg := events.NodeAggregate(mgr, "n1")
+	other := events.NodeAggregate(mgr, "n2")
+	v, err := s.Append(c, agg, 0, resumed(agg, "good-1"))
+	require.NoError(t, err)
+	_, err = s.Append(c, other, 0, resumed(other, "other-1"))
+	require.NoError(t, err)
+
+	forged := []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"sequence far ahead", map[string]string{"Nats-Sequence": "1099511627776"}},
+		{"sequence behind", map[string]string{"Nats-Sequence": "1", "Nats-Stream": eventstore.DefaultStream}},
+		{"another subject", map[string]string{"Nats-Subject": other.Subject()}},
+		{"nothing pending", map[string]string{"Nats-Num-Pending": "0", "Nats-Last-Sequence": "1"}},
+		{"bad timestamp, lower case", map[string]string{"nats-time-stamp": "yesterday"}},
+	}
+	for i, f := range forged {
+		m, err := events.Encode(resumed(agg, "copy-"+f.name))
+		require.NoError(t, err)
+		for k, val := range f.headers {
+			m.Header[k] = []string{val}
+		}
+		m.Header.Set(events.MsgIDHeader, fmt.Sprintf("forged-%d", i))
+		_, err = js.PublishMsg(c, m)
+		require.NoError(t, err, f.name)
+		// A good event after each forgery: the load must go on past it.
+		v, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", i+2)))
+		require.NoError(t, err, "append after %q", f.name)
+	}
+	require.NoError(t, nc.Flush())
+
+	h, err := s.Load(c, agg)
+	require.NoError(t, err)
+	assert.Equal(t, v, h.Version, "the version is the subject's last sequence")
+	require.Len(t, h.Events, len(forged)+1, "every good event is loaded")
+	for i, e := range h.Events {
+		assert.Equal(t, fmt.Sprintf("good-%d", i+1), e.Data.(events.NodeResumed).Message)
+	}
+	require.Len(t, h.Parked, len(forged))
+	for i, p := range h.Parked {
+		assert.ErrorIs(t, p, events.ErrBadHeader, forged[i].name)
+		assert.Contains(t, p.Error(), "reserved header", forged[i].name)
+		assert.Greater(t, p.Sequence, h.Events[i].Sequence, "parked at its true sequence: %s", forged[i].name)
+		assert.Less(t, p.Sequence, h.Events[i+1].Sequence, "parked at its true sequence: %s", forged[i].name)
+	}
+	tail, err := s.LoadAfter(c, agg, h.Events[2].Sequence)
+	require.NoError(t, err)
+	assert.Len(t, tail.Events, len(forged)-2)
+	assert.Equal(t, v, tail.Version)
+
+	var scanned, parked int
+	require.NoError(t, s.Scan(c, eventstore.ScanOptions{Subjects: []string{agg.Subject()}}, func(events.Envelope) error {
+		scanned++
+		return nil
+	}, func(de *events.DecodeError) {
+		assert.ErrorIs(t, de, events.ErrBadHeader)
+		parked++
+	}))
+	assert.Equal(t, len(forged)+1, scanned)
+	assert.Equal(t, len(forged), parked, "Scan parks the copies too")
+
+	_, err = s.Append(c, agg, h.Version, resumed(agg, "after"))
+	require.NoError(t, err, "appends keep working")
+
+	// What consumers that decode for themselves call.
+	clean, err := events.Encode(resumed(agg, "clean"))
+	require.NoError(t, err)
+	assert.Nil(t, eventstore.CheckDeliveredHeaders(agg.Subject(), 1, clean.Header))
+	clean.Header["nats-subject"] = []string{other.Subject()}
+	de := eventstore.CheckDeliveredHeaders(agg.Subject(), 1, clean.Header)
+	require.NotNil(t, de)
+	assert.ErrorIs(t, de, events.ErrBadHeader)
+	assert.Contains(t, de.Error(), "Nats-Subject")
+
+	// A stored copy of an end-of-batch status (empty body) does not end a
+	// load early: only a response without the server's Nats-Sequence is a
+	// status. (Not scanned: the client's pull consumer itself takes such a
+	// message for a status of its own.)
+	eob := events.NodeAggregate(mgr, "n3")
+	ev, err := s.Append(c, eob, 0, resumed(eob, "good-1"))
+	require.NoError(t, err)
+	m, err := events.Encode(resumed(eob, "eob"))
+	require.NoError(t, err)
+	m.Header["Status"] = []string{"204"}
+	m.Header["Description"] = []string{"EOB"}
+	m.Data = nil
+	_, err = js.PublishMsg(c, m)
+	require.NoError(t, err)
+	ev, err = s.Append(c, eob, ev+1, resumed(eob, "good-2"))
+	require.NoError(t, err)
+	he, err := s.Load(c, eob)
+	require.NoError(t, err)
+	assert.Len(t, he.Events, 2)
+	assert.Len(t, he.Parked, 1)
+	assert.Equal(t, ev, he.Version)
+}
+
+// lastOn is agg's version as Load reports it.
+func lastOn(t *testing.T, s *eventstore.Store, agg events.AggregateID) uint64 {
+	t.Helper()
+	h, err := s.Load(context.Background(), agg)
+	require.NoError(t, err)
+	return h.Version
+}

@@ -48,6 +48,15 @@ var (
 		Help: "Appends refused because the aggregate moved on (the decision is retried on fresh state).",
 	}, []string{"aggregate"})
 
+	// StreamLostEvents is how many acknowledged events the event stream no
+	// longer holds (eventstore.CheckHistory, run by the controller at
+	// start-up). The stream denies deletes and purges, so anything above
+	// zero is lost history: alert on it.
+	StreamLostEvents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "switchback", Name: "stream_lost_events",
+		Help: "Acknowledged events missing from the event stream (sequences lost from its store), as of the last check.",
+	}, []string{"stream"})
+
 	// EventsAppended counts events appended, by CloudEvents type.
 	EventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "switchback", Name: "events_appended_total",
@@ -64,6 +73,6 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended,
+	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended, StreamLostEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -2,8 +2,6 @@ package natsauth_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -83,7 +81,7 @@ func TestWorkerPermissions(t *testing.T) {
 		&eventstore.Snapshotting{Schema: "test/v1"})
 	require.NoError(t, err, "reads a snapshot")
 	require.Equal(t, v, l.SnapshotSeq, "the snapshot was used")
-	allowed("worker n1", "get + put snapshots (KV switchback-snapshots)")
+	allowed("worker n1", "get snapshots, put its node's (KV switchback-snapshots node.n1.*)")
 
 	// A conflict makes the store ask the stream leader for the subject's
 	// last message: a worker must be able to, or it could never recover
@@ -334,20 +332,66 @@ func TestWorkerWaitsForItsConsumer(t *testing.T) {
 	assert.Empty(t, w.viol.All())
 }
 
-// TestWorkerCannotOverwriteAnotherNodesSnapshot documents the one write a
-// worker can still do outside its node: snapshot keys are hashes of the
-// aggregate's subject, so no permission can tell a node's keys apart.
+// TestWorkerCannotOverwriteAnotherNodesSnapshot: snapshot keys name their
+// node, so a worker's user may write its own node's snapshots only. Planting
+// another node's or a manager's state, the way a hostile client would (a raw
+// KV put, not through the store), is refused by the server; the planted
+// state never reaches a load, and the worker still reads the snapshots it
+// needs (its node's, and the manager's before it starts).
 func TestWorkerCannotOverwriteAnotherNodesSnapshot(t *testing.T) {
-	t.Skip("BUG: eventstore snapshot keys are agg.<sha256(subject)>, so no permission tells one node's keys from another's: a worker can write a forged snapshot for another node's (or a manager's) " +
-		"aggregate (natsauth allows $KV.switchback-snapshots.agg.*), which LoadState trusts. Fix: key node snapshots by node, e.g. " +
-		"node.<hex(node)>.<sha256(subject)> and manager snapshots mgr.<sha256(subject)> (KV keys cannot hold '~'), " +
-		"bump the snapshot schema, and let natsauth allow $KV.switchback-snapshots.node.<hex(node)>.* only")
 	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1", "n2"}})
 	n1 := d.connectWorker("n1")
+	ctx := d.ctx
+	kv, err := n1.js.KeyValue(ctx, eventstore.DefaultSnapshotBucket)
+	require.NoError(t, err)
+	forged := []byte(`{"format":2,"schema":"test/v1","seq":1099511627776,"state":{"k":"forged"}}`)
+
+	// The controller writes the real snapshots of n2 and of the manager.
 	agg2 := events.NodeAggregate(testRef, "n2")
-	sum := sha256.Sum256([]byte(agg2.Subject()))
-	key := "$KV." + eventstore.DefaultSnapshotBucket + ".agg." + hex.EncodeToString(sum[:16])
-	denied(t, n1.viol, key, func(ctx context.Context) error {
-		return n1.store.SaveSnapshot(ctx, agg2, "nodeupgrade/v1", 1<<40, map[string]any{"state": "completed"})
-	})
+	v2, err := d.store.Append(ctx, agg2, 0, started("n2", "controller"))
+	require.NoError(t, err)
+	mgr := events.ManagerAggregate(testRef)
+	real := map[string]string{"k": "real"}
+	for _, agg := range []events.AggregateID{agg2, mgr} {
+		require.NoError(t, d.store.SaveSnapshot(ctx, agg, "test/v1", v2, real))
+	}
+
+	for _, c := range []struct {
+		what string
+		agg  events.AggregateID
+	}{
+		{"node n2's", agg2},
+		{"a manager's", mgr},
+		{"node n1's under another node's key prefix", events.NodeAggregate(testRef, "n1.n2")},
+	} {
+		key := eventstore.SnapshotKey(c.agg)
+		subj := "$KV." + eventstore.DefaultSnapshotBucket + "." + key
+		err := denied(t, n1.viol, subj, func(ctx context.Context) error {
+			_, err := kv.Put(ctx, key, forged)
+			return err
+		})
+		require.ErrorIs(t, err, nats.ErrPermissionViolation, c.what)
+		assert.Contains(t, err.Error(), subj, "the error names the key")
+		t.Logf("worker n1 writes %s snapshot: %v", c.what, err)
+	}
+	// Through its store, the worker does not even try (a denied write would
+	// only time out): SaveSnapshot of an aggregate not its node's is a no-op.
+	require.NoError(t, n1.store.SaveSnapshot(ctx, agg2, "test/v1", 1<<40, map[string]string{"k": "forged"}))
+
+	// What every process loads is still the controller's snapshot, read by
+	// the worker too.
+	for _, agg := range []events.AggregateID{agg2, mgr} {
+		l, err := eventstore.LoadState(ctx, n1.store, agg, map[string]string{}, func(s map[string]string, _ events.Envelope) (map[string]string, error) { return s, nil },
+			&eventstore.Snapshotting{Schema: "test/v1"})
+		require.NoError(t, err, "worker n1 reads %s's snapshot", agg)
+		assert.Equal(t, v2, l.SnapshotSeq, agg.String())
+		assert.Equal(t, real, l.State, agg.String())
+	}
+	// Its own node's snapshot it writes and reads.
+	agg1 := events.NodeAggregate(testRef, "n1")
+	v1, err := n1.store.Append(ctx, agg1, 0, started("n1", "own"))
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, eventstore.SnapshotKey(agg1), []byte(`{"format":2,"schema":"test/v1","seq":`+fmt.Sprint(v1)+`,"state":{"k":"own"}}`))
+	require.NoError(t, err, "a raw put of its own node's key is allowed")
+	assert.Len(t, n1.viol.All(), 3, "only the three forgeries were refused")
 }

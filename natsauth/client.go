@@ -169,6 +169,10 @@ func (v *Violations) Option() nats.Option {
 			v.Log.Error("NATS denied an operation: check the authorization (docs/nats-authorization.md)", "error", err)
 		}
 		v.mu.Lock()
+		// Bounded: a worker denied in a retry loop must not grow forever.
+		if len(v.errs) == maxViolations {
+			v.errs = append(v.errs[:0], v.errs[1:]...)
+		}
 		v.errs = append(v.errs, err)
 		if v.notify != nil {
 			close(v.notify)
@@ -178,7 +182,10 @@ func (v *Violations) Option() nats.Option {
 	})
 }
 
-// All returns every violation seen so far, oldest first.
+// maxViolations is how many recent violations Violations keeps.
+const maxViolations = 100
+
+// All returns the violations seen so far (the latest 100), oldest first.
 func (v *Violations) All() []error {
 	v.mu.Lock()
 	defer v.mu.Unlock()

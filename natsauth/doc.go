@@ -26,6 +26,8 @@
 //
 // What subject permissions cannot express, and how it is handled, is in
 // docs/nats-authorization.md: direct gets filter by subject in the request
-// body (a worker can read the whole history, not only its node's), and
-// snapshot keys are hashes (a worker can write any snapshot key).
+// body (a worker can read the whole history, not only its node's). Snapshot
+// keys name their node (eventstore.NodeSnapshotKeyPrefix), so a worker may
+// read every snapshot but write only its own node's; its store is opened
+// with eventstore.Config.SnapshotNode so that it never tries to write others.
 package natsauth

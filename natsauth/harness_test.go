@@ -198,7 +198,7 @@ func (d *deployment) connectWorker(node string) *worker {
 	js, err := jetstream.New(nc)
 	require.NoError(d.t, err)
 	bound := natsauth.BindOnly(js)
-	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas})
+	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas, SnapshotNode: node})
 	require.NoError(d.t, err, "worker %s binds to the event stream", node)
 	q, err := workqueue.Open(d.ctx, bound, d.queue.Config())
 	require.NoError(d.t, err, "worker %s binds to the command queue", node)

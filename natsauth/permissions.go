@@ -104,7 +104,10 @@ func DangerousAPI() []string {
 //     filter is in the request body, so this cannot be narrowed to the node:
 //     see docs/nats-authorization.md) and the leader's last-message get that
 //     resolves an append conflict;
-//   - read and refresh aggregate snapshots in the KV bucket;
+//   - read aggregate snapshots in the KV bucket, and refresh its own node's
+//     (keys under eventstore.NodeSnapshotKeyPrefix(node)); its store must
+//     be opened with eventstore.Config.SnapshotNode set to node, so that it
+//     does not try to refresh others;
 //   - park a command it cannot carry out (undecodable, or misrouted to its
 //     queue): read it from the command stream by sequence and publish it
 //     under sb.dlq.cmd.<the node it names> (sb.dlq.cmd.unknown when it names
@@ -136,9 +139,12 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 		// subject's last message after a concurrency conflict.
 		jsAPI + "DIRECT.GET." + s.Events,
 		jsAPI + "STREAM.MSG.GET." + s.Events,
-		// Snapshots: get (direct, last by subject) and put.
+		// Snapshots: get any (direct, last by subject: a worker reads its
+		// node's and, before starting its node, the manager's), put only
+		// its node's, so no worker can plant another node's or a
+		// manager's state.
 		jsAPI + "DIRECT.GET." + kvStream + ".$KV." + s.SnapshotBucket + ".>",
-		"$KV." + s.SnapshotBucket + ".agg.*",
+		"$KV." + s.SnapshotBucket + "." + eventstore.NodeSnapshotKeyPrefix(node) + "*",
 		// Parking a bad command: read it by sequence, copy it to the DLQ.
 		// Under any node: a command misrouted to this node's queue is
 		// parked under the node it names (workqueue.DeadLetterCommand).

@@ -104,6 +104,9 @@ func (r *Result) Write(w io.Writer, format string) error {
 
 func writeTable(w io.Writer, views []View, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if err := r.MissingErr(); err != nil {
+		fmt.Fprintf(tw, "HISTORY INCOMPLETE: %v\n\n", err)
+	}
 	if len(views) == 0 {
 		fmt.Fprintln(tw, "no upgrade in the stream (up to sequence", r.LastSequence, ")")
 	}

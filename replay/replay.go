@@ -47,6 +47,26 @@ type Result struct {
 	Parked []*events.DecodeError
 	// LastSequence is the last stream sequence read.
 	LastSequence uint64
+	// Missing lists the sequences of the replayed range the stream no
+	// longer holds: acknowledged events lost from its store (the stream
+	// denies deletes, see eventstore.Gaps). The upgrades above are folded
+	// from what is left and may be wrong. An unfiltered replay finds them
+	// as gaps in its own scan; a filtered one (Subjects, or Manager with
+	// Namespace) asks the stream (eventstore.Store.CheckHistory), and they
+	// may then belong to other upgrades.
+	Missing []eventstore.SeqRange
+
+	stream string
+	until  uint64
+}
+
+// MissingErr is nil when nothing is missing, else an error naming the lost
+// sequences.
+func (r *Result) MissingErr() error {
+	if len(r.Missing) == 0 {
+		return nil
+	}
+	return (eventstore.Gaps{Stream: r.stream, LastSeq: r.until, Missing: r.Missing}).Err()
 }
 
 // Options select what to replay.
@@ -66,8 +86,24 @@ func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, e
 	}
 	byRef := map[events.ManagerRef]*Upgrade{}
 	var order []events.ManagerRef
-	res := &Result{}
-	err := store.Scan(ctx, opts.ScanOptions, func(e events.Envelope) error {
+	res := &Result{stream: store.Stream()}
+	// The range is fixed up front, within what the stream has numbered, so
+	// that a lost tail (the last sequences) shows as missing too.
+	last, err := store.LastSequence(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if last == 0 {
+		return res, nil
+	}
+	if opts.UntilSeq == 0 || opts.UntilSeq > last {
+		opts.UntilSeq = last
+	}
+	res.until = opts.UntilSeq
+	from := max(opts.FromSeq, 1)
+	gaps := gapFinder{next: from}
+	err = store.Scan(ctx, opts.ScanOptions, func(e events.Envelope) error {
+		gaps.saw(e.Sequence)
 		ref := e.Aggregate.Manager
 		if opts.Manager != "" && (ref.Name != opts.Manager || (opts.Namespace != "" && ref.Namespace != opts.Namespace)) {
 			return nil
@@ -91,11 +127,32 @@ func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, e
 		res.LastSequence = e.Sequence
 		return nil
 	}, func(de *events.DecodeError) {
+		gaps.saw(de.Sequence)
 		res.Parked = append(res.Parked, de)
 		res.LastSequence = max(res.LastSequence, de.Sequence)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
+	}
+	switch {
+	case len(opts.Subjects) == 0:
+		// Every sequence of the range is an event or a parked message,
+		// unless it was lost; past UntilTime nothing was read to judge by.
+		if opts.UntilTime.IsZero() && from <= opts.UntilSeq {
+			gaps.saw(opts.UntilSeq + 1)
+		}
+		res.Missing = gaps.missing
+	default:
+		h, err := store.CheckHistory(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+		for _, r := range h.Missing {
+			r.First, r.Last = max(r.First, from), min(r.Last, opts.UntilSeq)
+			if r.First <= r.Last {
+				res.Missing = append(res.Missing, r)
+			}
+		}
 	}
 	slices.SortStableFunc(order, func(a, b events.ManagerRef) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -104,4 +161,18 @@ func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, e
 		res.Upgrades = append(res.Upgrades, byRef[ref])
 	}
 	return res, nil
+}
+
+// gapFinder collects the sequences a scan skipped.
+type gapFinder struct {
+	next    uint64
+	missing []eventstore.SeqRange
+}
+
+// saw records that seq was read (scans read in ascending order).
+func (g *gapFinder) saw(seq uint64) {
+	if seq > g.next {
+		g.missing = append(g.missing, eventstore.SeqRange{First: g.next, Last: seq - 1})
+	}
+	g.next = max(g.next, seq+1)
 }

@@ -2,8 +2,11 @@ package replay_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
 )
@@ -104,5 +108,87 @@ func TestHistoryLinesDescribeEveryEvent(t *testing.T) {
 		assert.NotEmpty(t, l.What, "%s", env.Type())
 		assert.NotContains(t, l.What, "io.switchback", "every type has a readable line")
 		assert.NotEmpty(t, l.String())
+	}
+}
+
+// TestReplayReportsLostEvents: the stream's store loses an acknowledged
+// event (the tail of its last block, cut between two runs of the server),
+// then the stream goes on. Every replay whose range covers the lost
+// sequence reports it as Missing, filtered or not; a parked message is not
+// missing; ranges that do not cover it report nothing.
+func TestReplayReportsLostEvents(t *testing.T) {
+	dir := t.TempDir()
+	srv := natstest.StartAt(t, dir)
+	nc, js := natstest.Connect(t, srv)
+	c := context.Background()
+	s, err := eventstore.Open(c, js, eventstore.Config{})
+	require.NoError(t, err)
+	m1 := events.ManagerRef{Namespace: "ns", Name: "m1", UID: "uid-1"}
+	m2 := events.ManagerRef{Namespace: "ns", Name: "m2", UID: "uid-2"}
+	versions := map[events.AggregateID]uint64{}
+	add := func(ref events.ManagerRef, msg string) uint64 {
+		agg := events.NodeAggregate(ref, "n1")
+		v, err := s.Append(c, agg, versions[agg], events.New(agg, events.SourceController, msg, time.Now(), events.NodeResumed{Step: events.NodePending, Message: msg})...)
+		require.NoError(t, err)
+		versions[agg] = v
+		return v
+	}
+	add(m1, "a")
+	add(m2, "b")
+	require.NoError(t, nc.Publish(events.NodeAggregate(m2, "n1").Subject(), []byte("garbage"))) // parked, not missing
+	require.NoError(t, nc.Flush())
+	versions[events.NodeAggregate(m2, "n1")]++
+	add(m2, "c")
+	lost := add(m1, "lost")
+	nc.Close()
+	srv.Shutdown()
+
+	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", eventstore.DefaultStream, "msgs", "*.blk"))
+	require.NoError(t, err)
+	require.Len(t, blocks, 1)
+	fi, err := os.Stat(blocks[0])
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(blocks[0], fi.Size()-64))
+
+	srv2 := natstest.StartAt(t, dir)
+	_, js2 := natstest.Connect(t, srv2)
+	s, err = eventstore.Open(c, js2, eventstore.Config{})
+	require.NoError(t, err)
+	h, err := s.Load(c, events.NodeAggregate(m1, "n1"))
+	require.NoError(t, err)
+	require.Less(t, h.Version, lost, "m1's last event is gone")
+	versions[events.NodeAggregate(m1, "n1")] = h.Version
+	add(m1, "after")
+	last := add(m2, "later")
+	gap := []eventstore.SeqRange{{First: lost, Last: lost}}
+
+	for _, tc := range []struct {
+		name string
+		opts replay.Options
+		want []eventstore.SeqRange
+	}{
+		{"everything", replay.Options{}, gap},
+		{"one manager by name (unfiltered scan)", replay.Options{Manager: "m2"}, gap},
+		{"one manager (filtered scan)", replay.Options{Manager: "m1", Namespace: "ns"}, gap},
+		{"until the lost one", replay.Options{ScanOptions: eventstore.ScanOptions{UntilSeq: lost}}, gap},
+		{"before the lost one", replay.Options{ScanOptions: eventstore.ScanOptions{UntilSeq: lost - 1}}, nil},
+		{"after the lost one", replay.Options{ScanOptions: eventstore.ScanOptions{FromSeq: lost + 1}}, nil},
+		{"past the end", replay.Options{ScanOptions: eventstore.ScanOptions{UntilSeq: last + 100}}, gap},
+		{"a filter past the loss", replay.Options{Manager: "m2", Namespace: "ns", ScanOptions: eventstore.ScanOptions{FromSeq: lost + 1}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := replay.Run(c, s, tc.opts)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, res.Missing)
+			var table bytes.Buffer
+			require.NoError(t, res.Write(&table, "table"))
+			if tc.want == nil {
+				assert.NoError(t, res.MissingErr())
+				assert.NotContains(t, table.String(), "HISTORY INCOMPLETE")
+				return
+			}
+			assert.ErrorContains(t, res.MissingErr(), fmt.Sprintf("lost 1 acknowledged event(s), sequences %d", lost))
+			assert.Contains(t, table.String(), "HISTORY INCOMPLETE")
+		})
 	}
 }

@@ -76,6 +76,14 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	// Switchback's streams deny deletes: a deleted sequence is history the
+	// store lost (a truncated block, a disk error). The upgrade can go on,
+	// but the operator must know that replay no longer tells the whole story.
+	if gaps, err := conn.store.CheckHistory(ctx); err != nil {
+		log.Error("checking the event stream for lost history", "error", err)
+	} else if lost := gaps.Err(); lost != nil {
+		log.Error("the event stream lost acknowledged events", "stream", gaps.Stream, "missing", gaps.String(), "count", gaps.Count(), "error", lost)
+	}
 
 	var leading sync.Mutex
 	isLeader := false

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
 )
 
 // followEvents delivers the events on filter from sequence from (0 = the
@@ -45,7 +46,7 @@ func followEvents(ctx context.Context, conn *natsConn, filter string, from uint6
 		if meta, err := msg.Metadata(); err == nil {
 			seq, pending = meta.Sequence.Stream, meta.NumPending
 		}
-		e, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+		e, err := eventstore.DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
 		if err != nil {
 			if onBad != nil {
 				onBad(seq, err)

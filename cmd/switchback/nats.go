@@ -129,7 +129,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 			return nil, err
 		}
 	}
-	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas}); err != nil {
+	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, SnapshotNode: o.worker}); err != nil {
 		c.Close()
 		return nil, err
 	}

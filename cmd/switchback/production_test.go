@@ -97,7 +97,7 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 	upgradeAllNodes(t, ctx, env, "e2e")
 
 	out, stderr, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "get", "lhum,lhnu")
-	require.NoError(t, err)
+	require.NoError(t, err, stderr)
 	assert.Regexp(t, `e2e\s+completed`, out)
 	assert.Equal(t, 3, strings.Count(out, "completed")-1, "three node upgrades completed:\n%s", out)
 	// Events are written asynchronously by the recorder: wait for the last.

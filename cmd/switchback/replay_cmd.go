@@ -48,6 +48,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := res.Write(stdout, *output); err != nil {
 		return err
 	}
+	if err := res.MissingErr(); err != nil {
+		// On stderr too: json and yaml have no place for it, and a piped
+		// table may not be read.
+		fmt.Fprintf(stderr, "WARNING: %v\n", err)
+	}
 	if vf.enabled {
 		return vf.verify(ctx, conn.store, res, stdout)
 	}

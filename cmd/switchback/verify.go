@@ -31,9 +31,12 @@ func (f *verifyFlags) register(fs *flag.FlagSet) {
 }
 
 // diffError is a verification failure: exit code 3.
-type diffError struct{ n int }
+type diffError struct{ n, missing int }
 
 func (e diffError) Error() string {
+	if e.missing > 0 {
+		return fmt.Sprintf("%d difference(s) between the stream and the live status, %d of them run(s) of events lost from the stream", e.n, e.missing)
+	}
 	return fmt.Sprintf("%d difference(s) between the stream and the live status", e.n)
 }
 
@@ -42,7 +45,9 @@ func (e diffError) ExitCode() int { return 3 }
 
 // verify compares each replayed upgrade whose manager exists in Kubernetes
 // (same UID) with what the projector would write, ignoring what only the
-// live objects know (generations, condition timestamps).
+// live objects know (generations, condition timestamps). Sequences lost from
+// the stream (res.Missing) count as differences: the replay is then no
+// reference for anything.
 func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, w io.Writer) error {
 	kc := f.client
 	if kc == nil {
@@ -56,6 +61,12 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 	}
 	diffs := 0
 	checked := 0
+	// Lost history is a difference with the truth whatever the status says:
+	// the status may even match the remains.
+	for _, r := range res.Missing {
+		fmt.Fprintf(w, "MISSING seq %s: lost from the stream\n", r)
+		diffs++
+	}
 	for _, u := range res.Upgrades {
 		ref := u.Manager.Ref
 		if ref.UID == "" {
@@ -96,7 +107,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 		}
 	}
 	if diffs > 0 {
-		return diffError{diffs}
+		return diffError{n: diffs, missing: len(res.Missing)}
 	}
 	fmt.Fprintf(w, "verified: %d upgrade(s) in Kubernetes match the stream\n", checked)
 	return nil
