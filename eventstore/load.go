@@ -159,12 +159,11 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 		return 0, 0, fmt.Errorf("eventstore: load %s after seq %d: %w", agg, after, err)
 	}
 	nc := s.js.Conn()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	sub, err := subscribeRaw(nc, s.cfg.LoadBatch+1)
 	if err != nil {
 		return fail(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer sub.close()
 	req, err := json.Marshal(batchRequest{Seq: after + 1, NextFor: subject, Batch: s.cfg.LoadBatch})
 	if err != nil {
 		return fail(err)
@@ -173,7 +172,7 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 	if prefix == "" {
 		prefix = jetstream.DefaultAPIPrefix
 	}
-	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, inbox, req); err != nil {
+	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, sub.subject, req); err != nil {
 		return fail(err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -188,7 +187,7 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 	n := 0
 	var pending uint64
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := sub.next(ctx)
 		if err != nil {
 			return fail(err)
 		}

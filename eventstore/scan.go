@@ -3,10 +3,9 @@ package eventstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -28,6 +27,11 @@ type ScanOptions struct {
 // onParked (if non-nil) for every message that does not decode or carries
 // JetStream's reserved headers of its own (a copy of a served message). An
 // error from fn stops the scan and is returned.
+//
+// It reads with an ordered consumer of its own (see orderedRead) rather than
+// nats.go's, so that a stored message that looks like a NATS status (empty
+// body, Status header) is parked like any undecodable one instead of
+// stalling the scan for good.
 func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
 	until := opts.UntilSeq
 	if until == 0 {
@@ -41,52 +45,34 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 	if until < from {
 		return nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: opts.Subjects,
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from,
-	}
-	cons, err := s.stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("eventstore: scan %s from %d: %w", s.cfg.Stream, from, err)
-	}
-	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return fmt.Errorf("eventstore: scan %s: %w", s.cfg.Stream, err)
-	}
-	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("eventstore: scan %s: %w", s.cfg.Stream, err)
+	return s.orderedRead(ctx, opts.Subjects, from, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
+		if seq > until || (!opts.UntilTime.IsZero() && ts.After(opts.UntilTime)) {
+			return true, nil
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("eventstore: scan %s: metadata: %w", s.cfg.Stream, err)
+		if err := decodeTo(subject, seq, h, data, fn, onParked); err != nil {
+			return true, err
 		}
-		seq := meta.Sequence.Stream
-		if seq > until || (!opts.UntilTime.IsZero() && meta.Timestamp.After(opts.UntilTime)) {
-			return nil
+		return seq >= until, nil
+	})
+}
+
+// decodeTo decodes a delivered message (see DecodeDelivered) and hands it to
+// fn, or to onParked (if non-nil) when it does not decode.
+func decodeTo(subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
+	var de *events.DecodeError
+	if carriesOwnReserved(h, 0) {
+		de = reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
+	} else {
+		env, err := events.Decode(subject, h, data, seq)
+		if err == nil {
+			return fn(env)
 		}
-		// A consumer delivers the stored headers only: any reserved one
-		// came with the message (see LoadAfter), which is parked.
-		env, err := DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
-		if err != nil {
-			var de *events.DecodeError
-			if !errors.As(err, &de) {
-				return err
-			}
-			if onParked != nil {
-				onParked(de)
-			}
-		} else if err := fn(env); err != nil {
+		if !errors.As(err, &de) {
 			return err
 		}
-		if seq >= until || meta.NumPending == 0 {
-			return nil
-		}
 	}
+	if onParked != nil {
+		onParked(de)
+	}
+	return nil
 }

@@ -1,0 +1,76 @@
+package eventstore_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+)
+
+// BenchmarkScanVsOrderedConsumer measures what reading with direct batch
+// gets (Scan, immune to stored status lookalikes) costs against the ordered
+// consumer Scan used before, both decoding every event: SCAN_EVENTS events
+// (default 200k) on one embedded server.
+func BenchmarkScanVsOrderedConsumer(b *testing.B) {
+	total := 200_000
+	if v, err := strconv.Atoi(os.Getenv("SCAN_EVENTS")); err == nil && v > 0 {
+		total = v
+	}
+	srv := natstest.Start(b)
+	_, js := natstest.Connect(b, srv)
+	ctx := context.Background()
+	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fillHistories(b, js, total)
+	b.ResetTimer()
+	var scan, ordered time.Duration
+	for b.Loop() {
+		start := time.Now()
+		n := 0
+		err := s.Scan(ctx, eventstore.ScanOptions{}, func(events.Envelope) error { n++; return nil }, nil)
+		if err != nil || n != total {
+			b.Fatalf("scanned %d of %d: %v", n, total, err)
+		}
+		scan += time.Since(start)
+
+		start = time.Now()
+		st, err := js.Stream(ctx, "REPLAY")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range total {
+			m, err := it.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := eventstore.DecodeDelivered(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		it.Stop()
+		ordered += time.Since(start)
+	}
+	b.ReportMetric(float64(b.N*total)/scan.Seconds(), "scan-events/s")
+	b.ReportMetric(float64(b.N*total)/ordered.Seconds(), "ordered-events/s")
+}

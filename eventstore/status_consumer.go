@@ -1,0 +1,200 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pulls of an ordered read: two requests of pullBatch messages in flight,
+// each held by the server for at most pullExpires (a variable for tests).
+const (
+	pullBatch    = 512
+	pullInFlight = 2
+)
+
+var pullExpires = 5 * time.Second
+
+// orderedRead is what the nats.go ordered consumer does (an ephemeral
+// consumer without acks, re-created after any gap in its delivery
+// sequence), with pull requests of its own on a raw inbox: a delivered
+// message is whatever carries an ack reply subject, so a stored message
+// that looks like a status (empty body, Status header) is delivered like any
+// other, rather than dropped, which makes the nats.go ordered consumer
+// re-create itself at that message forever.
+type orderedRead struct {
+	s        *Store
+	subjects []string
+	follow   bool // at the end, wait for more rather than return
+	fn       func(seq, pending uint64, subject string, h nats.Header, data []byte, ts time.Time) (stop bool, err error)
+
+	sub         *rawInbox
+	consumer    string
+	next        uint64 // the next stream sequence wanted
+	deliverSeq  uint64 // last consumer sequence seen
+	outstanding int    // messages asked for and not yet delivered or expired
+}
+
+// orderedRead delivers to fn, from sequence from, every stored message on
+// the subjects, in order, until fn stops it or, unless follow, none is left
+// (pending 0). pending is how many more the consumer had to deliver.
+func (s *Store) orderedRead(ctx context.Context, subjects []string, from uint64, follow bool,
+	fn func(seq, pending uint64, subject string, h nats.Header, data []byte, ts time.Time) (stop bool, err error)) error {
+	r := &orderedRead{s: s, subjects: subjects, follow: follow, fn: fn, next: max(from, 1)}
+	defer r.close()
+	return r.run(ctx)
+}
+
+func (r *orderedRead) fail(err error) error {
+	return fmt.Errorf("eventstore: read %s from seq %d: %w", r.s.cfg.Stream, r.next, err)
+}
+
+// close unsubscribes and deletes the consumer, which the server would
+// otherwise keep until its inactivity threshold.
+func (r *orderedRead) close() {
+	if r.sub != nil {
+		r.sub.close()
+		r.sub = nil
+	}
+	r.dropConsumer()
+}
+
+func (r *orderedRead) dropConsumer() {
+	if r.consumer == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.s.stream.DeleteConsumer(ctx, r.consumer)
+	r.consumer = ""
+}
+
+// reset (re)creates the consumer at r.next, with an inbox of its own (what
+// was sent for the previous one, a "409 Consumer Deleted" included, is not
+// for it); done is true when it has nothing to deliver.
+func (r *orderedRead) reset(ctx context.Context) (done bool, err error) {
+	r.close()
+	if r.sub, err = subscribeRaw(r.s.js.Conn(), pullInFlight*pullBatch+64); err != nil {
+		return false, r.fail(err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       r.next,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: 5 * time.Minute,
+		Replicas:          1,
+		MemoryStorage:     true,
+	}
+	switch len(r.subjects) {
+	case 0:
+	case 1:
+		cfg.FilterSubject = r.subjects[0]
+	default:
+		cfg.FilterSubjects = r.subjects
+	}
+	cons, err := r.s.stream.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return false, r.fail(err)
+	}
+	info := cons.CachedInfo()
+	r.consumer, r.deliverSeq, r.outstanding = info.Name, 0, 0
+	return info.NumPending == 0, nil
+}
+
+// pull asks for more messages while fewer than pullInFlight batches are
+// outstanding.
+func (r *orderedRead) pull() error {
+	nc := r.s.js.Conn()
+	subject := r.s.apiPrefix() + "CONSUMER.MSG.NEXT." + r.s.cfg.Stream + "." + r.consumer
+	body := []byte(`{"batch":` + strconv.Itoa(pullBatch) + `,"expires":` + strconv.FormatInt(int64(pullExpires), 10) + `}`)
+	for r.outstanding+pullBatch <= pullInFlight*pullBatch {
+		if err := nc.PublishRequest(subject, r.sub.subject, body); err != nil {
+			return r.fail(err)
+		}
+		r.outstanding += pullBatch
+	}
+	return nil
+}
+
+func (r *orderedRead) run(ctx context.Context) error {
+	if done, err := r.reset(ctx); (done && !r.follow) || err != nil {
+		return err
+	}
+	for {
+		if err := r.pull(); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, pullExpires+fetchGrace)
+		m, err := r.sub.next(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return r.fail(ctx.Err())
+		case err != nil:
+			// Requests lost (a reconnect, a consumer lost with its
+			// server): start again where the read is.
+			if _, err := r.reset(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			if err := r.status(ctx, m); err != nil {
+				return err
+			}
+			continue
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return r.fail(fmt.Errorf("delivered message: %w", err))
+		}
+		r.outstanding--
+		if md.Sequence.Consumer != r.deliverSeq+1 {
+			// A message was lost on the way (slow consumer, reconnect):
+			// re-create the consumer at the first one missing.
+			if done, err := r.reset(ctx); (done && !r.follow) || err != nil {
+				return err
+			}
+			continue
+		}
+		r.deliverSeq = md.Sequence.Consumer
+		r.next = md.Sequence.Stream + 1
+		stop, err := r.fn(md.Sequence.Stream, md.NumPending, m.Subject, m.Header, m.Data, md.Timestamp)
+		if err != nil || stop || (md.NumPending == 0 && !r.follow) {
+			return err
+		}
+	}
+}
+
+// status handles a status answering a pull request.
+func (r *orderedRead) status(ctx context.Context, m *nats.Msg) error {
+	status, descr := m.Header.Get(hdrStatus), m.Header.Get(hdrDescription)
+	switch status {
+	case "100":
+		return nil
+	case "404", "408":
+		// The request ended (expired) with this many messages undelivered.
+		if n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages")); err == nil {
+			r.outstanding = max(r.outstanding-n, 0)
+		} else {
+			r.outstanding = max(r.outstanding-pullBatch, 0)
+		}
+		return nil
+	case "409":
+		if strings.Contains(strings.ToLower(descr), "consumer deleted") {
+			_, err := r.reset(ctx)
+			return err
+		}
+		// Leadership change, max waiting exceeded...: ask again.
+		r.outstanding = 0
+		return nil
+	case "503":
+		return r.fail(nats.ErrNoResponders)
+	}
+	return r.fail(fmt.Errorf("pull request answered status %s %q", status, descr))
+}

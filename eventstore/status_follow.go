@@ -1,0 +1,33 @@
+package eventstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Follow calls fn for every event on subjects (empty = every subject) from
+// sequence from (0 = the beginning), in stream order and as they are
+// appended, until fn returns true or ctx ends; it then returns nil. pending
+// is how many more messages on subjects were stored when the event was
+// delivered. Messages that do not decode go to onParked (if non-nil), as in
+// Scan: a stored message that looks like a NATS status included, at which
+// the nats.go ordered consumer would stall for good.
+func (s *Store) Follow(ctx context.Context, subjects []string, from uint64,
+	fn func(e events.Envelope, pending uint64) (stop bool), onParked func(*events.DecodeError)) error {
+	err := s.orderedRead(ctx, subjects, from, true, func(seq, pending uint64, subject string, h nats.Header, data []byte, _ time.Time) (bool, error) {
+		stop := false
+		err := decodeTo(subject, seq, h, data, func(e events.Envelope) error {
+			stop = fn(e, pending)
+			return nil
+		}, onParked)
+		return stop, err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,82 @@
+package eventstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+)
+
+func TestCarriesOwnReservedAgreesWithOwnReservedHeaders(t *testing.T) {
+	cases := []nats.Header{
+		{},
+		{"ce-type": {"x"}, "Nats-Sequence": {"1"}},
+		{"Nats-Sequence": {"1", "2"}},
+		{"nats-sequence": {"1"}, "Nats-Sequence": {"2"}},
+		{"NATS-TIME-STAMP": {"a"}, "Nats-Time-Stamp": {"b"}},
+		{"Nats-Msg-Id": {"a", "b"}, "Nats-Stream": {"S"}},
+		{"Nats-Num-Pending": {"1"}, "Nats-Last-Sequence": {"1"}, "Nats-Subject": {"s"}, "Nats-Stream": {"S"}},
+	}
+	for _, h := range cases {
+		for _, added := range []int{0, 1} {
+			assert.Equal(t, len(ownReservedHeaders(h, added)) > 0, carriesOwnReserved(h, added), "%v added %d", h, added)
+		}
+	}
+}
+
+// TestOrderedReadRecovers follows a subject across pull requests that
+// expire while nothing comes, and across the loss of its consumer.
+func TestOrderedReadRecovers(t *testing.T) {
+	old := pullExpires
+	pullExpires = 50 * time.Millisecond
+	t.Cleanup(func() { pullExpires = old })
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, js, Config{})
+	require.NoError(t, err)
+	agg := events.NodeAggregate(events.ManagerRef{Namespace: "ns", Name: "m", UID: "u"}, "n1")
+	appendOne := func(v uint64, id string) uint64 {
+		e := events.New(agg, events.SourceController, id, time.Now(), events.NodeResumed{Step: events.NodePending, Message: id})[0]
+		v, err := s.Append(ctx, agg, v, e)
+		require.NoError(t, err)
+		return v
+	}
+	v := appendOne(0, "e1")
+
+	var got []uint64
+	var consumers []string
+	appended := make(chan uint64, 1)
+	var r *orderedRead
+	r = &orderedRead{s: s, subjects: []string{agg.Subject()}, follow: true, next: 1,
+		fn: func(seq, _ uint64, _ string, _ nats.Header, _ []byte, _ time.Time) (bool, error) {
+			got = append(got, seq)
+			consumers = append(consumers, r.consumer)
+			switch len(got) {
+			case 1:
+				// Idle for many expiries, then one more event.
+				go func() {
+					time.Sleep(10 * pullExpires)
+					appended <- appendOne(v, "e2")
+				}()
+			case 2:
+				v = <-appended
+				// The consumer goes (an operator, a restarted server): the
+				// read goes on from the next sequence.
+				require.NoError(t, s.stream.DeleteConsumer(ctx, r.consumer))
+				go func() { appended <- appendOne(v, "e3") }()
+			}
+			return len(got) == 3, nil
+		}}
+	defer r.close()
+	require.NoError(t, r.run(ctx))
+	assert.Equal(t, []uint64{1, 2, 3}, got, "every event once, in order")
+	assert.Equal(t, consumers[0], consumers[1], "expired requests are renewed on the same consumer")
+	assert.NotEqual(t, consumers[1], consumers[2], "a lost consumer is re-created")
+}

@@ -1,0 +1,79 @@
+package eventstore
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// apiPrefix is the JetStream API prefix of the store's connection.
+func (s *Store) apiPrefix() string {
+	if p := s.js.Options().APIPrefix; p != "" {
+		return p
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
+// rawInbox is a subscription to a fresh inbox whose messages reach the
+// reader exactly as the server sent them. A synchronous subscription's
+// NextMsg turns any message with an empty body and "Status: 503" into
+// nats.ErrNoResponders and drops it, a stored message of that shape
+// included; a channel subscription does not look at what it delivers.
+type rawInbox struct {
+	subject string
+	sub     *nats.Subscription
+	ch      chan *nats.Msg
+}
+
+// subscribeRaw subscribes to a new inbox. capacity must hold every message
+// one request brings: a full channel drops messages (slow consumer).
+func subscribeRaw(nc *nats.Conn, capacity int) (*rawInbox, error) {
+	r := &rawInbox{subject: nc.NewInbox(), ch: make(chan *nats.Msg, capacity)}
+	var err error
+	if r.sub, err = nc.ChanSubscribe(r.subject, r.ch); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// next returns the next message, or ctx's error.
+func (r *rawInbox) next(ctx context.Context) (*nats.Msg, error) {
+	select {
+	case m := <-r.ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// close unsubscribes.
+func (r *rawInbox) close() { _ = r.sub.Unsubscribe() }
+
+// carriesOwnReserved reports, in one pass over h, what
+// len(ownReservedHeaders(h, added)) > 0 does: whether a reserved header
+// comes more often than added times. Scan asks it of every message, where
+// ownReservedHeaders' walk of the whole map per reserved name costs as much
+// as decoding the event.
+func carriesOwnReserved(h nats.Header, added int) bool {
+	var counts [8]int
+	if len(reservedHeaders) > len(counts) {
+		return len(ownReservedHeaders(h, added)) > 0
+	}
+	for k, vs := range h {
+		// Every reserved name is "Nats-" and more, in any case.
+		if len(k) < 10 || (k[0] != 'N' && k[0] != 'n') {
+			continue
+		}
+		for i, r := range reservedHeaders {
+			if len(k) == len(r) && strings.EqualFold(k, r) {
+				counts[i] += len(vs)
+				if counts[i] > added {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
