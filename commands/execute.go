@@ -24,14 +24,22 @@ type Machine[S any, C Command] struct {
 	Evolve   func(S, events.Envelope) (S, error)
 	Decide   func(S, C) ([]events.Event, error)
 	Snapshot *eventstore.Snapshotting
+	// Cache, when set, keeps folded states between loads (see StateCache).
+	Cache *StateCache[S]
 }
 
-// ManagerMachine is the manager aggregate. Its history grows with the number
-// of nodes and is read on most orchestrator reactions: snapshotted.
+// ManagerMachine is the manager aggregate. Its history and state grow with
+// the number of nodes and it is read on most orchestrator reactions:
+// snapshotted for a cold start, cached in memory for every later load.
 var ManagerMachine = Machine[manager.State, manager.Command]{
 	Name: "manager", Evolve: manager.Evolve, Decide: manager.Decide,
 	Snapshot: &eventstore.Snapshotting{Schema: "manager/v1", Every: 32},
+	Cache:    NewStateCache[manager.State](managerCacheSize),
 }
+
+// managerCacheSize bounds the cached manager states: a controller runs a
+// handful of upgrades at a time.
+const managerCacheSize = 64
 
 // NodeMachine is the node-upgrade aggregate. Node histories grow with their
 // volumes, so they are snapshotted.
@@ -78,7 +86,7 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 			loaded, from = *from, nil
 		} else {
 			var err error
-			if loaded, err = eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot); err != nil {
+			if loaded, err = loadState(ctx, store, m, agg); err != nil {
 				return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
 			}
 		}
@@ -107,6 +115,7 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 				return Result[S]{}, fmt.Errorf("%s %s: decided event does not apply: %w", m.Name, agg, err)
 			}
 		}
+		remember(store, m, agg, state, version, len(envs))
 		return Result[S]{State: state, Version: version, Appended: envs, Problems: loaded.Problems}, nil
 	}
 	return Result[S]{}, fmt.Errorf("%s %s: gave up after %d concurrency conflicts: %w", m.Name, agg, maxConflictRetries, lastErr)
@@ -114,7 +123,7 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 
 // Load folds an aggregate without deciding anything.
 func Load[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID) (eventstore.Loaded[S], error) {
-	l, err := eventstore.LoadState(ctx, store, agg, m.Zero, m.Evolve, m.Snapshot)
+	l, err := loadState(ctx, store, m, agg)
 	if err != nil {
 		return l, fmt.Errorf("%s %s: %w", m.Name, agg, err)
 	}

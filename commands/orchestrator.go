@@ -35,6 +35,13 @@ const OrchestratorConsumer = "orchestrator"
 // orchestrator's pace a network round trip per event.
 const orchestratorBatch = 128
 
+// orchestratorWait is how long one fetch waits for the next event when the
+// orchestrator is caught up; orchestratorRetry spaces fetches that failed.
+const (
+	orchestratorWait  = 5 * time.Second
+	orchestratorRetry = 100 * time.Millisecond
+)
+
 // OrchestratorConfig wires the orchestrator.
 type OrchestratorConfig struct {
 	Store *eventstore.Store
@@ -81,7 +88,7 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 // Run consumes history until ctx ends.
 func (o *Orchestrator) Run(ctx context.Context) error {
 	js := o.cfg.Store.JetStream()
-	cons, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), jetstream.ConsumerConfig{
+	_, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), jetstream.ConsumerConfig{
 		Durable:       OrchestratorConsumer,
 		Description:   "Switchback orchestrator: reacts to upgrade history",
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -97,26 +104,27 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	defer dead.Stop()
-	it, err := cons.Messages(jetstream.PullMaxMessages(orchestratorBatch))
-	if err != nil {
-		return fmt.Errorf("orchestrator: consume: %w", err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
+	// Store.Fetch, not the nats.go consumer API: a stored event that looks
+	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return ctx.Err()
-			}
-			if errors.Is(err, nats.ErrConnectionClosed) {
-				return fmt.Errorf("orchestrator: %w", err)
-			}
+		msgs, err := o.cfg.Store.Fetch(ctx, OrchestratorConsumer, orchestratorBatch, orchestratorWait)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("orchestrator: %w", err)
+		case err != nil:
 			o.log.Warn("next event", "error", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(orchestratorRetry):
+			}
 			continue
 		}
-		o.handleMsg(ctx, msg)
+		for _, msg := range msgs {
+			o.handleMsg(ctx, msg)
+		}
 	}
 }
 
@@ -126,7 +134,7 @@ func (o *Orchestrator) handleMsg(ctx context.Context, msg jetstream.Msg) {
 	if meta != nil {
 		seq = meta.Sequence.Stream
 	}
-	env, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+	env, err := eventstore.DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
 	if err != nil {
 		// Parked: the projector reports it; the orchestrator has nothing to do.
 		var de *events.DecodeError

@@ -47,12 +47,11 @@ func register[T Event]() {
 
 func decodeJSON[T Event](data []byte) (Event, error) {
 	var v T
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after JSON object")
+	if !decodeFlat(data, &v) {
+		v = *new(T)
+		if err := decodeGeneralJSON(data, &v); err != nil {
+			return nil, err
+		}
 	}
 	if val, ok := any(v).(validator); ok {
 		if err := val.validate(); err != nil {
@@ -60,6 +59,32 @@ func decodeJSON[T Event](data []byte) (Event, error) {
 		}
 	}
 	return v, nil
+}
+
+// decodeGeneralJSON reads data into v with encoding/json.
+func decodeGeneralJSON[T any](data []byte, v *T) error {
+	// Unmarshal is the cheap path (no decoder and buffer per event). Where it
+	// succeeds the stream decoder below reads the same single value; where it
+	// fails the decoder decides, so what is accepted does not change.
+	if json.Unmarshal(data, v) != nil {
+		*v = *new(T)
+		return decodeStream(data, v)
+	}
+	return nil
+}
+
+// decodeStream reads one JSON value from data with the stream decoder,
+// which (unlike Unmarshal) tolerates some trailing bytes; it was the only
+// decoder once, so its verdict is the reference.
+func decodeStream(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after JSON object")
+	}
+	return nil
 }
 
 // RegisterUpcaster makes an old (or foreign) event type decodable: up reads the

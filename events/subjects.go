@@ -82,7 +82,8 @@ func ParseSubject(subject string) (AggregateID, error) {
 	if !ok {
 		return AggregateID{}, fmt.Errorf("subject %q: not under %s", subject, SubjectPrefix)
 	}
-	tok := strings.Split(rest, ".")
+	var buf [5]string
+	tok := splitTokens(rest, buf[:0])
 	var id AggregateID
 	switch {
 	case len(tok) == 4 && tok[3] == "mgr":
@@ -118,6 +119,24 @@ func EncodeToken(s string) string {
 	if s == "" {
 		return "~"
 	}
+	// Kubernetes names nearly always pass through (or only have dots): no
+	// builder then, as this runs several times for every event written.
+	plain, dots := true, false
+	for i := 0; i < len(s) && plain; i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case c == '.':
+			dots = true
+		default:
+			plain = false
+		}
+	}
+	if plain && !dots {
+		return s
+	}
+	if plain {
+		return strings.ReplaceAll(s, ".", "_")
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
@@ -138,6 +157,9 @@ func EncodeToken(s string) string {
 func DecodeToken(tok string) (string, error) {
 	if tok == "~" {
 		return "", nil
+	}
+	if out, ok := decodePlainToken(tok); ok {
+		return out, nil
 	}
 	var b strings.Builder
 	b.Grow(len(tok))
@@ -168,4 +190,40 @@ func DecodeToken(tok string) (string, error) {
 		return out, nil
 	}
 	return "", fmt.Errorf("token %q: not in canonical encoding (want %q)", tok, EncodeToken(b.String()))
+}
+
+// decodePlainToken decodes, without building and re-encoding, a token made
+// only of pass-through bytes and "_": the spelling of nearly every subject,
+// decoded on every event read. Such a token is always canonical.
+func decodePlainToken(tok string) (string, bool) {
+	if tok == "" {
+		return "", false
+	}
+	dots := false
+	for i := 0; i < len(tok); i++ {
+		switch c := tok[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case c == '_':
+			dots = true
+		default:
+			return "", false
+		}
+	}
+	if dots {
+		return strings.ReplaceAll(tok, "_", "."), true
+	}
+	return tok, true
+}
+
+// splitTokens is strings.Split(s, ".") into buf, without allocating for the
+// five tokens a valid subject has (more are appended as usual).
+func splitTokens(s string, buf []string) []string {
+	for {
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return append(buf, s)
+		}
+		buf = append(buf, s[:i])
+		s = s[i+1:]
+	}
 }

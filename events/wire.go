@@ -31,6 +31,15 @@ const MaxDataBytes = 64 << 10
 // Encode returns the NATS message for e on its aggregate's subject, with
 // Nats-Msg-Id set to the event id.
 func Encode(e Envelope) (*nats.Msg, error) {
+	if msg, ok := encodeFast(e); ok {
+		return msg, nil
+	}
+	return encodeGeneral(e)
+}
+
+// encodeGeneral is Encode through the CloudEvents model, for any envelope;
+// it alone decides what is refused.
+func encodeGeneral(e Envelope) (*nats.Msg, error) {
 	ce, err := e.ToCloudEvent()
 	if err != nil {
 		return nil, err
@@ -72,16 +81,26 @@ func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (env Envel
 	if len(data) > MaxDataBytes {
 		return Envelope{}, &DecodeError{Kind: ErrTooLarge, Subject: subject, Err: fmt.Errorf("%d bytes, limit %d", len(data), MaxDataBytes)}
 	}
-	ce, err := cloudEventFromHeaders(hdr, data)
-	if err != nil {
-		return Envelope{}, &DecodeError{Kind: ErrBadHeader, Subject: subject, Type: ce.Type(), Err: err}
+	if env, ok := fastDecode(subject, hdr, data); ok {
+		env.Sequence = seq
+		return env, nil
 	}
-	env, err = FromCloudEvent(subject, ce)
+	env, err = decodeGeneral(subject, hdr, data)
 	if err != nil {
 		return Envelope{}, err
 	}
 	env.Sequence = seq
 	return env, nil
+}
+
+// decodeGeneral is Decode for any header shape, through the CloudEvents
+// model; it alone decides what is refused.
+func decodeGeneral(subject string, hdr nats.Header, data []byte) (Envelope, error) {
+	ce, err := cloudEventFromHeaders(hdr, data)
+	if err != nil {
+		return Envelope{}, &DecodeError{Kind: ErrBadHeader, Subject: subject, Type: ce.Type(), Err: err}
+	}
+	return FromCloudEvent(subject, ce)
 }
 
 // cloudEventFromHeaders reads a binary-mode CloudEvent straight from the

@@ -34,7 +34,6 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		return expected, nil
 	}
 	msgs := make([]*nats.Msg, len(evs))
-	subject := agg.Subject()
 	for i, e := range evs {
 		if e.Aggregate != agg {
 			return 0, fmt.Errorf("eventstore: append to %s: event %s belongs to %s", agg, e.ID, e.Aggregate)
@@ -66,10 +65,18 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		}
 		return seq, nil
 	}
+	return s.appendFailed(ctx, agg, expected, evs, err)
+}
+
+// appendFailed turns a refused append of evs into its outcome: the
+// aggregate's version when the refusal is the echo of our own earlier success
+// (a retry), a *ConflictError when another writer moved the aggregate, else
+// the error itself.
+func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope, err error) (uint64, error) {
 	if !isWrongLastSequence(err) && !isBatchDuplicate(err) {
 		return 0, fmt.Errorf("eventstore: append %d event(s) to %s: %w", len(evs), agg, err)
 	}
-	last, lerr := s.settledLast(ctx, subject, expected)
+	last, lerr := s.settledLast(ctx, agg.Subject(), expected)
 	if lerr != nil {
 		return 0, fmt.Errorf("eventstore: append to %s: conflict, then reading last message: %w", agg, errors.Join(err, lerr))
 	}

@@ -128,6 +128,9 @@ func fill(b *testing.B, ctx context.Context, s *eventstore.Store, js jetstream.J
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			b.Fatal(err)
 		}
+		if (i+1)%1000 == 0 { // under the client's limit of outstanding publishes
+			<-js.PublishAsyncComplete()
+		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():

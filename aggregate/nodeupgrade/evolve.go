@@ -12,6 +12,12 @@ import (
 // (wrong aggregate, malformed payload, or a transition the machine does not
 // allow) leaves s unchanged and returns a *TransitionError.
 func Evolve(s State, e events.Envelope) (State, error) {
+	return evolve(s, e, false)
+}
+
+// evolve is Evolve; owned says that no other state shares s's map, so a
+// volume change may write into it instead of copying it (see Folder).
+func evolve(s State, e events.Envelope, owned bool) (State, error) {
 	if e.Data == nil {
 		return s, illegal(s, e, "event has no data")
 	}
@@ -72,7 +78,7 @@ func Evolve(s State, e events.Envelope) (State, error) {
 		next = clearStall(s)
 		next.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
 	case events.VolumeStateChanged:
-		next, err = applyVolume(s, e, d)
+		next, err = applyVolume(s, e, d, owned)
 	case events.NodeCancelRequested:
 		if s.CancelRequested {
 			return s, illegal(s, e, "cancel was already requested")
@@ -166,7 +172,7 @@ func applyStalled(s State, e events.Envelope, d events.NodeStalled) (State, erro
 	return s, nil
 }
 
-func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged) (State, error) {
+func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged, owned bool) (State, error) {
 	cur := s.Volumes[d.Volume]
 	if d.From != cur.State {
 		return s, illegal(s, e, "volume %s: change from %q but it is %q", d.Volume, d.From, cur.State)
@@ -179,7 +185,10 @@ func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged) (State
 		v.TargetNode = d.TargetNode
 	}
 	// Copy on write: older states may still share the map.
-	vols := maps.Clone(s.Volumes)
+	vols := s.Volumes
+	if !owned || vols == nil {
+		vols = maps.Clone(s.Volumes)
+	}
 	if vols == nil {
 		vols = make(map[string]Volume, 1)
 	}

@@ -230,8 +230,41 @@ func FuzzFoldNodeUpgrade(f *testing.F) {
 				require.Equal(t, states[i], si)
 			}
 		}
+		requireFolderAgrees(t, history, states, data)
 		requireJSONRoundTrip(t, s)
 	})
+}
+
+// requireFolderAgrees: a Folder over history goes through exactly Evolve's
+// states, refuses the same events, and the states it hands out on the way
+// (chosen by data) are values that its later in-place changes do not touch.
+func requireFolderAgrees(t *testing.T, history []events.Envelope, states []State, data []byte) {
+	t.Helper()
+	f := NewFolder(State{})
+	type taken struct {
+		at    int
+		state State
+		copy  State
+	}
+	var out []taken
+	var ev State
+	for i, e := range history {
+		err := f.Apply(e)
+		next, evolveErr := Evolve(ev, e)
+		require.Equal(t, evolveErr == nil, err == nil, "Folder and Evolve disagree on event %d", i)
+		ev = next
+		if i < len(data) && data[i]%3 == 0 {
+			st := f.State()
+			out = append(out, taken{at: i, state: st, copy: cloneState(st)})
+		}
+	}
+	if len(states) > 0 {
+		require.Equal(t, states[len(states)-1], f.State())
+	}
+	for _, tk := range out {
+		require.Equal(t, states[tk.at], tk.state)
+		require.Equal(t, tk.copy, tk.state, "a state handed out at %d changed later", tk.at)
+	}
 }
 
 // happyCommands maps the timeline to the commands a worker would send.

@@ -1,0 +1,157 @@
+package events
+
+import (
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The fast path of Decode. Replay and every load decode whole histories, and
+// the general path (a CloudEvent built attribute by attribute, its source
+// parsed as a URL, an extension map, a validation pass) cost several times
+// the rest of a fold. Nearly every stored message is exactly what Encode
+// writes, so that one shape is read straight into an Envelope; anything else
+// (upper-case or unknown headers, surrounding blanks, an unusual source, a
+// subject mismatch...) returns ok=false and goes down the general path, which
+// alone decides what is refused and why. The contract, pinned by
+// FuzzFastDecodeAgrees: whenever the fast path succeeds, the general path
+// returns the same Envelope.
+
+// wireHeader indexes the headers Encode writes.
+const (
+	hSpec = iota
+	hID
+	hSource
+	hType
+	hSubject
+	hTime
+	hCausation
+	hCorrelation
+	hContentType
+	nHeaders
+)
+
+// fastDecode decodes a message with exactly Encode's header shape, or reports
+// ok=false; it never returns an error of its own: a refusal is the general
+// path's to word.
+func fastDecode(subject string, hdr nats.Header, data []byte) (env Envelope, ok bool) {
+	if len(data) == 0 {
+		return Envelope{}, false
+	}
+	var vals [nHeaders]string
+	seen := 0
+	for k, vs := range hdr {
+		idx := -1
+		switch k {
+		case "ce-specversion":
+			idx = hSpec
+		case "ce-id":
+			idx = hID
+		case "ce-source":
+			idx = hSource
+		case "ce-type":
+			idx = hType
+		case "ce-subject":
+			idx = hSubject
+		case "ce-time":
+			idx = hTime
+		case "ce-" + ExtCausation:
+			idx = hCausation
+		case "ce-" + ExtCorrelation:
+			idx = hCorrelation
+		case HeaderContentType:
+			idx = hContentType
+		default:
+			// Any other spelling of a CloudEvents header (case, a different
+			// attribute) is the general path's to judge; unrelated headers
+			// (Nats-Msg-Id...) are ignored by both.
+			if strings.EqualFold(k, HeaderContentType) || (len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix)) {
+				return Envelope{}, false
+			}
+			continue
+		}
+		if len(vs) != 1 {
+			return Envelope{}, false
+		}
+		vals[idx] = vs[0]
+		seen++
+	}
+	if seen != nHeaders || vals[hSpec] != "1.0" || vals[hContentType] != ContentType {
+		return Envelope{}, false
+	}
+	for _, i := range [...]int{hID, hType, hSubject, hCausation} {
+		if v := vals[i]; v == "" || v != strings.TrimSpace(v) {
+			return Envelope{}, false
+		}
+	}
+	if !plainSource(vals[hSource]) {
+		return Envelope{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, vals[hTime])
+	if err != nil || t.IsZero() {
+		return Envelope{}, false
+	}
+	agg, err := ParseSubject(subject)
+	if err != nil || !isAggregateString(vals[hSubject], agg) || vals[hCorrelation] != agg.Manager.UID {
+		return Envelope{}, false
+	}
+	typ := Type(vals[hType])
+	if !strings.HasPrefix(string(typ), aggregateKind(agg)) {
+		return Envelope{}, false
+	}
+	payload, err := DecodeData(typ, data)
+	if err != nil || !strings.HasPrefix(string(payload.EventType()), aggregateKind(agg)) {
+		return Envelope{}, false
+	}
+	return Envelope{
+		ID:          vals[hID],
+		Source:      vals[hSource],
+		Aggregate:   agg,
+		Time:        t.UTC(),
+		CausationID: vals[hCausation],
+		Data:        payload,
+	}, true
+}
+
+// plainSource reports whether the SDK would keep source exactly as written:
+// a non-empty relative path of unreserved characters, which url.Parse accepts
+// and URL.String gives back unchanged.
+func plainSource(s string) bool {
+	if s == "" || strings.HasPrefix(s, "//") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '/', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isAggregateString reports s == agg.String() without building the string.
+func isAggregateString(s string, agg AggregateID) bool {
+	rest, ok := cutPrefixSlash(s, agg.Manager.Namespace)
+	if !ok {
+		return false
+	}
+	if !agg.IsNode() {
+		return rest == agg.Manager.Name
+	}
+	if rest, ok = cutPrefixSlash(rest, agg.Manager.Name); !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, "nodes/")
+	return ok && rest == agg.Node
+}
+
+func cutPrefixSlash(s, prefix string) (string, bool) {
+	if len(s) <= len(prefix) || s[len(prefix)] != '/' || s[:len(prefix)] != prefix {
+		return "", false
+	}
+	return s[len(prefix)+1:], true
+}

@@ -1,0 +1,174 @@
+package events_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+)
+
+// requireAgrees holds Decode (fast path first) to the general path alone:
+// same envelope, or the same refusal.
+func requireAgrees(t *testing.T, subject string, hdr nats.Header, data []byte) {
+	t.Helper()
+	got, err := events.Decode(subject, hdr, data, 7)
+	want, wantErr := events.DecodeGeneral(subject, hdr, data)
+	if wantErr != nil {
+		// The kind, not the text: the general path's message depends on
+		// header map order (whether ce-type was read before the fault).
+		var want, have *events.DecodeError
+		require.ErrorAs(t, wantErr, &want)
+		require.ErrorAs(t, err, &have)
+		assert.Equal(t, want.Kind, have.Kind)
+		assert.Equal(t, want.Subject, have.Subject)
+		assert.Equal(t, uint64(7), have.Sequence)
+		return
+	}
+	require.NoError(t, err)
+	want.Sequence = 7
+	assert.Equal(t, want, got)
+}
+
+// TestFastDecodeAgrees runs every catalogue sample, as Encode writes it and
+// with each kind of deviation the fast path must leave to the general one.
+func TestFastDecodeAgrees(t *testing.T) {
+	tweaks := map[string]func(h nats.Header) string{
+		"as encoded":            func(nats.Header) string { return "" },
+		"upper-case header":     func(h nats.Header) string { h["Ce-Id"] = h["ce-id"]; delete(h, "ce-id"); return "" },
+		"blank around id":       func(h nats.Header) string { h["ce-id"] = []string{" " + h["ce-id"][0]}; return "" },
+		"extra extension":       func(h nats.Header) string { h["ce-traceparent"] = []string{"00-abc"}; return "" },
+		"two values":            func(h nats.Header) string { h["ce-source"] = append(h["ce-source"], "x"); return "" },
+		"source with a colon":   func(h nats.Header) string { h["ce-source"] = []string{"urn:switchback:x"}; return "" },
+		"source with an escape": func(h nats.Header) string { h["ce-source"] = []string{"a%20b"}; return "" },
+		"authority source":      func(h nats.Header) string { h["ce-source"] = []string{"//host/path"}; return "" },
+		"missing time":          func(h nats.Header) string { delete(h, "ce-time"); return "" },
+		"zero time":             func(h nats.Header) string { h["ce-time"] = []string{"0001-01-01T00:00:00Z"}; return "" },
+		"offset time":           func(h nats.Header) string { h["ce-time"] = []string{"2026-01-02T03:04:05.5+02:00"}; return "" },
+		"bad time":              func(h nats.Header) string { h["ce-time"] = []string{"yesterday"}; return "" },
+		"content type params":   func(h nats.Header) string { h["content-type"] = []string{"application/json; charset=utf-8"}; return "" },
+		"other spec version":    func(h nats.Header) string { h["ce-specversion"] = []string{"0.3"}; return "" },
+		"wrong correlation":     func(h nats.Header) string { h["ce-correlationid"] = []string{"other"}; return "" },
+		"empty causation":       func(h nats.Header) string { h["ce-causationid"] = []string{""}; return "" },
+		"wrong ce-subject":      func(h nats.Header) string { h["ce-subject"] = []string{"a/b"}; return "" },
+		"unknown type":          func(h nats.Header) string { h["ce-type"] = []string{"io.switchback.node.nope.v1"}; return "" },
+		"foreign type": func(h nats.Header) string {
+			h["ce-type"] = []string{"io.switchback.manager.node-scheduled.v1"}
+			return ""
+		},
+		"unrelated header": func(h nats.Header) string { h["X-Trace"] = []string{"1"}; return "" },
+		"content-type spelt Big": func(h nats.Header) string {
+			h["Content-Type"] = h["content-type"]
+			delete(h, "content-type")
+			return ""
+		},
+		"trailing data": func(nats.Header) string { return " {}" },
+		"not json":      func(nats.Header) string { return "\x00" },
+	}
+	for typ, env := range samples() {
+		for name, tweak := range tweaks {
+			t.Run(string(typ)+"/"+name, func(t *testing.T) {
+				msg, err := events.Encode(env)
+				require.NoError(t, err)
+				suffix := tweak(msg.Header)
+				requireAgrees(t, msg.Subject, msg.Header, append(msg.Data, suffix...))
+			})
+		}
+	}
+}
+
+// FuzzFastDecodeAgrees: for any message, Decode (fast path first) and the
+// general path alone give the same envelope or the same refusal.
+func FuzzFastDecodeAgrees(f *testing.F) {
+	for _, env := range samples() {
+		msg, err := events.Encode(env)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var hdr strings.Builder
+		for k, v := range msg.Header {
+			hdr.WriteString(k + ":" + v[0] + "\n")
+		}
+		f.Add(msg.Subject, hdr.String(), msg.Data)
+	}
+	f.Fuzz(func(t *testing.T, subject, headers string, data []byte) {
+		hdr := nats.Header{}
+		for _, line := range strings.Split(headers, "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				hdr[k] = append(hdr[k], v)
+			}
+		}
+		requireAgrees(t, subject, hdr, data)
+	})
+}
+
+// FuzzFlatJSONAgrees: the flat JSON fast path and encoding/json read any
+// data of the hot event types to the same payload, or both refuse it.
+func FuzzFlatJSONAgrees(f *testing.F) {
+	for _, s := range []string{
+		`{"volume":"pvc-1","from":"pending","to":"switching-over","targetNode":"n-2","message":"moving"}`,
+		`{"volume":"pvc-1","to":"pending"}`,
+		`{"from":"pending","to":"switching-over","message":"x"}`,
+		`{"node":"n1","dataEngine":"v2","instanceManagerImage":"im:2","attempt":1}`,
+		`{"node":"n1","dataEngine":"v2","instanceManagerImage":"im:2","attempt":-0}`,
+		`{"volume":"a","volume":"b","to":"pending"}`,
+		`{"volume":"a","to":"pending",}`,
+		`{"Volume":"a","to":"pending"}`,
+		`{"volume":"a\u0041","to":"pending"}`,
+		`{"attempt":01,"node":"n"}`,
+		`{}`,
+	} {
+		for _, typ := range []events.Type{events.TypeVolumeStateChanged, events.TypeNodeStateChanged, events.TypeNodeUpgradeStarted} {
+			f.Add(string(typ), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ string, data []byte) {
+		got, err := events.DecodeData(events.Type(typ), data)
+		want, wantErr := events.DecodeDataGeneral(events.Type(typ), data)
+		require.Equal(t, wantErr == nil, err == nil, "fast: %v, general: %v", err, wantErr)
+		assert.Equal(t, want, got)
+	})
+}
+
+// TestEncodeFastAgrees: Encode (fast path first) writes exactly what the
+// general path writes, or refuses what it refuses, for every sample and for
+// the envelopes the fast path must leave to the general one.
+func TestEncodeFastAgrees(t *testing.T) {
+	tweaks := map[string]func(e *events.Envelope){
+		"as built":              func(*events.Envelope) {},
+		"blank around id":       func(e *events.Envelope) { e.ID = " " + e.ID },
+		"empty id":              func(e *events.Envelope) { e.ID = "" },
+		"url source":            func(e *events.Envelope) { e.Source = "https://example.com/a?b=c" },
+		"source with a space":   func(e *events.Envelope) { e.Source = "a b" },
+		"empty source":          func(e *events.Envelope) { e.Source = "" },
+		"zero time":             func(e *events.Envelope) { e.Time = time.Time{} },
+		"local time":            func(e *events.Envelope) { e.Time = e.Time.In(time.FixedZone("x", 3600)) },
+		"empty causation":       func(e *events.Envelope) { e.CausationID = "" },
+		"no data":               func(e *events.Envelope) { e.Data = nil },
+		"invalid payload":       func(e *events.Envelope) { e.Data = events.NodeScheduled{} },
+		"foreign payload":       func(e *events.Envelope) { e.Data = events.NodeScheduled{Node: "n", Attempt: 1} },
+		"no manager uid":        func(e *events.Envelope) { e.Aggregate.Manager.UID = "" },
+		"blank around the name": func(e *events.Envelope) { e.Aggregate.Manager.Namespace = " ns" },
+	}
+	for typ, env := range samples() {
+		for name, tweak := range tweaks {
+			t.Run(string(typ)+"/"+name, func(t *testing.T) {
+				e := env
+				tweak(&e)
+				got, err := events.Encode(e)
+				want, wantErr := events.EncodeGeneral(e)
+				if wantErr != nil {
+					require.Error(t, err)
+					assert.Equal(t, wantErr.Error(), err.Error())
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			})
+		}
+	}
+}
