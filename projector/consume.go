@@ -2,14 +2,13 @@ package projector
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
 )
 
 // idleWait is how long one pull waits for a new event when the projector
@@ -21,31 +20,10 @@ const idleWait = 10 * time.Second
 // consumer has delivered to the projector is in hand and kept alive by
 // handleBatch, so a long apiserver outage makes none of them time out and
 // come back out of order.
-func (p *Projector) fetch(ctx context.Context, cons jetstream.Consumer) ([]jetstream.Msg, error) {
-	b, err := cons.FetchNoWait(p.cfg.Batch)
-	if err != nil {
-		return nil, err
-	}
-	var msgs []jetstream.Msg
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
-	}
-	if len(msgs) > 0 {
-		return msgs, nil
-	}
-	if err := b.Error(); err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, idleWait)
-	defer cancel()
-	m, err := cons.Next(jetstream.FetchContext(wctx))
-	if ctx.Err() == nil && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded)) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return []jetstream.Msg{m}, nil
+func (p *Projector) fetch(ctx context.Context) ([]jetstream.Msg, error) {
+	// Store.Fetch, not the nats.go consumer API, which drops a stored event
+	// that looks like a NATS status unacknowledged, forever.
+	return p.cfg.Store.Fetch(ctx, p.cfg.Consumer, p.cfg.Batch, idleWait)
 }
 
 // held is one message in hand.
@@ -157,11 +135,11 @@ func (p *Projector) fold(ctx context.Context, h *held) (*group, error) {
 	}
 	p.lastSeq = max(p.lastSeq, seq)
 
-	env, derr := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), seq)
+	env, derr := eventstore.DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
 	if derr != nil {
 		return nil, p.deadLetter(ctx, msg, meta, derr)
 	}
-	return p.foldEvent(ctx, env, backward)
+	return p.foldEvent(ctx, env, backward, meta.NumPending)
 }
 
 // foldEvent folds one event into its manager's view.
@@ -175,14 +153,14 @@ func (p *Projector) fold(ctx context.Context, h *held) (*group, error) {
 // truth, up to this event. Either way the view is the fold of the manager's
 // history up to the event, and folding is deterministic, so restarts and
 // gaps converge on what Replay computes.
-func (p *Projector) foldEvent(ctx context.Context, env events.Envelope, backward bool) (*group, error) {
+func (p *Projector) foldEvent(ctx context.Context, env events.Envelope, backward bool, pending uint64) (*group, error) {
 	ref := env.Aggregate.Manager
 	log := p.log.With("manager", ref.String(), "uid", ref.UID)
 	elog := log.With("seq", env.Sequence, "type", string(env.Type()))
 	if env.Aggregate.IsNode() {
 		elog = elog.With("node", env.Aggregate.Node)
 	}
-	e, err := p.entryFor(ctx, ref, elog)
+	e, err := p.entryFor(ctx, ref, env.Sequence, pending, elog)
 	if err != nil || e == nil {
 		if e == nil && err == nil {
 			p.m.ignored.Add(1)

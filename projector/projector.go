@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	k8sevents "k8s.io/client-go/tools/events"
 
@@ -102,6 +103,22 @@ type Projector struct {
 	// be extended without reading the stream (see project).
 	lastSeq uint64
 	epoch   uint64
+	// listed holds, by namespace, the last LIST of its managers (see
+	// listedManager).
+	listed map[string]*nsIndex
+}
+
+// nsIndex is one namespace's DataEngineUpgradeManagers as a LIST showed
+// them, by UID.
+type nsIndex struct {
+	// upTo is the stream's last sequence, read before the LIST began. A
+	// manager's events are appended only after its object exists (the
+	// intake appends the first once it sees the object), so for an event at
+	// or below upTo the LIST is as good as a read made then: a UID it lacks
+	// had been deleted (or replaced, or never was in Kubernetes), and a UID
+	// never comes back.
+	upTo  uint64
+	byUID map[string]*v1beta2.DataEngineUpgradeManager
 }
 
 // entry is one manager being projected: its fold and the objects last read
@@ -158,6 +175,7 @@ func New(cfg Config) (*Projector, error) {
 		log:     cfg.Log.With("component", "projector"),
 		entries: map[string]*entry{},
 		gone:    map[string]struct{}{},
+		listed:  map[string]*nsIndex{},
 		epoch:   1,
 	}
 	p.rec = &recorder{rec: cfg.Recorder, log: p.log, maxAge: cfg.EventMaxAge, now: cfg.Now, count: &p.m.eventsRecorded}
@@ -189,7 +207,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		defer b.Shutdown()
 		p.rec.rec = b.NewRecorder(kubeclient.Scheme, ReportingController)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, p.cfg.Store.Stream(), jetstream.ConsumerConfig{
+	_, err := js.CreateOrUpdateConsumer(ctx, p.cfg.Store.Stream(), jetstream.ConsumerConfig{
 		Durable:       p.cfg.Consumer,
 		Description:   "Switchback projector: folds history into CR status, conditions and Events",
 		FilterSubject: events.StreamSubjects,
@@ -206,7 +224,7 @@ func (p *Projector) Run(ctx context.Context) error {
 	p.log.Info("projecting", "stream", p.cfg.Store.Stream(), "consumer", p.cfg.Consumer)
 	delay := p.cfg.RetryBase
 	for {
-		msgs, err := p.fetch(ctx, cons)
+		msgs, err := p.fetch(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -233,15 +251,36 @@ func (p *Projector) Run(ctx context.Context) error {
 // be written.
 const eventFlushGrace = 5 * time.Second
 
+// listAhead is the backlog (messages the consumer has not delivered yet)
+// from which a manager seen for the first time is looked up in a LIST of its
+// namespace rather than read on its own. Going through a long history (a
+// new projector, a consumer reset to re-project) meets thousands of
+// managers, most of them deleted long ago: one read each would cost as many
+// apiserver round trips, minutes under a client-side rate limit, where one
+// LIST answers for all of them.
+const listAhead = 64
+
 // entryFor returns the entry of the manager ref, reading its
-// DataEngineUpgradeManager on first sight; nil when there is none of that
-// UID. Reads are retried while the apiserver is unavailable: deciding
-// "no object" on an outage would drop the manager's history.
-func (p *Projector) entryFor(ctx context.Context, ref events.ManagerRef, log *slog.Logger) (*entry, error) {
+// DataEngineUpgradeManager on first sight (or finding it in a LIST of its
+// namespace while a backlog is worked off); nil when there is none of that
+// UID. seq is the stream sequence of the event being folded and pending the
+// messages delivered after it. Reads are retried while the apiserver is
+// unavailable: deciding "no object" on an outage would drop the manager's
+// history.
+func (p *Projector) entryFor(ctx context.Context, ref events.ManagerRef, seq, pending uint64, log *slog.Logger) (*entry, error) {
 	if _, gone := p.gone[ref.UID]; gone {
 		return nil, nil
 	}
 	if e := p.entries[ref.UID]; e != nil {
+		return e, nil
+	}
+	if obj, known := p.listedManager(ctx, ref, seq, pending, log); known {
+		if obj == nil {
+			p.markGone(ref.UID)
+			return nil, nil
+		}
+		e := &entry{view: newView(ref), obj: obj, nodeObjs: map[string]*v1beta2.NodeDataEngineUpgrade{}}
+		p.entries[ref.UID] = e
 		return e, nil
 	}
 	var obj *v1beta2.DataEngineUpgradeManager
@@ -264,6 +303,50 @@ func (p *Projector) entryFor(ctx context.Context, ref events.ManagerRef, log *sl
 	e := &entry{view: newView(ref), obj: obj, nodeObjs: map[string]*v1beta2.NodeDataEngineUpgrade{}}
 	p.entries[ref.UID] = e
 	return e, nil
+}
+
+// listedManager looks ref up in the last LIST of its namespace, listing it
+// afresh when the event at seq is newer than that LIST and a backlog of at
+// least listAhead messages follows. known is false when no LIST answers
+// (no backlog, or the LIST failed): the caller reads the object itself.
+func (p *Projector) listedManager(ctx context.Context, ref events.ManagerRef, seq, pending uint64, log *slog.Logger) (obj *v1beta2.DataEngineUpgradeManager, known bool) {
+	idx := p.listed[ref.Namespace]
+	if idx == nil || seq > idx.upTo {
+		if pending < listAhead {
+			return nil, false
+		}
+		var err error
+		if idx, err = p.listNamespace(ctx, ref.Namespace); err != nil {
+			log.Warn("listing the namespace's managers failed; reading this one instead", "namespace", ref.Namespace, "error", err)
+			return nil, false
+		}
+		p.listed[ref.Namespace] = idx
+		log.Debug("listed the namespace's managers", "namespace", ref.Namespace, "managers", len(idx.byUID), "upTo", idx.upTo)
+	}
+	if seq > idx.upTo {
+		return nil, false
+	}
+	return idx.byUID[ref.UID], true
+}
+
+// listNamespace lists the managers of ns, after reading the stream's last
+// sequence.
+func (p *Projector) listNamespace(ctx context.Context, ns string) (*nsIndex, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	upTo, err := p.cfg.Store.LastSequence(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("last sequence of the stream: %w", err)
+	}
+	list, err := p.cfg.Client.Managers(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the managers of %s: %w", ns, err)
+	}
+	idx := &nsIndex{upTo: upTo, byUID: make(map[string]*v1beta2.DataEngineUpgradeManager, len(list.Items))}
+	for i := range list.Items {
+		idx.byUID[string(list.Items[i].UID)] = &list.Items[i]
+	}
+	return idx, nil
 }
 
 // readManager reads the DataEngineUpgradeManager of ref; errGone when it does

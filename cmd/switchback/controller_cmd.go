@@ -34,6 +34,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
+	qps := fs.Float64("kube-api-qps", defaultKubeQPS, "requests per second to the kube-apiserver (status writes, Events, the lease)")
+	burst := fs.Int("kube-api-burst", defaultKubeBurst, "burst of requests to the kube-apiserver above --kube-api-qps")
 	leaderElect := fs.Bool("leader-elect", true, "run intake, orchestrator and projector only while holding the lease")
 	leaseDuration := fs.Duration("leader-elect-lease-duration", 15*time.Second, "how long a lease is valid without renewal: a crashed leader is replaced after at most this long")
 	renewDeadline := fs.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading")
@@ -59,6 +61,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	kc, err := kubeclient.New(cfg)
 	if err != nil {
 		return err
@@ -189,19 +192,30 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
-// kubeConfig loads a kubeconfig, or the in-cluster configuration.
+// client-go's defaults (5 requests/s, burst 10) cap the projector at a few
+// status writes a second: 50 events/s then lag by most of a second (see
+// projector's BenchmarkProjectionLag with LAG_QPS=0).
+const (
+	defaultKubeQPS   = 50
+	defaultKubeBurst = 100
+)
+
+// kubeConfig loads a kubeconfig, or the in-cluster configuration, with
+// Switchback's client rate limits.
 func kubeConfig(path string) (*rest.Config, error) {
 	if path == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
+		cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
 		return cfg, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
 	}
+	cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
 	return cfg, nil
 }
 

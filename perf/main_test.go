@@ -1,0 +1,9 @@
+package perf_test
+
+import (
+	"testing"
+
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
