@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 20m
 NATSCLI_VERSION := v0.5.0
 NATS := $(CURDIR)/.cache/bin/nats
 
-.PHONY: help setup tools test test-short lint fmt fuzz bench demo build
+.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -32,9 +32,15 @@ build: ## build bin/switchback
 demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, shown live
 	$(GO) run ./cmd/switchback demo $(DEMO_FLAGS)
 
-test: testenv-bins tools ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver
+test: testenv-bins tools ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver, then the fault suite
 	@if [ "$${SKIP_APISERVER:-}" = 1 ]; then echo "WARNING: SKIP_APISERVER=1: tests that need kube-apiserver are SKIPPED"; fi
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/faults$$')
+	$(MAKE) test-faults
+
+# Local-directory mode (no package argument) streams the suite's output, so
+# its summary table is shown even when every scenario passes.
+test-faults: testenv-bins ## the process-level fault-injection suite (kill -9, restarts, outages); prints its summary table
+	cd faults && $(GO) test -count=1 -timeout 15m
 
 test-short: ## fast tests only (no NATS cluster, no apiserver)
 	SKIP_APISERVER=1 $(GO) test -short -count=1 ./...

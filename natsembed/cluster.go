@@ -115,18 +115,28 @@ func (c *Cluster) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return nil, fmt.Errorf("natsembed: cluster %s has no running server", c.Name)
 }
 
-// WaitForMetaLeader waits until a JetStream meta leader is elected.
+// WaitForMetaLeader waits until a JetStream meta leader is elected and knows
+// every running server as a peer.
 func (c *Cluster) WaitForMetaLeader(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	running := 0
+	for _, s := range c.Servers {
+		if s != nil {
+			running++
+		}
+	}
 	for time.Now().Before(deadline) {
 		for _, s := range c.Servers {
-			if s != nil && s.JetStreamIsLeader() {
+			// A leader alone is not enough: until it has heard from every
+			// running peer, an R3 stream fails placement ("no suitable
+			// peers", 10005).
+			if s != nil && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) >= running {
 				return nil
 			}
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	return fmt.Errorf("natsembed: cluster %s: no JetStream meta leader within %s", c.Name, timeout)
+	return fmt.Errorf("natsembed: cluster %s: no JetStream meta leader with all %d running peers within %s", c.Name, running, timeout)
 }
 
 // Shutdown stops every running server.

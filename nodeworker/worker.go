@@ -50,6 +50,9 @@ type Worker struct {
 	cfg    Config
 	log    *slog.Logger
 	source string
+	// ackWait is the command consumer's AckWait: heartbeats keep a command
+	// in hand at a third of it.
+	ackWait time.Duration
 	// last is the node aggregate as this worker left it after the previous
 	// command. The worker is its node's only regular writer, so the next
 	// command usually starts from it without a load; anything appended by
@@ -86,6 +89,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	cons, err := w.cfg.Queue.NodeConsumer(ctx, w.cfg.Node)
 	if err != nil {
 		return err
+	}
+	// The consumer's own AckWait, not this process's configuration: the
+	// controller creates the consumer and may run with another one.
+	w.ackWait = w.cfg.Queue.Config().AckWait
+	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+		w.ackWait = info.Config.AckWait
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(1))
 	if err != nil {
@@ -148,7 +157,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
-	t := time.NewTicker(w.cfg.Queue.Config().AckWait / 3)
+	t := time.NewTicker(w.ackWait / 3)
 	defer t.Stop()
 	for {
 		select {

@@ -34,6 +34,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
+	ackWait := fs.Duration("command-ack-wait", 10*time.Second, "how long a node's command waits for a worker that stopped answering before it is redelivered (workers keep live commands with heartbeats)")
 	qps := fs.Float64("kube-api-qps", defaultKubeQPS, "requests per second to the kube-apiserver (status writes, Events, the lease)")
 	burst := fs.Int("kube-api-burst", defaultKubeBurst, "burst of requests to the kube-apiserver above --kube-api-qps")
 	leaderElect := fs.Bool("leader-elect", true, "run intake, orchestrator and projector only while holding the lease")
@@ -50,6 +51,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *ackWait < time.Second {
+		return fmt.Errorf("--command-ack-wait %s: want at least 1s: %w", *ackWait, errUsage)
 	}
 	// client-go panics on these (RunOrDie); say which flag is wrong instead.
 	if *leaseDuration <= *renewDeadline || float64(*renewDeadline) <= leaderelection.JitterFactor*float64(*retryPeriod) || *retryPeriod <= 0 {
@@ -70,7 +74,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{})
+	conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{commandAckWait: *ackWait})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,6 +74,10 @@ func (c *natsConn) Close() {
 type connectOptions struct {
 	// inProcessOnly: an embedded server takes no network clients.
 	inProcessOnly bool
+	// commandAckWait, when set, is the command consumers' AckWait: how long
+	// a node's command waits for a dead worker before it is redelivered.
+	// Only the controller's applies: it creates the consumers.
+	commandAckWait time.Duration
 	// worker, when set, connects as that node's worker: with its own inbox
 	// prefix (the only subjects its NATS user may subscribe to) and binding
 	// to the streams and consumers the controller created instead of
@@ -133,7 +138,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		c.Close()
 		return nil, err
 	}
-	if c.queue, err = workqueue.Open(ctx, js, workqueue.Config{Replicas: f.replicas}); err != nil {
+	if c.queue, err = workqueue.Open(ctx, js, workqueue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {
 		c.Close()
 		return nil, err
 	}
