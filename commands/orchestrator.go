@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +66,12 @@ type Orchestrator struct {
 
 	mu    sync.Mutex
 	plans map[string]manager.State // by manager UID; see plan
+
+	// The fold behind activeFromStream, extended from where it stopped.
+	activeMu  sync.Mutex
+	open      map[events.ManagerRef]manager.State // managers not terminal yet
+	settled   map[events.ManagerRef]bool          // terminal: nothing more to fold
+	scannedTo uint64
 }
 
 // NewOrchestrator validates cfg.
@@ -375,23 +382,42 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 	return err
 }
 
-// activeFromStream folds every manager's history and returns the ones still
-// in progress, except one.
+// activeFromStream returns the managers still in progress, except one. It
+// folds the manager subjects once and then only what was appended since,
+// forgetting managers once they are terminal: a stream with 10k finished
+// upgrades must not be read whole at every new request.
 func (o *Orchestrator) activeFromStream(ctx context.Context, except events.ManagerRef) ([]string, error) {
-	states := map[events.ManagerRef]manager.State{}
-	err := o.cfg.Store.Scan(ctx, eventstore.ScanOptions{Subjects: []string{events.SubjectPrefix + ".*.*.*.mgr"}}, func(e events.Envelope) error {
-		s, _ := manager.Evolve(states[e.Aggregate.Manager], e)
-		states[e.Aggregate.Manager] = s
-		return nil
-	}, nil)
+	o.activeMu.Lock()
+	defer o.activeMu.Unlock()
+	if o.open == nil {
+		o.open, o.settled = map[events.ManagerRef]manager.State{}, map[events.ManagerRef]bool{}
+	}
+	seen := func(seq uint64) { o.scannedTo = max(o.scannedTo, seq) }
+	err := o.cfg.Store.Scan(ctx, eventstore.ScanOptions{FromSeq: o.scannedTo + 1, Subjects: []string{events.SubjectPrefix + ".*.*.*.mgr"}},
+		func(e events.Envelope) error {
+			seen(e.Sequence)
+			ref := e.Aggregate.Manager
+			if o.settled[ref] {
+				return nil
+			}
+			st, _ := manager.Evolve(o.open[ref], e)
+			if st.Terminal() {
+				delete(o.open, ref)
+				o.settled[ref] = true
+				return nil
+			}
+			o.open[ref] = st
+			return nil
+		}, func(de *events.DecodeError) { seen(de.Sequence) })
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for ref, s := range states {
-		if ref != except && s.Exists && !s.Terminal() {
+	for ref, st := range o.open {
+		if ref != except && st.Exists {
 			out = append(out, ref.String())
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }

@@ -1,0 +1,69 @@
+package commands
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// activeFromStream extends its fold from where it stopped: managers that end
+// leave the active set, new ones join it, and a manager is never its own
+// competitor.
+func TestActiveFromStreamFollowsTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, js := natstest.Connect(t, natstest.Start(t))
+	store, err := eventstore.Open(ctx, js, eventstore.Config{})
+	require.NoError(t, err)
+	queue, err := workqueue.Open(ctx, js, workqueue.Config{})
+	require.NoError(t, err)
+	cluster, err := sim.ThreeNodes(sim.Config{})
+	require.NoError(t, err)
+	o, err := NewOrchestrator(OrchestratorConfig{Store: store, Queue: queue, Cluster: cluster})
+	require.NoError(t, err)
+
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ref := func(name string) events.ManagerRef {
+		return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
+	}
+	request := func(name string) {
+		_, err := RequestUpgrade(ctx, store, ref(name), 1, "v2", nil, at)
+		require.NoError(t, err)
+	}
+	end := func(name string, e events.Event) {
+		agg := events.ManagerAggregate(ref(name))
+		h, err := store.Load(ctx, agg)
+		require.NoError(t, err)
+		_, err = store.Append(ctx, agg, h.Version, events.New(agg, events.SourceController, "end-"+name, at, e)...)
+		require.NoError(t, err)
+	}
+
+	request("a")
+	request("b")
+	active, err := o.activeFromStream(ctx, ref("a"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"longhorn-system/b"}, active, "a is not its own competitor")
+
+	end("b", events.UpgradeFailed{Reason: "Test", Message: "ended by the test"})
+	request("c")
+	before := o.scannedTo
+	active, err = o.activeFromStream(ctx, ref("c"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"longhorn-system/a"}, active, "b ended, c asks")
+	assert.Greater(t, o.scannedTo, before, "only the new events were read")
+	assert.True(t, o.settled[ref("b")], "an ended manager is forgotten")
+	assert.NotContains(t, o.open, ref("b"))
+
+	active, err = o.activeFromStream(ctx, ref("x"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"longhorn-system/a", "longhorn-system/c"}, active, "sorted")
+}
