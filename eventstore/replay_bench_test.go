@@ -16,6 +16,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
@@ -142,10 +143,7 @@ func BenchmarkAppendConcurrentVsRawAsync(b *testing.B) {
 // ordered consumer. "ratio" is fold speed over raw read speed; peak-rss
 // is the process's high-water mark.
 func BenchmarkReplay1M(b *testing.B) {
-	total := 1_000_000
-	if v, err := strconv.Atoi(os.Getenv("REPLAY_EVENTS")); err == nil && v > 0 {
-		total = v
-	}
+	total := benchenv.Int(b, "REPLAY_EVENTS", 1_000_000)
 	srv := natstest.Start(b)
 	_, js := natstest.Connect(b, srv)
 	ctx := context.Background()

@@ -2,8 +2,6 @@ package eventstore_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,18 +9,16 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
-// BenchmarkScanVsOrderedConsumer measures what reading with direct batch
-// gets (Scan, immune to stored status lookalikes) costs against the ordered
-// consumer Scan used before, both decoding every event: SCAN_EVENTS events
-// (default 200k) on one embedded server.
+// BenchmarkScanVsOrderedConsumer measures what Scan's own ordered reader
+// (immune to stored status lookalikes) costs against nats.go's ordered
+// consumer, which Scan used before, both decoding every event: SCAN_EVENTS
+// events (default 200k) on one embedded server.
 func BenchmarkScanVsOrderedConsumer(b *testing.B) {
-	total := 200_000
-	if v, err := strconv.Atoi(os.Getenv("SCAN_EVENTS")); err == nil && v > 0 {
-		total = v
-	}
+	total := benchenv.Int(b, "SCAN_EVENTS", 200_000)
 	srv := natstest.Start(b)
 	_, js := natstest.Connect(b, srv)
 	ctx := context.Background()

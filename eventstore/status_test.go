@@ -154,15 +154,9 @@ func TestScanOnR3ClusterWithLookalike(t *testing.T) {
 	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl)
-	var s *eventstore.Store
-	// A fresh cluster may still be placing the stream: retry until it exists.
-	require.Eventually(t, func() bool {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		s, err = eventstore.Open(c, js, eventstore.Config{Replicas: 3})
-		return err == nil
-	}, 60*time.Second, 100*time.Millisecond)
+	// StartCluster returns once the meta leader knows every peer, so the
+	// R3 stream places at once.
+	s := openStore(t, js, eventstore.Config{Replicas: 3})
 	agg := events.NodeAggregate(mgr, "n1")
 	bad, _ := lookalikeStream(t, s, js, agg, map[string]string{"Status": "408", "Description": "Request Timeout"}, true)
 	var n int

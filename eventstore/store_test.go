@@ -292,15 +292,9 @@ func TestAppendConcurrencyOnR3Cluster(t *testing.T) {
 	}
 	cl := natstest.StartCluster(t, 3)
 	_, js := natstest.Connect(t, cl)
-	var s *eventstore.Store
-	// A fresh cluster may still be placing the stream: retry until it exists.
-	require.Eventually(t, func() bool {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		s, err = eventstore.Open(c, js, eventstore.Config{Replicas: 3})
-		return err == nil
-	}, 60*time.Second, 100*time.Millisecond)
+	// StartCluster returns once the meta leader knows every peer, so the
+	// R3 stream places at once.
+	s := openStore(t, js, eventstore.Config{Replicas: 3})
 	raceOneWinner(t, s)
 	// Multi-event decisions go through an atomic batch on replicated streams.
 	appendSeveral(t, s)

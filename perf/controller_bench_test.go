@@ -28,6 +28,7 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/projector"
@@ -71,12 +72,17 @@ var nsSeq atomic.Int64
 // busy cores) into a directory under $TMPDIR, and each run starts a server on
 // a copy; PERF_CONTROLLER_LOG=FILE keeps the controller's log.
 func BenchmarkControllerResume(b *testing.B) {
+	benchResume(b, false)
+}
+
+// benchResume runs the resume benchmark, cold or from consumers at the end.
+func benchResume(b *testing.B, cold bool) {
 	env := testenv.Get(b)
-	n := envInt(b, "PERF_MANAGERS", 10000)
+	n := benchenv.Int(b, "PERF_MANAGERS", 10000)
 	bin := buildSwitchback(b)
 	hist := completedUpgrade(b)
 	for b.Loop() {
-		r := resume(b, env, bin, hist, n, false)
+		r := resume(b, env, bin, hist, n, cold)
 		b.ReportMetric(ms(r.startup), "startup-ms")
 		b.ReportMetric(ms(r.firstUpgrade), "first-upgrade-ms")
 		b.ReportMetric(r.peakRSS, "peak-rss-MiB")
@@ -102,18 +108,7 @@ func BenchmarkControllerColdStart(b *testing.B) {
 	if os.Getenv("PERF_COLD") != "1" {
 		b.Skip("PERF_COLD=1 runs it (minutes at 10k managers)")
 	}
-	env := testenv.Get(b)
-	n := envInt(b, "PERF_MANAGERS", 10000)
-	bin := buildSwitchback(b)
-	hist := completedUpgrade(b)
-	for b.Loop() {
-		r := resume(b, env, bin, hist, n, true)
-		b.ReportMetric(ms(r.startup), "startup-ms")
-		b.ReportMetric(ms(r.firstUpgrade), "first-upgrade-ms")
-		b.ReportMetric(r.peakRSS, "peak-rss-MiB")
-		b.ReportMetric(r.rss, "rss-MiB")
-		b.ReportMetric(float64(r.events), "events")
-	}
+	benchResume(b, true)
 }
 
 func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, n int, cold bool) resumeResult {
@@ -464,18 +459,6 @@ func (s *syncBuffer) String() string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
 
 func must(b *testing.B, err error) {
 	b.Helper()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/testenv"
 )
@@ -40,7 +41,7 @@ func BenchmarkNatsBenchReference(b *testing.B) {
 	if _, err := os.Stat(cli); err != nil {
 		b.Skipf("the nats CLI is not at %s (make tools installs it): %v", cli, err)
 	}
-	msgs := envInt(b, "NATS_BENCH_MSGS", 20000)
+	msgs := benchenv.Int(b, "NATS_BENCH_MSGS", 20000)
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "bench", UID: uid(0)}
 	agg := events.NodeAggregate(ref, "node-2.example.com")
 	payload := events.VolumeStateChanged{Volume: "pvc-0123456789abcdef", From: events.VolumeSwitchingOver, To: events.VolumeSwitchedOver,

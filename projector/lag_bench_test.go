@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/projector"
@@ -60,8 +61,8 @@ func BenchmarkProjectionLag(b *testing.B) {
 		rate    int
 		samples int
 	}{
-		{1, envInt(b, "LAG_SAMPLES_SLOW", 20)},
-		{50, envInt(b, "LAG_SAMPLES_FAST", 500)},
+		{1, benchenv.Int(b, "LAG_SAMPLES_SLOW", 20)},
+		{50, benchenv.Int(b, "LAG_SAMPLES_FAST", 500)},
 	} {
 		b.Run("rate="+strconv.Itoa(rc.rate), func(b *testing.B) {
 			var lags, writes []time.Duration
@@ -288,18 +289,6 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
 
 func must(b *testing.B, err error) {
 	b.Helper()
