@@ -72,8 +72,8 @@ func ownReservedHeaders(h nats.Header, added int) []string {
 // must be parked like an undecodable one. Nil otherwise. Scan uses it;
 // consumers that decode events themselves call it before events.Decode.
 func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.DecodeError {
-	if own := ownReservedHeaders(h, 0); len(own) > 0 {
-		return reservedHeaderError(subject, seq, h, own)
+	if carriesOwnReserved(h, 0) {
+		return reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
 	}
 	return nil
 }
@@ -229,8 +229,8 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 		}
 		n++
 		h.Version = seq
-		if own := ownReservedHeaders(m.Header, 1); len(own) > 0 {
-			h.Parked = append(h.Parked, reservedHeaderError(subject, seq, m.Header, own))
+		if carriesOwnReserved(m.Header, 1) {
+			h.Parked = append(h.Parked, reservedHeaderError(subject, seq, m.Header, ownReservedHeaders(m.Header, 1)))
 			continue
 		}
 		env, err := events.Decode(subject, m.Header, m.Data, seq)

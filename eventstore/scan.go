@@ -59,17 +59,13 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 // decodeTo decodes a delivered message (see DecodeDelivered) and hands it to
 // fn, or to onParked (if non-nil) when it does not decode.
 func decodeTo(subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
+	env, err := DecodeDelivered(subject, seq, h, data)
+	if err == nil {
+		return fn(env)
+	}
 	var de *events.DecodeError
-	if carriesOwnReserved(h, 0) {
-		de = reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
-	} else {
-		env, err := events.Decode(subject, h, data, seq)
-		if err == nil {
-			return fn(env)
-		}
-		if !errors.As(err, &de) {
-			return err
-		}
+	if !errors.As(err, &de) {
+		return err
 	}
 	if onParked != nil {
 		onParked(de)
