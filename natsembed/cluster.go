@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -19,11 +20,33 @@ type Cluster struct {
 }
 
 // StartCluster starts n servers that route to each other, with stores under
-// dir, and waits until JetStream has a meta leader.
+// dir, and waits until JetStream has a meta leader that knows every peer.
+//
+// Route ports are chosen free before the servers start, so another socket
+// (any outgoing connection takes an ephemeral port from the same range) may
+// take one in between and that server cannot listen. A fresh cluster is then
+// started again on new ports, up to three times.
 func StartCluster(name string, n int, dir string) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("natsembed: cluster needs at least one server")
 	}
+	var errs []error
+	for range 3 {
+		c, err := startCluster(name, n, dir)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		for i := range n {
+			if rerr := os.RemoveAll(filepath.Join(dir, fmt.Sprintf("s%d", i))); rerr != nil {
+				return nil, errors.Join(append(errs, rerr)...)
+			}
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+func startCluster(name string, n int, dir string) (*Cluster, error) {
 	c := &Cluster{Name: name, Servers: make([]*Server, n), opts: make([]Options, n)}
 	routePorts := make([]int, n)
 	for i := range routePorts {
