@@ -207,16 +207,13 @@ const (
 // kubeConfig loads a kubeconfig, or the in-cluster configuration, with
 // Switchback's client rate limits.
 func kubeConfig(path string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if path == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
-		cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
 	}
 	cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
