@@ -144,34 +144,9 @@ func BenchmarkAppendConcurrentVsRawAsync(b *testing.B) {
 // is the process's high-water mark.
 func BenchmarkReplay1M(b *testing.B) {
 	total := benchenv.Int(b, "REPLAY_EVENTS", 1_000_000)
-	srv := natstest.Start(b)
-	_, js := natstest.Connect(b, srv)
 	ctx := context.Background()
-	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	fillHistories(b, js, total)
-	rawRead := func() {
-		st, err := js.Stream(ctx, "REPLAY")
-		if err != nil {
-			b.Fatal(err)
-		}
-		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer it.Stop()
-		for range total {
-			if _, err := it.Next(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	js, s := replayStream(b, total)
+	rawRead := func() { readOrdered(b, js, total, func(jetstream.Msg) {}) }
 	// One untimed pass first: whichever read came first would otherwise pay
 	// for loading the stream's blocks into the server's cache (at 1M events
 	// the fill has evicted the early ones), which made the fold look slower.
@@ -263,4 +238,42 @@ func peakRSSMiB() float64 {
 		}
 	}
 	return 0
+}
+
+// replayStream starts a server holding total events of realistic histories
+// in the stream REPLAY.
+func replayStream(b *testing.B, total int) (jetstream.JetStream, *eventstore.Store) {
+	_, js := natstest.Connect(b, natstest.Start(b))
+	s, err := eventstore.Open(context.Background(), js, eventstore.Config{Stream: "REPLAY"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fillHistories(b, js, total)
+	return js, s
+}
+
+// readOrdered reads the first total messages of REPLAY with a nats.go
+// ordered consumer: the raw baseline the fold and Scan are compared with.
+func readOrdered(b *testing.B, js jetstream.JetStream, total int, fn func(jetstream.Msg)) {
+	ctx := context.Background()
+	st, err := js.Stream(ctx, "REPLAY")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Stop()
+	for range total {
+		m, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		fn(m)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/benchenv"
-	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
 // BenchmarkScanVsOrderedConsumer measures what Scan's own ordered reader
@@ -19,14 +18,8 @@ import (
 // events (default 200k) on one embedded server.
 func BenchmarkScanVsOrderedConsumer(b *testing.B) {
 	total := benchenv.Int(b, "SCAN_EVENTS", 200_000)
-	srv := natstest.Start(b)
-	_, js := natstest.Connect(b, srv)
 	ctx := context.Background()
-	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	fillHistories(b, js, total)
+	js, s := replayStream(b, total)
 	b.ResetTimer()
 	var scan, ordered time.Duration
 	for b.Loop() {
@@ -39,23 +32,7 @@ func BenchmarkScanVsOrderedConsumer(b *testing.B) {
 		scan += time.Since(start)
 
 		start = time.Now()
-		st, err := js.Stream(ctx, "REPLAY")
-		if err != nil {
-			b.Fatal(err)
-		}
-		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range total {
-			m, err := it.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
+		readOrdered(b, js, total, func(m jetstream.Msg) {
 			md, err := m.Metadata()
 			if err != nil {
 				b.Fatal(err)
@@ -63,8 +40,7 @@ func BenchmarkScanVsOrderedConsumer(b *testing.B) {
 			if _, err := eventstore.DecodeDelivered(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data()); err != nil {
 				b.Fatal(err)
 			}
-		}
-		it.Stop()
+		})
 		ordered += time.Since(start)
 	}
 	b.ReportMetric(float64(b.N*total)/scan.Seconds(), "scan-events/s")
