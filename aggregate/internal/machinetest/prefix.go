@@ -13,8 +13,23 @@ import (
 // Machine is what the checks need of a state machine.
 type Machine[S, C any] struct {
 	Decide func(S, C) ([]events.Event, error)
-	// Apply folds payloads onto a state, as stored events would be.
-	Apply func(t *testing.T, s S, evs []events.Event) S
+	// Wrap turns payloads into the machine's envelopes (aggregate, time).
+	Wrap func(...events.Event) []events.Envelope
+	// Fold applies stored events to a state.
+	Fold func(S, ...events.Envelope) (S, error)
+}
+
+// apply folds payloads onto s as a stored decision would be: wrapped, with
+// the ids their append derives.
+func (m Machine[S, C]) apply(t *testing.T, s S, evs []events.Event) S {
+	t.Helper()
+	envelopes := m.Wrap(evs...)
+	for i := range envelopes {
+		envelopes[i].ID = events.DeriveID(envelopes[i].Aggregate, "prefix", i)
+	}
+	out, err := m.Fold(s, envelopes...)
+	require.NoError(t, err)
+	return out
 }
 
 // CompletesPrefix checks that deciding cmd again on any prefix of the
@@ -28,7 +43,7 @@ func CompletesPrefix[S, C any](t *testing.T, m Machine[S, C], s S, cmd C) {
 		return
 	}
 	for n := 1; n < len(all); n++ {
-		rest, err := m.Decide(m.Apply(t, s, all[:n]), cmd)
+		rest, err := m.Decide(m.apply(t, s, all[:n]), cmd)
 		require.NoError(t, err, "after %d of %d events", n, len(all))
 		require.Equal(t, all[n:], rest, "after %d of %d events", n, len(all))
 	}
