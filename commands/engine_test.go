@@ -204,22 +204,7 @@ func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
 	cluster := slowLayout(t)
 	require.NoError(t, cluster.InjectIMStartFailure("n1"))
 	e := enginetest.Start(t, cluster, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
-	m := ref("im-fails")
-	e.Request(m, "n1", "n2")
-	e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeUpgradingInstanceManager
-	})
-	st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerError, st.State)
-	n := e.Node(m, "n1")
-	assert.Equal(t, events.NodeError, n.State)
-	assert.Equal(t, "InstanceManagerFailed", n.FailReason)
-	assert.Contains(t, st.Message, "n1")
-	for node, ns := range st.Nodes {
-		if node != "n1" {
-			assert.Equal(t, events.NodeCompleted, ns.State, "only nodes before n1 ran")
-		}
-	}
+	e.IMNeverStarts(ref("im-fails"), "n1", "n2")
 	assert.Zero(t, cluster.IOStats().FailedByActions(), "targets stayed on running IMs")
 }
 

@@ -284,22 +284,7 @@ func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
 	require.NoError(t, s.InjectIMStartFailure("n1"))
 	c := newCluster(t, s)
 	e := enginetest.Start(t, c.plane, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
-	m := ref("im-fails")
-	e.Request(m, "n1", "n2")
-	e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeUpgradingInstanceManager
-	})
-	st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerError, st.State)
-	n := e.Node(m, "n1")
-	assert.Equal(t, events.NodeError, n.State)
-	assert.Equal(t, "InstanceManagerFailed", n.FailReason)
-	assert.Contains(t, st.Message, "n1")
-	for node, ns := range st.Nodes {
-		if node != "n1" {
-			assert.Equal(t, events.NodeCompleted, ns.State, "only nodes before n1 ran")
-		}
-	}
+	st := e.IMNeverStarts(ref("im-fails"), "n1", "n2")
 	// What Longhorn shows: n1's new IM, on the target image, in error.
 	var inError []string
 	for _, u := range c.list(longhorn.InstanceManagersResource) {

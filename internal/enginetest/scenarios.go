@@ -1,0 +1,38 @@
+package enginetest
+
+import (
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// IMNeverStarts upgrades failing then the other nodes, where the caller has
+// made failing's new instance manager never start. It checks what every data
+// plane must show: the node stalls in upgrading-instance-manager, then fails
+// with InstanceManagerFailed, and the upgrade ends in error naming it with no
+// node upgraded after it. It returns the final manager state for the data
+// plane's own checks.
+func (e *Engine) IMNeverStarts(m events.ManagerRef, failing string, others ...string) manager.State {
+	e.t.Helper()
+	e.Request(m, append([]string{failing}, others...)...)
+	e.WaitNode(m, failing, 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.State == events.NodeUpgradingInstanceManager
+	})
+	st := e.WaitManager(m, 20*time.Second, "a terminal state", manager.State.Terminal)
+	require.Equal(e.t, events.ManagerError, st.State)
+	n := e.Node(m, failing)
+	assert.Equal(e.t, events.NodeError, n.State)
+	assert.Equal(e.t, "InstanceManagerFailed", n.FailReason)
+	assert.Contains(e.t, st.Message, failing)
+	for node, ns := range st.Nodes {
+		if node != failing {
+			assert.Equal(e.t, events.NodeCompleted, ns.State, "only nodes before %s ran", failing)
+		}
+	}
+	return st
+}
