@@ -80,15 +80,6 @@ func slowLayout(t *testing.T) *sim.Sim {
 	return s
 }
 
-func stepIndex(s events.NodeState) int {
-	for i, st := range events.NodeSteps {
-		if st == s {
-			return i
-		}
-	}
-	return len(events.NodeSteps)
-}
-
 func TestWorkerKilledAtEveryStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
@@ -98,9 +89,7 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 			e.Request(m)
 			st := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" })
 			victim := st.UpgradingNode
-			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
-				return n.Exists && stepIndex(n.State) >= stepIndex(step)
-			})
+			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.StopWorker(victim)
 			e.StartWorker(victim)
 
@@ -248,9 +237,7 @@ func TestCancelAtEveryStep(t *testing.T) {
 			m := ref("cancel-" + string(step))
 			e.Request(m)
 			first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
-			e.WaitNode(m, first, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
-				return n.Exists && stepIndex(n.State) >= stepIndex(step)
-			})
+			e.WaitNode(m, first, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.Cancel(m)
 			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)

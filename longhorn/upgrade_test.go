@@ -299,15 +299,6 @@ func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
 	assert.Zero(t, s.IOStats().FailedByActions(), "targets stayed on running IMs: %s", s.IOStats())
 }
 
-func stepIndex(s events.NodeState) int {
-	for i, st := range events.NodeSteps {
-		if st == s {
-			return i
-		}
-	}
-	return len(events.NodeSteps)
-}
-
 // TestCancelReachesASafePoint deletes the manager while the first node is
 // at each step in turn: every target comes home, overrides and flags are
 // cleared, no I/O fails.
@@ -320,9 +311,7 @@ func TestCancelReachesASafePoint(t *testing.T) {
 			m := ref("cancel-" + string(step))
 			e.Request(m)
 			first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
-			e.WaitNode(m, first, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
-				return n.Exists && stepIndex(n.State) >= stepIndex(step)
-			})
+			e.WaitNode(m, first, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.Cancel(m)
 			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
@@ -364,9 +353,7 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 			m := ref("kill-" + string(step))
 			e.Request(m)
 			victim := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
-			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), func(n nodeupgrade.State) bool {
-				return n.Exists && stepIndex(n.State) >= stepIndex(step)
-			})
+			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.StopWorker(victim)
 			e.StartWorker(victim)
 

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +36,16 @@ func (e *Engine) IMNeverStarts(m events.ManagerRef, failing string, others ...st
 		}
 	}
 	return st
+}
+
+// AtOrPast returns a WaitNode condition: the node upgrade exists and is at
+// step or a later one (a terminal state counts as past every step).
+func AtOrPast(step events.NodeState) func(nodeupgrade.State) bool {
+	index := func(s events.NodeState) int {
+		if i := slices.Index(events.NodeSteps, s); i >= 0 {
+			return i
+		}
+		return len(events.NodeSteps)
+	}
+	return func(n nodeupgrade.State) bool { return n.Exists && index(n.State) >= index(step) }
 }
