@@ -1,7 +1,6 @@
 package badinput_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodeworker"
@@ -30,31 +30,13 @@ import (
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
-// syncBuffer is a log sink for the server.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // node is one process of the engine on a store directory that outlives it:
 // an embedded server and the controller's and workers' components.
 type engineRun struct {
 	srv    *natsembed.Server
 	store  *eventstore.Store
 	js     jetstream.JetStream
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -64,7 +46,7 @@ type engineRun struct {
 // connection.
 func startEngine(t *testing.T, dir string, cluster *sim.Sim) *engineRun {
 	t.Helper()
-	r := &engineRun{log: &syncBuffer{}}
+	r := &engineRun{log: &syncbuf.Buffer{}}
 	srv, err := natsembed.Start(natsembed.Options{StoreDir: dir,
 		Logger: slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err, "the server starts on the store")

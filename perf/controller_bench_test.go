@@ -2,7 +2,6 @@ package perf_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/benchenv"
+	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/projector"
@@ -155,7 +155,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 	port, err := natsembed.FreePort("127.0.0.1")
 	must(b, err)
 	health := "127.0.0.1:" + strconv.Itoa(port)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd := exec.Command(bin, "controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--namespace", ns,
 		"--data-plane", "sim", "--webhook-addr", "", "--health-addr", health, "--id", "perf-"+ns, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -438,24 +438,6 @@ func buildSwitchback(b *testing.B) string {
 		b.Fatalf("go build ./cmd/switchback: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's two output streams.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

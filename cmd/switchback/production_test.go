@@ -23,30 +23,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/testenv"
 )
-
-// syncBuffer lets a test read what a goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -88,7 +71,7 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 
 	// `history --follow` prints the upgrade as it happens.
 	followCtx, stopFollow := context.WithCancel(ctx)
-	var follow syncBuffer
+	var follow syncbuf.Buffer
 	followDone := make(chan int, 1)
 	go func() {
 		followDone <- run(followCtx, []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard)
@@ -281,7 +264,7 @@ func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
 
 	// A worker holding n1's key cannot act as n2: it waits for a consumer
 	// its user may not even look up, and says what it waits for.
-	var werr syncBuffer
+	var werr syncbuf.Buffer
 	wctx, wcancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
