@@ -122,6 +122,31 @@ type Volume struct {
 // Attached reports whether the volume is attached somewhere.
 func (v Volume) Attached() bool { return v.AttachedNode != "" }
 
+// TargetHost is the node whose v2 IM serves the volume's target: the load a
+// temporary target adds to a node. It is "" unless the volume is an attached
+// v2 volume; an empty TargetNode means the target runs next to the initiator.
+func (v Volume) TargetHost() string {
+	if v.DataEngine != DataEngineV2 || v.AttachedNode == "" {
+		return ""
+	}
+	if v.TargetNode != "" {
+		return v.TargetNode
+	}
+	return v.AttachedNode
+}
+
+// CountTargets counts TargetHost over vols, per node: what TargetCounts
+// returns, for readers that have no index of their own.
+func CountTargets(vols []Volume) map[string]int {
+	out := map[string]int{}
+	for _, v := range vols {
+		if h := v.TargetHost(); h != "" {
+			out[h]++
+		}
+	}
+	return out
+}
+
 // HealthyReplicas counts replicas that serve I/O.
 func (v Volume) HealthyReplicas() int {
 	n := 0
@@ -152,6 +177,11 @@ type Reader interface {
 	// node, or with a replica on node, sorted by name: all a node's upgrade
 	// may concern, without listing the whole cluster at every step.
 	VolumesOn(ctx context.Context, node string) ([]Volume, error)
+	// TargetCounts counts, per node, the volumes whose TargetHost is that
+	// node (nodes hosting none are absent). Choosing a temporary target needs
+	// only these counts; reading them from an index instead of listing every
+	// volume keeps a node step's cost from growing with the cluster.
+	TargetCounts(ctx context.Context) (map[string]int, error)
 }
 
 // Actions are what node steps do. Each is idempotent.

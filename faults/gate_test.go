@@ -114,6 +114,11 @@ func (g *gate) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume, 
 	return g.DataPlane.VolumesOn(ctx, node)
 }
 
+func (g *gate) TargetCounts(ctx context.Context) (map[string]int, error) {
+	g.wait("TargetCounts")
+	return g.DataPlane.TargetCounts(ctx)
+}
+
 func (g *gate) SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error {
 	g.wait("SetNodeUpgradeRequested")
 	return g.DataPlane.SetNodeUpgradeRequested(ctx, node, requested)

@@ -14,12 +14,15 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/switchback-dev/switchback/dataplane"
 )
 
 // Index names of the informer caches.
 const (
 	byNode   = "node"   // volumes (attached/target node), replicas, IMs
 	byVolume = "volume" // replicas, engines
+	byHost   = "host"   // volumes, by dataplane.Volume.TargetHost
 )
 
 // watched is one resource mirrored by an informer. The store holds the typed
@@ -109,6 +112,23 @@ func volumeNodes(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return distinct(v.Spec.NodeID, v.Status.CurrentNodeID, v.Status.CurrentTargetNodeID), nil
+}
+
+// volumeHost indexes an attached v2 volume under the node serving its
+// target, by the rule toVolume and dataplane.Volume.TargetHost follow.
+func volumeHost(obj any) ([]string, error) {
+	v, ok := obj.(*Volume)
+	if !ok || dataEngineOf(v) != dataplane.DataEngineV2 {
+		return nil, nil
+	}
+	attached := attachedNode(v)
+	switch {
+	case attached == "":
+		return nil, nil
+	case v.Status.CurrentTargetNodeID != "":
+		return []string{v.Status.CurrentTargetNodeID}, nil
+	}
+	return []string{attached}, nil
 }
 
 func replicaNode(obj any) ([]string, error) {

@@ -144,7 +144,7 @@ func (p *Plane) buildInformers() error {
 		return newWatched[KubeNode](p.dyn, KubeNodesResource, "", nil)
 	})
 	build(&p.volumes, func() (*watched, error) {
-		return newWatched[Volume](p.dyn, VolumesResource, p.ns, cache.Indexers{byNode: volumeNodes})
+		return newWatched[Volume](p.dyn, VolumesResource, p.ns, cache.Indexers{byNode: volumeNodes, byHost: volumeHost})
 	})
 	build(&p.engines, func() (*watched, error) {
 		return newWatched[Engine](p.dyn, EnginesResource, p.ns, cache.Indexers{byVolume: engineVolume})

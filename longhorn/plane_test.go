@@ -80,6 +80,13 @@ func TestAdapterReadsWhatTheSimulatorHolds(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, volumeNames(want), volumeNames(got), "VolumesOn(%s): attached, target or replica there", node)
 	}
+	wantCounts, err := s.TargetCounts(c.ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, wantCounts)
+	gotCounts, err := c.plane.TargetCounts(c.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, wantCounts, gotCounts, "targets per node, from the host index")
+	assert.Equal(t, dataplane.CountTargets(vols), gotCounts, "the index follows the rule of dataplane.Volume.TargetHost")
 
 	// Then the simulator moves on (the IM on n1 starts, rebuilds finish):
 	// the adapter follows.

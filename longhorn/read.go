@@ -155,6 +155,26 @@ func (p *Plane) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume,
 	return out, nil
 }
 
+// TargetCounts implements dataplane.Reader from the volume cache's host
+// index: no volume is converted.
+func (p *Plane) TargetCounts(ctx context.Context) (map[string]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	idx := p.volumes.inf.GetIndexer()
+	out := map[string]int{}
+	for _, node := range idx.ListIndexFuncValues(byHost) {
+		keys, err := idx.IndexKeys(byHost, node)
+		if err != nil {
+			return nil, fmt.Errorf("longhorn volumes by target host %q: %w", node, err)
+		}
+		if len(keys) > 0 {
+			out[node] = len(keys)
+		}
+	}
+	return out, nil
+}
+
 func (p *Plane) volume(v *Volume) dataplane.Volume {
 	return toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),

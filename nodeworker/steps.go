@@ -227,7 +227,7 @@ func (r *run) switchOver(ctx context.Context) (outcome, error) {
 			continue
 		}
 		if chooser == nil {
-			c, err := plan.Read(ctx, r.dp())
+			c, err := plan.ReadPlacement(ctx, r.dp())
 			if err != nil {
 				return outcome{}, err
 			}

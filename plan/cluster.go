@@ -22,11 +22,47 @@ type Cluster struct {
 	// DefaultImage is the default instance-manager image: the upgrade's
 	// target when it starts.
 	DefaultImage string
+	// TargetCounts, when not nil, stands in for Volumes in choosing
+	// temporary targets (see ReadPlacement); nil means count from Volumes.
+	TargetCounts map[string]int
 }
 
 // Read takes a snapshot through r. It is the package's only function with
 // I/O; an error names the read that failed and wraps the reader's error.
 func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
+	c, err := readNodes(ctx, r)
+	if err != nil {
+		return Cluster{}, err
+	}
+	if c.Volumes, err = r.Volumes(ctx); err != nil {
+		return Cluster{}, fmt.Errorf("plan: read volumes: %w", err)
+	}
+	if c.DefaultImage, err = r.DefaultInstanceManagerImage(ctx); err != nil {
+		return Cluster{}, fmt.Errorf("plan: read default instance-manager image: %w", err)
+	}
+	return c, nil
+}
+
+// ReadPlacement takes the part of a snapshot a Chooser needs: nodes, IMs and
+// the reader's target counts, not every volume. A worker switching one node
+// over calls it once per node, so listing the whole cluster there would make
+// an upgrade quadratic in the cluster's size.
+func ReadPlacement(ctx context.Context, r dataplane.Reader) (Cluster, error) {
+	c, err := readNodes(ctx, r)
+	if err != nil {
+		return Cluster{}, err
+	}
+	if c.TargetCounts, err = r.TargetCounts(ctx); err != nil {
+		return Cluster{}, fmt.Errorf("plan: read target counts: %w", err)
+	}
+	if c.TargetCounts == nil {
+		c.TargetCounts = map[string]int{}
+	}
+	return c, nil
+}
+
+// readNodes reads what every snapshot holds: the nodes and their IMs.
+func readNodes(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	nodes, err := r.Nodes(ctx)
 	if err != nil {
 		return Cluster{}, fmt.Errorf("plan: read nodes: %w", err)
@@ -35,15 +71,7 @@ func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	if err != nil {
 		return Cluster{}, fmt.Errorf("plan: read instance managers: %w", err)
 	}
-	vols, err := r.Volumes(ctx)
-	if err != nil {
-		return Cluster{}, fmt.Errorf("plan: read volumes: %w", err)
-	}
-	img, err := r.DefaultInstanceManagerImage(ctx)
-	if err != nil {
-		return Cluster{}, fmt.Errorf("plan: read default instance-manager image: %w", err)
-	}
-	return Cluster{Nodes: nodes, InstanceManagers: ims, Volumes: vols, DefaultImage: img}, nil
+	return Cluster{Nodes: nodes, InstanceManagers: ims}, nil
 }
 
 // Node returns the named node; ok is false when the cluster has no such node.
@@ -129,10 +157,4 @@ func targetNode(vol dataplane.Volume) string {
 		return vol.TargetNode
 	}
 	return vol.AttachedNode
-}
-
-// hostsTarget reports whether vol is an attached v2 volume whose target runs
-// on some node: the volumes a switch-over has to move.
-func hostsTarget(vol dataplane.Volume) bool {
-	return vol.DataEngine == dataplane.DataEngineV2 && vol.Attached() && targetNode(vol) != ""
 }

@@ -144,9 +144,14 @@ func FuzzPlan(f *testing.F) {
 		}
 		require.Equal(t, p, Build(reversed, requested, target), "Build depends on the snapshot's order")
 
+		// A worker chooses from counts (ReadPlacement), not from every
+		// volume: both must give the same answer and the same reason.
+		counted := Cluster{Nodes: c.Nodes, InstanceManagers: c.InstanceManagers, TargetCounts: dataplane.CountTargets(c.Volumes)}
 		for _, vol := range c.Volumes {
 			for _, up := range append(c.V2Nodes(), "ghost") {
 				node, reason, ok := ChooseTemporaryTarget(c, vol, up, target)
+				cNode, cReason, cOK := ChooseTemporaryTarget(counted, vol, up, target)
+				require.Equal(t, []any{node, reason, ok}, []any{cNode, cReason, cOK}, "choice from target counts differs")
 				require.NotEmpty(t, reason)
 				if !ok {
 					require.Empty(t, node)

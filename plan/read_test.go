@@ -61,6 +61,10 @@ func (f fakeReader) VolumesOn(context.Context, string) ([]dataplane.Volume, erro
 	return nil, f.err("volumes")
 }
 
+func (f fakeReader) TargetCounts(context.Context) (map[string]int, error) {
+	return dataplane.CountTargets(f.c.Volumes), f.err("targets")
+}
+
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
 	asked := "unset"
@@ -68,6 +72,18 @@ func TestRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 	assert.Empty(t, asked, "Read lists the IMs of every node")
+}
+
+func TestReadPlacement(t *testing.T) {
+	full := cluster3(attached("a", "node-1", "node-1", "node-2"), attached("b", "node-1", "node-2", "node-3"))
+	got, err := ReadPlacement(context.Background(), fakeReader{c: full})
+	require.NoError(t, err)
+	assert.Equal(t, Cluster{Nodes: full.Nodes, InstanceManagers: full.InstanceManagers, TargetCounts: map[string]int{"node-1": 2}}, got,
+		"nodes, IMs and counts; no volumes")
+
+	_, err = ReadPlacement(context.Background(), fakeReader{c: full, failOn: "targets"})
+	require.ErrorIs(t, err, errBoom)
+	assert.EqualError(t, err, "plan: read target counts: boom")
 }
 
 func TestReadWrapsErrors(t *testing.T) {

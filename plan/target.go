@@ -77,7 +77,9 @@ func (v *view) choose(vol dataplane.Volume, upgrading, image string, extra map[s
 			local:   hasHealthyReplica(vol, n.Name),
 			load:    v.targets[n.Name] + extra[n.Name],
 		}
-		if v.targetOf[vol.Name] == n.Name {
+		// vol's own target is counted on its node (when the counts saw it
+		// there) and must not weigh against staying there.
+		if vol.TargetHost() == n.Name && c.load > 0 {
 			c.load--
 		}
 		if !found || c.better(best) {

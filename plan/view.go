@@ -18,13 +18,10 @@ type view struct {
 	// targets maps a node to the number of attached v2 volumes whose target
 	// runs there.
 	targets map[string]int
-	// targetOf maps an attached v2 volume's name to its target node, so that
-	// a volume's own target is not counted as load against its node.
-	targetOf map[string]string
 }
 
 func newView(c Cluster) *view {
-	v := &view{running: map[string][]string{}, targets: map[string]int{}, targetOf: map[string]string{}}
+	v := &view{running: map[string][]string{}, targets: c.TargetCounts}
 	v.nodes = slices.Clone(c.Nodes)
 	slices.SortStableFunc(v.nodes, func(a, b dataplane.Node) int { return strings.Compare(a.Name, b.Name) })
 	v.nodes = slices.CompactFunc(v.nodes, func(a, b dataplane.Node) bool { return a.Name == b.Name })
@@ -37,11 +34,8 @@ func newView(c Cluster) *view {
 		slices.Sort(imgs)
 		v.running[n] = slices.Compact(imgs)
 	}
-	for _, vol := range c.Volumes {
-		if hostsTarget(vol) {
-			v.targets[targetNode(vol)]++
-			v.targetOf[vol.Name] = targetNode(vol)
-		}
+	if v.targets == nil {
+		v.targets = dataplane.CountTargets(c.Volumes)
 	}
 	return v
 }

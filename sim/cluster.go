@@ -100,6 +100,7 @@ type Sim struct {
 	targetsOn  map[string]map[string]struct{} // node → volumes whose current target is there
 	attachedOn map[string]map[string]struct{} // node → volumes attached there
 	replicasOn map[string]map[string]struct{} // node → volumes with a replica entry there
+	hosted     map[string]int                 // node → volumes whose TargetHost is there
 	attached   int
 
 	timers timerHeap
@@ -207,6 +208,7 @@ func New(cfg Config) *Sim {
 		vols:         map[string]*volume{},
 		volSorted:    true,
 		targetsOn:    map[string]map[string]struct{}{},
+		hosted:       map[string]int{},
 		attachedOn:   map[string]map[string]struct{}{},
 		replicasOn:   map[string]map[string]struct{}{},
 		reconcile:    map[string]struct{}{},
@@ -334,6 +336,18 @@ func (s *Sim) VolumesOn(ctx context.Context, nodeName string) ([]dataplane.Volum
 		}
 	}
 	return out, nil
+}
+
+// TargetCounts implements dataplane.Reader from a count kept up to date on
+// every attach, detach and target move.
+func (s *Sim) TargetCounts(ctx context.Context) (map[string]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick()
+	return maps.Clone(s.hosted), nil
 }
 
 // Volume implements dataplane.Reader.
@@ -519,6 +533,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // setTarget moves the volume's current target, keeping the index in step.
 func (s *Sim) setTarget(v *volume, nodeName string) {
+	defer s.rehost(v, v.targetHost())
 	if v.target != "" {
 		delIdx(s.targetsOn, v.target, v.name)
 	}
@@ -530,6 +545,7 @@ func (s *Sim) setTarget(v *volume, nodeName string) {
 }
 
 func (s *Sim) setAttached(v *volume, nodeName string) {
+	defer s.rehost(v, v.targetHost())
 	if v.attached != "" {
 		delIdx(s.attachedOn, v.attached, v.name)
 		s.attached--
@@ -540,6 +556,34 @@ func (s *Sim) setAttached(v *volume, nodeName string) {
 		s.attached++
 	}
 	s.io.mark(v.name)
+}
+
+// targetHost is export().TargetHost() without building the export.
+func (v *volume) targetHost() string {
+	switch {
+	case v.engine != dataplane.DataEngineV2 || v.attached == "":
+		return ""
+	case v.target != "":
+		return v.target
+	}
+	return v.attached
+}
+
+// rehost moves v's count in hosted from the node it was hosted on before a
+// change (was) to where it is hosted now.
+func (s *Sim) rehost(v *volume, was string) {
+	now := v.targetHost()
+	if now == was {
+		return
+	}
+	if was != "" {
+		if s.hosted[was]--; s.hosted[was] == 0 {
+			delete(s.hosted, was)
+		}
+	}
+	if now != "" {
+		s.hosted[now]++
+	}
 }
 
 // markNode flags for I/O re-evaluation every volume whose path crosses the node.

@@ -91,6 +91,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volumes":   func(ctx context.Context, _ request) (any, error) { return dp.Volumes(ctx) },
 		"volume":    func(ctx context.Context, r request) (any, error) { return dp.Volume(ctx, r.Volume) },
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
+		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"flag": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.SetNodeUpgradeRequested(ctx, r.Node, r.Requested)
 		},
@@ -183,6 +184,11 @@ func (c *Client) Volume(ctx context.Context, name string) (out dataplane.Volume,
 // VolumesOn implements dataplane.Reader.
 func (c *Client) VolumesOn(ctx context.Context, node string) (out []dataplane.Volume, err error) {
 	return out, c.call(ctx, "volumesOn", request{Node: node}, &out)
+}
+
+// TargetCounts implements dataplane.Reader.
+func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err error) {
+	return out, c.call(ctx, "targets", request{}, &out)
 }
 
 // SetNodeUpgradeRequested implements dataplane.Actions.

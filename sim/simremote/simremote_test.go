@@ -37,6 +37,10 @@ func TestRemoteClientMatchesTheSimulator(t *testing.T) {
 	gotVols, err := c.Volumes(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, wantVols, gotVols)
+	gotCounts, err := c.TargetCounts(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, gotCounts)
+	assert.Equal(t, dataplane.CountTargets(wantVols), gotCounts)
 
 	_, err = c.Node(ctx, "ghost")
 	assert.ErrorIs(t, err, dataplane.ErrNotFound, "sentinels survive the wire")

@@ -68,6 +68,10 @@ func (c *switchableCluster) VolumesOn(ctx context.Context, node string) ([]datap
 	return c.cur.Load().VolumesOn(ctx, node)
 }
 
+func (c *switchableCluster) TargetCounts(ctx context.Context) (map[string]int, error) {
+	return c.cur.Load().TargetCounts(ctx)
+}
+
 // newCluster is a simulated cluster of the given nodes (Ready, v2, IM on
 // sim.OldIMImage unless said otherwise; target sim.NewIMImage).
 func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {
