@@ -33,11 +33,12 @@ const (
 )
 
 // fastDecode decodes a message with exactly Encode's header shape, or reports
-// ok=false; it never returns an error of its own: a refusal is the general
-// path's to word.
-func fastDecode(subject string, hdr nats.Header, data []byte) (env Envelope, ok bool) {
+// ok=false; it never returns an error of its own (a refusal is the general
+// path's to word), only foreign's, which it calls for every header that is
+// not a CloudEvents one (see DecodeChecked).
+func fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key string) error) (env Envelope, ok bool, err error) {
 	if len(data) == 0 {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	var vals [nHeaders]string
 	seen := 0
@@ -66,43 +67,48 @@ func fastDecode(subject string, hdr nats.Header, data []byte) (env Envelope, ok 
 			// Any other spelling of a CloudEvents header (case, a different
 			// attribute) is the general path's to judge; unrelated headers
 			// (Nats-Msg-Id...) are ignored by both.
-			if strings.EqualFold(k, HeaderContentType) || (len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix)) {
-				return Envelope{}, false
+			if eventHeader(k) {
+				return Envelope{}, false, nil
+			}
+			if foreign != nil {
+				if err := foreign(k); err != nil {
+					return Envelope{}, false, err
+				}
 			}
 			continue
 		}
 		if len(vs) != 1 {
-			return Envelope{}, false
+			return Envelope{}, false, nil
 		}
 		vals[idx] = vs[0]
 		seen++
 	}
 	if seen != nHeaders || vals[hSpec] != "1.0" || vals[hContentType] != ContentType {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	for _, i := range [...]int{hID, hType, hSubject, hCausation} {
 		if v := vals[i]; v == "" || v != strings.TrimSpace(v) {
-			return Envelope{}, false
+			return Envelope{}, false, nil
 		}
 	}
 	if !plainSource(vals[hSource]) {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, vals[hTime])
 	if err != nil || t.IsZero() {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	agg, err := ParseSubject(subject)
 	if err != nil || !isAggregateString(vals[hSubject], agg) || vals[hCorrelation] != agg.Manager.UID {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	typ := Type(vals[hType])
 	if !strings.HasPrefix(string(typ), aggregateKind(agg)) {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	payload, err := DecodeData(typ, data)
 	if err != nil || !strings.HasPrefix(string(payload.EventType()), aggregateKind(agg)) {
-		return Envelope{}, false
+		return Envelope{}, false, nil
 	}
 	return Envelope{
 		ID:          vals[hID],
@@ -111,7 +117,14 @@ func fastDecode(subject string, hdr nats.Header, data []byte) (env Envelope, ok 
 		Time:        t.UTC(),
 		CausationID: vals[hCausation],
 		Data:        payload,
-	}, true
+	}, true, nil
+}
+
+// eventHeader reports whether k, in any case, names a CloudEvents attribute
+// or the content type: the event's own headers, every other one being
+// foreign (see DecodeChecked).
+func eventHeader(k string) bool {
+	return strings.EqualFold(k, HeaderContentType) || (len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix))
 }
 
 // plainSource reports whether the SDK would keep source exactly as written:

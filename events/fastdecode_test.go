@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 // same envelope, or the same refusal.
 func requireAgrees(t *testing.T, subject string, hdr nats.Header, data []byte) {
 	t.Helper()
+	requireForeignChecked(t, subject, hdr, data)
 	got, err := events.Decode(subject, hdr, data, 7)
 	want, wantErr := events.DecodeGeneral(subject, hdr, data)
 	if wantErr != nil {
@@ -32,6 +34,34 @@ func requireAgrees(t *testing.T, subject string, hdr nats.Header, data []byte) {
 	require.NoError(t, err)
 	want.Sequence = 7
 	assert.Equal(t, want, got)
+}
+
+// requireForeignChecked: DecodeChecked shows foreign exactly the headers that
+// are not the event's own, whichever path decodes, answers foreign's error
+// whenever there is such a header, and otherwise answers what Decode does.
+func requireForeignChecked(t *testing.T, subject string, hdr nats.Header, data []byte) {
+	t.Helper()
+	want := map[string]bool{}
+	for k := range hdr {
+		lower := strings.ToLower(k)
+		if lower != strings.ToLower(events.HeaderContentType) && !strings.HasPrefix(lower, events.HeaderPrefix) {
+			want[k] = true
+		}
+	}
+	seen := map[string]bool{}
+	env, err := events.DecodeChecked(subject, hdr, data, 7, func(k string) error { seen[k] = true; return nil })
+	assert.Equal(t, want, seen, "headers shown to foreign")
+	plainEnv, plainErr := events.Decode(subject, hdr, data, 7)
+	assert.Equal(t, plainEnv, env)
+	assert.Equal(t, plainErr == nil, err == nil)
+
+	refuse := errors.New("refused by foreign")
+	_, err = events.DecodeChecked(subject, hdr, data, 7, func(string) error { return refuse })
+	if len(want) > 0 {
+		require.ErrorIs(t, err, refuse)
+	} else {
+		assert.NotErrorIs(t, err, refuse)
+	}
 }
 
 // TestFastDecodeAgrees runs every catalogue sample, as Encode writes it and

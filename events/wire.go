@@ -67,7 +67,17 @@ func encodeGeneral(e Envelope) (*nats.Msg, error) {
 
 // Decode turns a stored message back into an Envelope. Every failure is a
 // *DecodeError; Decode never panics on any input.
-func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (env Envelope, err error) {
+func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (Envelope, error) {
+	return DecodeChecked(subject, hdr, data, seq, nil)
+}
+
+// DecodeChecked is Decode that first shows foreign every header that is not
+// the event's own (not a CloudEvents attribute or the content type, in any
+// case); an error foreign returns is the answer, before anything else is
+// judged. A consumer vetting what the transport added (eventstore refuses a
+// stored copy's reserved headers) does it in the pass that decodes instead
+// of a second walk of the headers, which cost a replay as much as the fold.
+func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
 	defer func() {
 		// Belt and braces: the CloudEvents SDK is not ours; a panic in it on
 		// hostile input must park the message, not kill the consumer.
@@ -78,12 +88,29 @@ func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (env Envel
 			de.Sequence = seq
 		}
 	}()
+	if len(data) <= MaxDataBytes {
+		env, ok, err := fastDecode(subject, hdr, data, foreign)
+		switch {
+		case err != nil:
+			return Envelope{}, err
+		case ok:
+			env.Sequence = seq
+			return env, nil
+		}
+	}
+	// The fast path may have stopped before seeing every header.
+	if foreign != nil {
+		for k := range hdr {
+			if eventHeader(k) {
+				continue
+			}
+			if err := foreign(k); err != nil {
+				return Envelope{}, err
+			}
+		}
+	}
 	if len(data) > MaxDataBytes {
 		return Envelope{}, &DecodeError{Kind: ErrTooLarge, Subject: subject, Err: fmt.Errorf("%d bytes, limit %d", len(data), MaxDataBytes)}
-	}
-	if env, ok := fastDecode(subject, hdr, data); ok {
-		env.Sequence = seq
-		return env, nil
 	}
 	env, err = decodeGeneral(subject, hdr, data)
 	if err != nil {

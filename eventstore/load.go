@@ -78,14 +78,17 @@ func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.De
 	return nil
 }
 
-// DecodeDelivered decodes an event a consumer delivered: CheckDeliveredHeaders,
-// then events.Decode. Every consumer of the event stream decodes through it,
-// so a copied message is parked everywhere alike.
+// DecodeDelivered decodes an event a consumer delivered, refusing it first
+// as CheckDeliveredHeaders does. Every consumer of the event stream decodes
+// through it, so a copied message is parked everywhere alike. The check rides
+// on the decoder's own pass over the headers (events.DecodeChecked).
 func DecodeDelivered(subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
-	if de := CheckDeliveredHeaders(subject, seq, h); de != nil {
-		return events.Envelope{}, de
-	}
-	return events.Decode(subject, h, data, seq)
+	return events.DecodeChecked(subject, h, data, seq, func(key string) error {
+		if reservedIndex(key) >= 0 {
+			return reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
+		}
+		return nil
+	})
 }
 
 // reservedHeaderError is the parked form of a message carrying reserved

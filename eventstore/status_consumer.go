@@ -129,9 +129,7 @@ func (r *orderedRead) run(ctx context.Context) error {
 		if err := r.pull(); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, pullExpires+fetchGrace)
-		m, err := r.sub.next(wctx)
-		cancel()
+		m, err := r.sub.nextWithin(ctx, pullExpires+fetchGrace)
 		switch {
 		case ctx.Err() != nil:
 			return r.fail(ctx.Err())

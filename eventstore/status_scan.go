@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,6 +49,28 @@ func (r *rawInbox) next(ctx context.Context) (*nats.Msg, error) {
 	}
 }
 
+// nextWithin is next that gives up after d with context.DeadlineExceeded. A
+// message already waiting is taken without starting a timer: a replay finds
+// one waiting nearly every time, and a timer per message cost as much as
+// decoding the event.
+func (r *rawInbox) nextWithin(ctx context.Context, d time.Duration) (*nats.Msg, error) {
+	select {
+	case m := <-r.ch:
+		return m, nil
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case m := <-r.ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, context.DeadlineExceeded
+	}
+}
+
 // close unsubscribes.
 func (r *rawInbox) close() { _ = r.sub.Unsubscribe() }
 
@@ -62,18 +85,27 @@ func carriesOwnReserved(h nats.Header, added int) bool {
 		return len(ownReservedHeaders(h, added)) > 0
 	}
 	for k, vs := range h {
-		// Every reserved name is "Nats-" and more, in any case.
-		if len(k) < 10 || (k[0] != 'N' && k[0] != 'n') {
-			continue
-		}
-		for i, r := range reservedHeaders {
-			if len(k) == len(r) && strings.EqualFold(k, r) {
-				counts[i] += len(vs)
-				if counts[i] > added {
-					return true
-				}
+		if i := reservedIndex(k); i >= 0 {
+			counts[i] += len(vs)
+			if counts[i] > added {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// reservedIndex is the position of k in reservedHeaders, matched without
+// regard to case, or -1.
+func reservedIndex(k string) int {
+	// Every reserved name is "Nats-" and more, in any case.
+	if len(k) < 10 || (k[0] != 'N' && k[0] != 'n') {
+		return -1
+	}
+	for i, r := range reservedHeaders {
+		if len(k) == len(r) && strings.EqualFold(k, r) {
+			return i
+		}
+	}
+	return -1
 }
