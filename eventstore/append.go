@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,7 +51,7 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 	)
 	if len(msgs) == 1 {
 		var ack *jetstream.PubAck
-		ack, err = s.js.PublishMsg(ctx, msgs[0], jetstream.WithExpectLastSequencePerSubject(expected))
+		ack, err = s.js.PublishMsg(ctx, expectLast(msgs[0], expected))
 		if ack != nil {
 			seq = ack.Sequence
 		}
@@ -92,12 +93,20 @@ func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expect
 	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
 }
 
+// expectLast makes m conditional on its subject's last sequence being seq.
+// It sets the header jetstream.WithExpectLastSequencePerSubject would, without
+// the options nats.go builds per publish.
+func expectLast(m *nats.Msg, seq uint64) *nats.Msg {
+	m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(seq, 10)}
+	return m
+}
+
 // publishChain publishes msgs one by one, each expecting the sequence the
 // previous one got.
 func (s *Store) publishChain(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {
 	seq := expected
 	for _, m := range msgs {
-		ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(seq))
+		ack, err := s.js.PublishMsg(ctx, expectLast(m, seq))
 		if err != nil {
 			return 0, err
 		}

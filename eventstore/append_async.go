@@ -43,7 +43,7 @@ func (s *Store) AppendAsync(agg events.AggregateID, expected uint64, e events.En
 		p.err = fmt.Errorf("eventstore: append to %s: %w", agg, err)
 		return p
 	}
-	p.fut, err = s.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(expected))
+	p.fut, err = s.js.PublishMsgAsync(expectLast(m, expected))
 	if err != nil {
 		p.err = fmt.Errorf("eventstore: append 1 event to %s: %w", agg, err)
 	}
