@@ -3,6 +3,7 @@ package commands_test
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -54,6 +55,7 @@ func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int
 	if err := e.NC.Flush(); err != nil {
 		b.Fatal(err)
 	}
+	stopProfile := profileUpgrade(b, nodes)
 	start, cpuStart := time.Now(), processCPU()
 	e.Request(m)
 	select {
@@ -62,12 +64,37 @@ func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int
 		b.Fatalf("upgrade of %d nodes did not end", nodes)
 	}
 	elapsed, cpu = time.Since(start), processCPU()-cpuStart
+	stopProfile()
 	// Our subscription may see the event before the stream stored it.
 	st := e.WaitManager(m, time.Minute, "a terminal state", terminal)
 	if st.State != events.ManagerCompleted {
 		b.Fatalf("upgrade of %d nodes ended %s: %s", nodes, st.State, st.Message)
 	}
 	return elapsed, cpu, nodes * len(events.NodeSteps)
+}
+
+// profileUpgrade writes a CPU profile of the upgrade alone (not the set-up:
+// building the cluster, starting a worker per node) to
+// $STEP_CPUPROFILE.<nodes> when STEP_CPUPROFILE is set; go test's
+// -cpuprofile would mix both.
+func profileUpgrade(b *testing.B, nodes int) (stop func()) {
+	path := os.Getenv("STEP_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", path, nodes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 // processCPU is the CPU time this process used so far (user + system): the

@@ -19,13 +19,31 @@ const maxConflictRetries = 16
 
 // Machine binds a state machine's pure functions for Execute.
 type Machine[S any, C Command] struct {
-	Name     string
-	Zero     S
-	Evolve   func(S, events.Envelope) (S, error)
+	Name   string
+	Zero   S
+	Evolve func(S, events.Envelope) (S, error)
+	// Fold, when set, applies several events at once as Evolve would one
+	// by one, for machines whose Evolve copies state a fold may share (see
+	// nodeupgrade.Folder); nil folds with Evolve.
+	Fold     func(S, []events.Envelope) (S, error)
 	Decide   func(S, C) ([]events.Event, error)
 	Snapshot *eventstore.Snapshotting
 	// Cache, when set, keeps folded states between loads (see StateCache).
 	Cache *StateCache[S]
+}
+
+// fold applies envs to s, stopping at the first that does not apply.
+func (m Machine[S, C]) fold(s S, envs []events.Envelope) (S, error) {
+	if m.Fold != nil {
+		return m.Fold(s, envs)
+	}
+	for _, e := range envs {
+		var err error
+		if s, err = m.Evolve(s, e); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
 }
 
 // ManagerMachine is the manager aggregate. Its history and state grow with
@@ -44,7 +62,7 @@ const managerCacheSize = 64
 // NodeMachine is the node-upgrade aggregate. Node histories grow with their
 // volumes, so they are snapshotted.
 var NodeMachine = Machine[nodeupgrade.State, nodeupgrade.Command]{
-	Name: "node upgrade", Evolve: nodeupgrade.Evolve, Decide: nodeupgrade.Decide,
+	Name: "node upgrade", Evolve: nodeupgrade.Evolve, Fold: nodeupgrade.ApplyAll, Decide: nodeupgrade.Decide,
 	Snapshot: &eventstore.Snapshotting{Schema: "nodeupgrade/v1", Every: 64},
 }
 
@@ -107,13 +125,11 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 		if err != nil {
 			return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
 		}
-		state := loaded.State
-		for _, e := range envs {
-			// Decide promised these apply; a refusal here is a bug in the
-			// machine, worth surfacing rather than hiding.
-			if state, err = m.Evolve(state, e); err != nil {
-				return Result[S]{}, fmt.Errorf("%s %s: decided event does not apply: %w", m.Name, agg, err)
-			}
+		// Decide promised these apply; a refusal here is a bug in the
+		// machine, worth surfacing rather than hiding.
+		state, err := m.fold(loaded.State, envs)
+		if err != nil {
+			return Result[S]{}, fmt.Errorf("%s %s: decided event does not apply: %w", m.Name, agg, err)
 		}
 		remember(store, m, agg, state, version, len(envs))
 		return Result[S]{State: state, Version: version, Appended: envs, Problems: loaded.Problems}, nil

@@ -186,22 +186,22 @@ func decideVolumes(s State, c SetVolumeStates) ([]events.Event, error) {
 		}
 	}
 	var out []events.Event
-	cur := s
+	// The batch is decided against the state its earlier changes make; the
+	// Folder copies the volume map once for the batch, not once a change.
+	cur := NewFolder(s)
 	for i, change := range c.Changes {
 		change.ID = c.ID
-		if v, ok := cur.Volumes[change.Volume]; ok && v.State != change.To && slices.Contains(later[i][1:], v.State) {
+		if v, ok := cur.s.Volumes[change.Volume]; ok && v.State != change.To && slices.Contains(later[i][1:], v.State) {
 			continue
 		}
-		evs, err := decideVolume(cur, change)
+		evs, err := decideVolume(cur.s, change)
 		if err != nil {
 			return nil, err
 		}
 		for _, ev := range evs {
-			next, err := Evolve(cur, events.Envelope{Aggregate: cur.Aggregate(), Time: c.At, Data: ev})
-			if err != nil {
+			if err := cur.Apply(events.Envelope{Aggregate: cur.s.Aggregate(), Time: c.At, Data: ev}); err != nil {
 				return nil, refuse(s, c, err, "volume %s: change does not apply", change.Volume)
 			}
-			cur = next
 		}
 		out = append(out, evs...)
 	}

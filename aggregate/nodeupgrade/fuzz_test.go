@@ -206,6 +206,20 @@ func FuzzFoldNodeUpgrade(f *testing.F) {
 		}
 		require.Equal(t, applied, s.Transitions)
 
+		// ApplyAll is Evolve one by one up to the first refusal.
+		want, wantErr := State{}, error(nil)
+		for _, e := range history {
+			next, err := Evolve(want, e)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = next
+		}
+		gotAll, errAll := ApplyAll(State{}, history)
+		require.Equal(t, want, gotAll, "ApplyAll differs from Evolve one by one")
+		require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(errAll))
+
 		s1, err1 := Fold(State{}, history...)
 		s2, err2 := Fold(State{}, history...)
 		require.Equal(t, s, s1)
