@@ -1,8 +1,17 @@
 // Package workqueue carries node commands from the orchestrator to node
-// workers over a JetStream work-queue stream: one subject and one durable pull
-// consumer per node, explicit acks, a short AckWait kept alive by InProgress
-// heartbeats during long steps, bounded redelivery with back-off, and a
-// dead-letter stream for commands that exhaust their deliveries.
+// workers over a JetStream stream: one subject and one durable pull consumer
+// per node, explicit acks, a short AckWait kept alive by InProgress heartbeats
+// during long steps, bounded redelivery with back-off, and a dead-letter
+// stream for commands that exhaust their deliveries.
+//
+// The stream keeps acknowledged commands (limits retention, the last
+// CommandsKeptPerNode of each node) rather than deleting them on ack as a
+// work-queue stream would: a consumer's ack floor already says what was
+// done, and a work-queue stream makes the server ask every other consumer
+// whether it still needs the message on every ack. With a consumer per node
+// that check grew with the cluster and cost more than half a millisecond a
+// step at 1000 nodes (BENCHMARKS.md). The kept commands are also a record of
+// what each worker was asked to do.
 package workqueue
 
 import (
@@ -149,16 +158,17 @@ type Queue struct {
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
 	cfg.defaults()
 	cmd, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        CommandStream,
-		Description: "Switchback node commands: one subject and one consumer per node",
-		Subjects:    []string{CommandSubjects},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  cfg.DuplicateWindow,
+		Name:              CommandStream,
+		Description:       "Switchback node commands: one subject and one consumer per node",
+		Subjects:          []string{CommandSubjects},
+		Retention:         jetstream.LimitsPolicy,
+		MaxMsgsPerSubject: CommandsKeptPerNode,
+		Storage:           jetstream.FileStorage,
+		Replicas:          cfg.Replicas,
+		Duplicates:        cfg.DuplicateWindow,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workqueue: stream %s: %w", CommandStream, err)
+		return nil, fmt.Errorf("workqueue: stream %s: %w", CommandStream, explainRetention(ctx, js, err))
 	}
 	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream,
@@ -175,6 +185,24 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		return nil, fmt.Errorf("workqueue: stream %s: %w", DeadLetterStream, err)
 	}
 	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
+}
+
+// CommandsKeptPerNode bounds the commands kept per node subject: the oldest
+// go first. An upgrade sends a node about ten, so the bound keeps many
+// upgrades of history and can only drop a command nobody will deliver again.
+const CommandsKeptPerNode = 1024
+
+// explainRetention adds to err what to do when the command stream exists
+// with work-queue retention, which JetStream cannot change in place.
+func explainRetention(ctx context.Context, js jetstream.JetStream, err error) error {
+	st, serr := js.Stream(ctx, CommandStream)
+	if serr != nil || st.CachedInfo().Config.Retention != jetstream.WorkQueuePolicy {
+		return err
+	}
+	return fmt.Errorf("%w: the stream has work-queue retention and this version keeps commands "+
+		"(limits retention), which JetStream cannot change in place; once no upgrade is in flight "+
+		"(every manager completed or failed), delete it (nats stream rm %s) and restart the controller, "+
+		"which recreates it and the node consumers, and then the workers", err, CommandStream)
 }
 
 // Publish puts cmd on its node's queue, deduplicated by command id. It
@@ -234,6 +262,21 @@ func DecodeCommand(data []byte) (Command, error) {
 
 // ErrBadCommand marks a command message that cannot be decoded or validated.
 var ErrBadCommand = errors.New("bad command")
+
+// Outstanding counts the commands the node consumers have not finished:
+// waiting, or delivered and not yet acknowledged. The stream keeps done
+// commands, so its message count says nothing about this.
+func (q *Queue) Outstanding(ctx context.Context) (uint64, error) {
+	var n uint64
+	l := q.cmd.ListConsumers(ctx)
+	for ci := range l.Info() {
+		n += ci.NumPending + uint64(ci.NumAckPending)
+	}
+	if err := l.Err(); err != nil {
+		return 0, fmt.Errorf("workqueue: list consumers of %s: %w", CommandStream, err)
+	}
+	return n, nil
+}
 
 // CommandStreamInfo returns the command stream's state (for tests and metrics).
 func (q *Queue) CommandStreamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {

@@ -64,6 +64,61 @@ func TestPublishDedupAndPerNodeConsumers(t *testing.T) {
 	}
 }
 
+// TestAckedCommandsAreKeptNotRedelivered: an acknowledged command stays in
+// the stream as a record, and neither a new fetch nor the controller
+// creating the consumer again (as it does on every start) delivers it again.
+func TestAckedCommandsAreKeptNotRedelivered(t *testing.T) {
+	q, js, ctx := open(t, workqueue.Config{})
+	_, err := q.Publish(ctx, cmd("n1", "c1"))
+	require.NoError(t, err)
+	c, err := q.NodeConsumer(ctx, "n1")
+	require.NoError(t, err)
+	n, err := q.Outstanding(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), n, "waiting for its worker")
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		require.NoError(t, m.DoubleAck(ctx))
+	}
+	n, err = q.Outstanding(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "done")
+
+	c, err = q.NodeConsumer(ctx, "n1")
+	require.NoError(t, err)
+	batch, err = c.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
+	require.NoError(t, err)
+	for m := range batch.Messages() {
+		t.Fatalf("delivered again after its ack: %s", m.Subject())
+	}
+	info, err := c.Info(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, info.NumPending+uint64(info.NumAckPending), "nothing left to do")
+	st, err := js.Stream(ctx, workqueue.CommandStream)
+	require.NoError(t, err)
+	kept, err := st.GetLastMsgForSubject(ctx, workqueue.Subject("n1"))
+	require.NoError(t, err)
+	got, err := workqueue.DecodeCommand(kept.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "c1", got.ID, "the command is kept as a record")
+	assert.Equal(t, int64(workqueue.CommandsKeptPerNode), st.CachedInfo().Config.MaxMsgsPerSubject)
+}
+
+// TestOpenExplainsAWorkQueueStream: a command stream left with work-queue
+// retention cannot be changed in place; Open says so and what to do.
+func TestOpenExplainsAWorkQueueStream(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := t.Context()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: workqueue.CommandStream, Subjects: []string{workqueue.CommandSubjects}, Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	_, err = workqueue.Open(ctx, js, workqueue.Config{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "work-queue retention")
+	assert.Contains(t, err.Error(), "nats stream rm "+workqueue.CommandStream)
+}
+
 func TestPublishRejectsInvalidCommands(t *testing.T) {
 	q, _, ctx := open(t, workqueue.Config{})
 	bad := []workqueue.Command{

@@ -11,8 +11,9 @@ import (
 )
 
 // nodeConsumerResync is how often the leader looks for nodes that joined.
-// A command for a node without a consumer waits in the work-queue stream,
-// so a joining node loses nothing meanwhile.
+// A command for a node without a consumer waits in the command stream (a
+// new durable consumer starts at the node's first kept command), so a
+// joining node loses nothing meanwhile.
 const nodeConsumerResync = 30 * time.Second
 
 // ensureNodeConsumers creates the command consumer of every node, now and
