@@ -34,7 +34,12 @@ func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int
 		}
 	}
 	e := enginetest.Start(b, cluster, enginetest.Options{PollInterval: time.Millisecond})
-	defer e.Stop()
+	// Shut the server down now, not when the benchmark ends: a larger size
+	// run next must not carry this one's server, connections and heap.
+	defer func() {
+		e.Stop()
+		e.Server.Shutdown()
+	}()
 	m := ref(fmt.Sprintf("bench-%d", nodes))
 	// The end is seen on the manager's subject rather than by polling its
 	// state: a poll would add its own load to what is measured.

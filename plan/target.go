@@ -61,25 +61,17 @@ func (v *view) choose(vol dataplane.Volume, upgrading, image string, extra map[s
 	if !vol.Attached() {
 		return "", fmt.Sprintf("%s is detached: it has no target to move", vol.Name), false
 	}
+	set := v.candidates(upgrading, image)
 	var (
-		best     candidate
-		found    bool
-		rejected []string
+		best  candidate
+		found bool
 	)
-	for _, n := range v.nodes {
-		if why := v.disqualify(n, upgrading); why != "" {
-			rejected = append(rejected, n.Name+" "+why)
-			continue
-		}
-		c := candidate{
-			name:    n.Name,
-			onImage: image != "" && slices.Contains(v.running[n.Name], image),
-			local:   hasHealthyReplica(vol, n.Name),
-			load:    v.targets[n.Name] + extra[n.Name],
-		}
+	for _, c := range set.nodes {
+		c.local = hasHealthyReplica(vol, c.name)
+		c.load += extra[c.name]
 		// vol's own target is counted on its node (when the counts saw it
 		// there) and must not weigh against staying there.
-		if vol.TargetHost() == n.Name && c.load > 0 {
+		if vol.TargetHost() == c.name && c.load > 0 {
 			c.load--
 		}
 		if !found || c.better(best) {
@@ -88,12 +80,47 @@ func (v *view) choose(vol dataplane.Volume, upgrading, image string, extra map[s
 	}
 	if !found {
 		why := "the cluster has no other node"
-		if len(rejected) > 0 {
-			why = strings.Join(rejected, "; ")
+		if len(set.rejected) > 0 {
+			why = strings.Join(set.rejected, "; ")
 		}
 		return "", fmt.Sprintf("no node can host the target of %s while %s is upgraded: %s", vol.Name, upgrading, why), false
 	}
 	return best.name, v.explain(best, vol.Name, image), true
+}
+
+// candidateSet is what ranks the nodes for one upgrading node and target
+// image, whatever the volume: the nodes that may host a target (their load
+// without the volume's own placement) and why each other node may not.
+type candidateSet struct {
+	nodes    []candidate
+	rejected []string
+}
+
+// candidates returns the set for upgrading and image, worked out once per
+// view state: a worker choosing for every volume of its node would
+// otherwise rule every node of the cluster in or out once per volume.
+func (v *view) candidates(upgrading, image string) candidateSet {
+	key := upgrading + "\x00" + image
+	if set, ok := v.sets[key]; ok {
+		return set
+	}
+	var set candidateSet
+	for _, n := range v.nodes {
+		if why := v.disqualify(n, upgrading); why != "" {
+			set.rejected = append(set.rejected, n.Name+" "+why)
+			continue
+		}
+		set.nodes = append(set.nodes, candidate{
+			name:    n.Name,
+			onImage: image != "" && slices.Contains(v.running[n.Name], image),
+			load:    v.targets[n.Name],
+		})
+	}
+	if v.sets == nil {
+		v.sets = map[string]candidateSet{}
+	}
+	v.sets[key] = set
+	return set
 }
 
 // disqualify says why n cannot host a target while upgrading is upgraded, or

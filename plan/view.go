@@ -18,6 +18,8 @@ type view struct {
 	// targets maps a node to the number of attached v2 volumes whose target
 	// runs there.
 	targets map[string]int
+	// sets caches candidates by upgrading node and image; upgraded clears it.
+	sets map[string]candidateSet
 }
 
 func newView(c Cluster) *view {
@@ -44,6 +46,7 @@ func newView(c Cluster) *view {
 // only IM runs image, and its upgrade flag is cleared (finalizing clears it).
 // Targets are unchanged because switching back returns them to their node.
 func (v *view) upgraded(node, image string) {
+	v.sets = nil
 	v.running[node] = []string{image}
 	for i := range v.nodes {
 		if v.nodes[i].Name == node {
