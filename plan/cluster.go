@@ -27,8 +27,9 @@ type Cluster struct {
 	TargetCounts map[string]int
 }
 
-// Read takes a snapshot through r. It is the package's only function with
-// I/O; an error names the read that failed and wraps the reader's error.
+// Read takes a snapshot through r. It and ReadPlacement are the package's
+// only functions with I/O; an error names the read that failed and wraps the
+// reader's error.
 func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	c, err := readNodes(ctx, r)
 	if err != nil {
