@@ -115,20 +115,18 @@ func volumeNodes(obj any) ([]string, error) {
 }
 
 // volumeHost indexes an attached v2 volume under the node serving its
-// target, by the rule toVolume and dataplane.Volume.TargetHost follow.
+// target: dataplane.Volume.TargetHost of the fields toVolume reads for it,
+// without converting the replicas and engines too.
 func volumeHost(obj any) ([]string, error) {
 	v, ok := obj.(*Volume)
-	if !ok || dataEngineOf(v) != dataplane.DataEngineV2 {
+	if !ok {
 		return nil, nil
 	}
-	attached := attachedNode(v)
-	switch {
-	case attached == "":
+	host := dataplane.Volume{DataEngine: dataEngineOf(v), AttachedNode: attachedNode(v), TargetNode: v.Status.CurrentTargetNodeID}.TargetHost()
+	if host == "" {
 		return nil, nil
-	case v.Status.CurrentTargetNodeID != "":
-		return []string{v.Status.CurrentTargetNodeID}, nil
 	}
-	return []string{attached}, nil
+	return []string{host}, nil
 }
 
 func replicaNode(obj any) ([]string, error) {

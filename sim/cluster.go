@@ -558,15 +558,9 @@ func (s *Sim) setAttached(v *volume, nodeName string) {
 	s.io.mark(v.name)
 }
 
-// targetHost is export().TargetHost() without building the export.
+// targetHost is export().TargetHost() without exporting the replicas.
 func (v *volume) targetHost() string {
-	switch {
-	case v.engine != dataplane.DataEngineV2 || v.attached == "":
-		return ""
-	case v.target != "":
-		return v.target
-	}
-	return v.attached
+	return dataplane.Volume{DataEngine: v.engine, AttachedNode: v.attached, TargetNode: v.target}.TargetHost()
 }
 
 // rehost moves v's count in hosted from the node it was hosted on before a
