@@ -281,7 +281,8 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 	if precheck.Passed(results) {
 		order = plan.TargetNodes(cluster, st.RequestedNodes)
 	}
-	return o.manager(ctx, ref, manager.RecordPrechecks{ID: id(e), Results: recorded, InstanceManagerImage: cluster.DefaultImage, Order: order})
+	return o.manager(ctx, ref, manager.RecordPrechecks{ID: id(e), Results: recorded, InstanceManagerImage: cluster.DefaultImage, Order: order,
+		LonghornProfile: string(cluster.Platform.Profile), LonghornVersion: cluster.Platform.LonghornVersion})
 }
 
 // cancelNode records the cancel request on the node aggregate (the worker

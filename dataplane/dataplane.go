@@ -1,30 +1,33 @@
 // Package dataplane is the boundary between the upgrade logic and a Longhorn
 // cluster: the few reads a precheck, planner or node step needs, and the few
 // actions a step takes. Two implementations exist: the simulator (sim/) and
-// the adapter over Longhorn's custom resources.
+// the adapter over Longhorn's custom resources (longhorn/).
 //
 // Every action is idempotent (calling it again with the same arguments is a
 // no-op) because node workers are redelivered commands and restart mid-step;
 // deleting something already gone succeeds.
 //
+// What a node may be put through depends on the Longhorn behind the data
+// plane: Platform says which Profile it is, and the profile says where
+// initiators live and how an instance manager is replaced.
+//
 // Robustness of a detached volume is computed from its replicas like an
 // attached one's (Longhorn itself reports "unknown" for it); the health gate
-// reads replica counts, not robustness. The NVMe-oF initiator is a kernel
-// client on the attached node that survives its node's IM restart, so the
-// interface does not expose it.
+// reads replica counts, not robustness.
 package dataplane
 
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // ErrNotFound is matched (errors.Is) when a named object does not exist.
 var ErrNotFound = errors.New("not found")
 
 // ErrRefused is matched when an action does not apply to the object as it is
-// (setting the image of an attached volume, moving the target of a v1
-// volume): retrying cannot help.
+// (moving the target of a v1 volume, deleting an instance manager that still
+// runs instances): retrying as is cannot help.
 var ErrRefused = errors.New("refused")
 
 // DataEngineV2 is the only data engine Switchback upgrades.
@@ -36,9 +39,11 @@ type Node struct {
 	Ready bool
 	// V2 reports whether the node runs the v2 data engine.
 	V2 bool
-	// UpgradeRequested is Longhorn's node flag (spec.dataEngineUpgradeRequested):
-	// while set, nothing new is scheduled on the node's v2 engine.
-	UpgradeRequested bool
+	// AllowScheduling is Longhorn's node spec.allowScheduling: whether new
+	// replicas, and reuses of failed ones, may land on the node. The upgrade
+	// turns it off while the node's instance manager is replaced and
+	// restores the value it recorded.
+	AllowScheduling bool
 	// Images present on the node (pulled), for DefaultImageOnAllNodesReady.
 	Images []string
 }
@@ -55,7 +60,7 @@ const (
 )
 
 // InstanceManager is one v2 instance manager: the single process holding every
-// v2 engine and replica of its node.
+// v2 engine, engine frontend and replica of its node.
 type InstanceManager struct {
 	Name  string
 	Node  string
@@ -63,14 +68,24 @@ type InstanceManager struct {
 	// DataEngine is v2 for every IM a Reader lists; empty is taken as v2.
 	DataEngine string
 	State      IMState
+	// Engines, Frontends and Replicas count the instances the IM runs or is
+	// starting (Longhorn's status maps): engines (targets), engine frontends
+	// (initiators of volumes attached to the node) and replicas. Longhorn
+	// removes an old-image IM only once all three are zero.
+	Engines, Frontends, Replicas int
 }
+
+// Busy reports whether the IM runs or starts any instance.
+func (im InstanceManager) Busy() bool { return im.Engines+im.Frontends+im.Replicas > 0 }
 
 // ReplicaState is a replica's lifecycle state.
 type ReplicaState string
 
 // Replica states.
 const (
-	ReplicaRunning    ReplicaState = "running"
+	ReplicaRunning ReplicaState = "running"
+	// ReplicaRebuilding is a replica being written to but not read from
+	// (Longhorn's mode WO), or starting to be.
 	ReplicaRebuilding ReplicaState = "rebuilding"
 	ReplicaStopped    ReplicaState = "stopped"
 	ReplicaError      ReplicaState = "error"
@@ -86,6 +101,10 @@ type Replica struct {
 // Healthy reports whether the replica serves I/O.
 func (r Replica) Healthy() bool { return r.State == ReplicaRunning }
 
+// Active reports whether the replica runs an instance (serving or
+// rebuilding): what must stop before its node's instance manager goes.
+func (r Replica) Active() bool { return r.State == ReplicaRunning || r.State == ReplicaRebuilding }
+
 // Robustness is Longhorn's volume health summary.
 type Robustness string
 
@@ -97,6 +116,35 @@ const (
 	RobustnessUnknown  Robustness = "unknown"
 )
 
+// SwitchoverState is Longhorn's status.switchoverState of a v2 volume whose
+// target is being moved; "" when none is under way.
+type SwitchoverState string
+
+// Switch-over states.
+const (
+	SwitchoverNone SwitchoverState = ""
+	// SwitchoverPreparing: a second engine is being created on the new node.
+	// Changing the engine node now is safe: Longhorn drops that engine.
+	SwitchoverPreparing SwitchoverState = "preparing"
+	// SwitchoverSwitchingOver: the initiator is moving its path to the new
+	// engine. The engine node must not change until this ends: the old
+	// path may already be inaccessible.
+	SwitchoverSwitchingOver SwitchoverState = "switching-over"
+	// SwitchoverFinalizing: the old engine is being removed.
+	SwitchoverFinalizing SwitchoverState = "finalizing"
+	// SwitchoverReverting: the move failed; Longhorn drops the new engine and
+	// tries again while the engine node still differs.
+	SwitchoverReverting SwitchoverState = "reverting"
+)
+
+// Frontends a volume's initiator can use (spec.frontend).
+const (
+	FrontendBlockdev = "blockdev"
+	FrontendNVMf     = "nvmf"
+	FrontendUblk     = "ublk"
+	FrontendISCSI    = "iscsi"
+)
+
 // Volume is a Longhorn volume with its engine placement.
 type Volume struct {
 	Name       string
@@ -104,17 +152,29 @@ type Volume struct {
 	// NumberOfReplicas is the desired replica count; 0 means not reported,
 	// and readers then count Replicas instead.
 	NumberOfReplicas int
-	// AttachedNode is where the volume is attached: the initiator, next to the
-	// workload. Empty when detached.
+	// AttachedNode is where the volume is attached: the initiator (Longhorn's
+	// EngineFrontend), next to the workload. Empty when detached.
 	AttachedNode string
-	// TargetNode is where the engine's NVMe-oF target currently runs
-	// (status.currentTargetNodeID); equal to AttachedNode unless switched over.
-	// Readers take an empty TargetNode on an attached volume as AttachedNode.
+	// TargetNode is where the engine, and so the NVMe-oF target, currently
+	// runs (status.currentEngineNodeID); empty when detached. Readers take
+	// an empty one on an attached volume as AttachedNode.
 	TargetNode string
-	// DesiredTargetNode is the target override (spec.targetNodeID); empty = none.
-	DesiredTargetNode string
-	// Image is the engine image; finalizing brings detached volumes to the target.
-	Image      string
+	// EngineNode is spec.engineNodeID as set: the node the engine should run
+	// on; "" means "follow AttachedNode". It persists across detach.
+	EngineNode string
+	// Switchover is status.switchoverState.
+	Switchover SwitchoverState
+	// TargetReady reports that the engine on TargetNode is the volume's only
+	// engine, runs, and is what the active initiator is connected to: a
+	// switch-over has fully ended there.
+	TargetReady bool
+	// SwitchoverError is the text of the last failed switch-over attempt
+	// Longhorn reported (its FailedSwitchover Warning), "" when none since
+	// the last switch-over succeeded.
+	SwitchoverError string
+	// Frontend is spec.frontend; "" when the volume has none (or it is
+	// disabled).
+	Frontend   string
 	Robustness Robustness
 	Replicas   []Replica
 }
@@ -133,6 +193,28 @@ func (v Volume) TargetHost() string {
 		return v.TargetNode
 	}
 	return v.AttachedNode
+}
+
+// EngineHome is where the engine goes when EngineNode is engineNode: that
+// node, or the attached node for "".
+func (v Volume) EngineHome(engineNode string) string {
+	if engineNode != "" {
+		return engineNode
+	}
+	return v.AttachedNode
+}
+
+// CanSwitchTarget reports whether Longhorn can move the volume's target
+// while it serves I/O: only an NVMe/TCP frontend (blockdev, nvmf) has a
+// switch-over path; ublk has none, and a volume without a frontend has no
+// initiator to switch.
+func (v Volume) CanSwitchTarget() bool {
+	return v.Frontend == FrontendBlockdev || v.Frontend == FrontendNVMf
+}
+
+// Rebuilding reports whether any replica is being rebuilt.
+func (v Volume) Rebuilding() bool {
+	return slices.ContainsFunc(v.Replicas, func(r Replica) bool { return r.State == ReplicaRebuilding })
 }
 
 // CountTargets counts TargetHost over vols, per node: what TargetCounts
@@ -160,6 +242,8 @@ func (v Volume) HealthyReplicas() int {
 
 // Reader is the read side: what prechecks, the planner and steps observe.
 type Reader interface {
+	// Platform says which Longhorn the data plane drives.
+	Platform(ctx context.Context) (Platform, error)
 	// Nodes lists every node, v2 or not.
 	Nodes(ctx context.Context) ([]Node, error)
 	// Node returns one node or an error matching ErrNotFound.
@@ -186,22 +270,27 @@ type Reader interface {
 
 // Actions are what node steps do. Each is idempotent.
 type Actions interface {
-	// SetNodeUpgradeRequested sets or clears the node's upgrade flag.
-	SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error
+	// SetReplicaScheduling sets the node's spec.allowScheduling.
+	SetReplicaScheduling(ctx context.Context, node string, allow bool) error
 	// CreateSnapshot takes a volume snapshot named name (no-op if it exists).
 	CreateSnapshot(ctx context.Context, volume, name string) error
-	// FailReplica stops a replica and removes it from its volume's engine; the
-	// replica is deleted once stopped and rebuilt later elsewhere or in place.
+	// DeleteSnapshot removes the snapshot named name (no-op if gone).
+	DeleteSnapshot(ctx context.Context, volume, name string) error
+	// FailReplica fails a replica as Longhorn does (failedAt, desireState
+	// stopped): its instance stops and the engine stops using it; Longhorn
+	// reuses or replaces it later.
 	FailReplica(ctx context.Context, volume, replica string) error
-	// DeleteReplica deletes a stopped replica.
-	DeleteReplica(ctx context.Context, volume, replica string) error
-	// SetTargetNode sets the volume's target override; "" clears it.
-	SetTargetNode(ctx context.Context, volume, node string) error
-	// DeleteInstanceManager deletes an IM; Longhorn recreates the node's IM
-	// with the default image.
+	// SetEngineNode sets the volume's spec.engineNodeID ("" = follow the
+	// attached node), which makes Longhorn switch its target over.
+	SetEngineNode(ctx context.Context, volume, node string) error
+	// DeleteInstanceManager deletes an IM that runs no instance; one that
+	// does is refused (ErrRefused). Longhorn then starts the node's IM of
+	// the default image.
 	DeleteInstanceManager(ctx context.Context, name string) error
-	// SetVolumeImage moves a detached volume to image.
-	SetVolumeImage(ctx context.Context, volume, image string) error
+	// SetInstanceManagerImage sets an IM's spec.image, which a Longhorn of
+	// ProfileInPlace applies to the running IM; refused (ErrRefused) on
+	// other profiles.
+	SetInstanceManagerImage(ctx context.Context, name, image string) error
 }
 
 // DataPlane is a whole cluster: reads and actions.

@@ -36,6 +36,10 @@ const (
 	TypeNodeUpgradeFailed    Type = "io.switchback.node.failed.v1"
 	TypeNodeCancelRequested  Type = "io.switchback.node.cancel-requested.v1"
 	TypeNodeUpgradeCancelled Type = "io.switchback.node.cancelled.v1"
+	TypeSchedulingRecorded   Type = "io.switchback.node.scheduling-recorded.v1"
+	TypeSchedulingRestored   Type = "io.switchback.node.scheduling-restored.v1"
+	TypeSnapshotsTaken       Type = "io.switchback.node.snapshots-taken.v1"
+	TypeSnapshotsRemoved     Type = "io.switchback.node.snapshots-removed.v1"
 )
 
 // UpgradeRequested records the user's intent: a DataEngineUpgradeManager was
@@ -72,6 +76,10 @@ type PrecheckFailed struct {
 type UpgradePlanned struct {
 	InstanceManagerImage string   `json:"instanceManagerImage"`
 	Nodes                []string `json:"nodes"`
+	// LonghornProfile and LonghornVersion say which Longhorn the upgrade was
+	// planned against (dataplane.Platform), so a replay tells it.
+	LonghornProfile string `json:"longhornProfile,omitempty"`
+	LonghornVersion string `json:"longhornVersion,omitempty"`
 }
 
 // NodeScheduled hands one node to its worker. Attempt makes the command id
@@ -121,6 +129,9 @@ type NodeUpgradeStarted struct {
 	DataEngine           string `json:"dataEngine"`
 	InstanceManagerImage string `json:"instanceManagerImage"`
 	Attempt              int    `json:"attempt"`
+	// LonghornProfile is the profile the worker detected: what the node's
+	// steps are allowed to do.
+	LonghornProfile string `json:"longhornProfile,omitempty"`
 }
 
 // NodeStateChanged moves a node upgrade from one working step to the next.
@@ -139,6 +150,10 @@ type VolumeStateChanged struct {
 	To         VolumeState `json:"to"`
 	TargetNode string      `json:"targetNode,omitempty"`
 	Message    string      `json:"message,omitempty"`
+	// EngineNodeBefore is the volume's spec.engineNodeID as it was before
+	// the switch-over this change starts ("" = follow the attached node):
+	// switching back restores exactly it. Absent on other changes.
+	EngineNodeBefore *string `json:"engineNodeBefore,omitempty"`
 }
 
 // NodeStalled: a step made no progress for stallAfter. The state does not
@@ -179,6 +194,32 @@ type NodeCancelRequested struct {
 type NodeUpgradeCancelled struct {
 	Step    NodeState `json:"step"`
 	Message string    `json:"message,omitempty"`
+}
+
+// SchedulingRecorded keeps the node's spec.allowScheduling as it was before
+// the upgrade turned replica scheduling off there, so that exactly that
+// value is restored, whoever restores it and after whatever crash.
+type SchedulingRecorded struct {
+	AllowScheduling bool `json:"allowScheduling"`
+}
+
+// SchedulingRestored: the recorded spec.allowScheduling was written back.
+type SchedulingRestored struct {
+	AllowScheduling bool `json:"allowScheduling"`
+}
+
+// SnapshotsTaken records the snapshot the upgrade took of each attached
+// volume it concerns on the node, before touching any.
+type SnapshotsTaken struct {
+	Snapshot string   `json:"snapshot"`
+	Volumes  []string `json:"volumes"`
+}
+
+// SnapshotsRemoved: the upgrade's own snapshots of those volumes were
+// removed, per the retention setting, once the node completed.
+type SnapshotsRemoved struct {
+	Snapshot string   `json:"snapshot"`
+	Volumes  []string `json:"volumes"`
 }
 
 // EventType implements Event.
@@ -237,3 +278,15 @@ func (NodeCancelRequested) EventType() Type { return TypeNodeCancelRequested }
 
 // EventType implements Event.
 func (NodeUpgradeCancelled) EventType() Type { return TypeNodeUpgradeCancelled }
+
+// EventType implements Event.
+func (SchedulingRecorded) EventType() Type { return TypeSchedulingRecorded }
+
+// EventType implements Event.
+func (SchedulingRestored) EventType() Type { return TypeSchedulingRestored }
+
+// EventType implements Event.
+func (SnapshotsTaken) EventType() Type { return TypeSnapshotsTaken }
+
+// EventType implements Event.
+func (SnapshotsRemoved) EventType() Type { return TypeSnapshotsRemoved }

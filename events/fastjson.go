@@ -33,6 +33,10 @@ func decodeFlat(data []byte, dst any) bool {
 			case "message":
 				d.Message = string(v)
 				return 4
+			case "engineNodeBefore":
+				before := string(v)
+				d.EngineNodeBefore = &before
+				return 5
 			}
 			return -1
 		}, nil)
@@ -63,6 +67,9 @@ func decodeFlat(data []byte, dst any) bool {
 			case "instanceManagerImage":
 				d.InstanceManagerImage = string(v)
 				return 2
+			case "longhornProfile":
+				d.LonghornProfile = string(v)
+				return 4
 			}
 			return -1
 		}, func(k []byte, n int) int {

@@ -38,6 +38,10 @@ func init() {
 	register[NodeUpgradeFailed]()
 	register[NodeCancelRequested]()
 	register[NodeUpgradeCancelled]()
+	register[SchedulingRecorded]()
+	register[SchedulingRestored]()
+	register[SnapshotsTaken]()
+	register[SnapshotsRemoved]()
 }
 
 func register[T Event]() {

@@ -107,6 +107,20 @@ func (e NodeUpgradeCancelled) validate() error {
 	return nil
 }
 
+func (e SnapshotsTaken) validate() error {
+	if len(e.Volumes) == 0 {
+		return errors.New("volumes must not be empty")
+	}
+	return required("snapshot", e.Snapshot)
+}
+
+func (e SnapshotsRemoved) validate() error {
+	if len(e.Volumes) == 0 {
+		return errors.New("volumes must not be empty")
+	}
+	return required("snapshot", e.Snapshot)
+}
+
 // Validate checks the payload's required fields and enums.
 func Validate(e Event) error {
 	if v, ok := e.(validator); ok {

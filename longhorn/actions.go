@@ -25,20 +25,19 @@ import (
 // each one means someone else changed the object meanwhile.
 const maxConflictRetries = 5
 
-// SetNodeUpgradeRequested sets or clears the node's
-// spec.dataEngineUpgradeRequested. An apiserver that drops the field (a
-// Longhorn without it) makes it fail with ErrFieldUnsupported.
-func (p *Plane) SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error {
-	action := fmt.Sprintf("set %s=%t", fieldNodeUpgradeRequested, requested)
+// SetReplicaScheduling sets a Longhorn node's spec.allowScheduling. An
+// apiserver that drops the field makes it fail with ErrFieldUnsupported.
+func (p *Plane) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	action := fmt.Sprintf("set %s=%t", fieldNodeAllowScheduling, allow)
 	var ln LonghornNode
 	u, err := p.update(ctx, NodesResource, node, action, func(u *unstructured.Unstructured) ([]byte, error) {
 		if err := FromUnstructured(u, &ln); err != nil {
 			return nil, err
 		}
-		if ln.Spec.DataEngineUpgradeRequested == requested {
+		if ln.Spec.AllowScheduling == allow {
 			return nil, nil
 		}
-		return patchNodeUpgradeRequested(requested), nil
+		return patchAllowScheduling(allow), nil
 	})
 	if err != nil {
 		return err
@@ -46,8 +45,8 @@ func (p *Plane) SetNodeUpgradeRequested(ctx context.Context, node string, reques
 	if err := FromUnstructured(u, &ln); err != nil {
 		return err
 	}
-	if ln.Spec.DataEngineUpgradeRequested != requested {
-		return errFieldPruned(fmt.Sprintf("longhorn node %q", node), fieldNodeUpgradeRequested)
+	if ln.Spec.AllowScheduling != allow {
+		return errFieldPruned(fmt.Sprintf("longhorn node %q", node), fieldNodeAllowScheduling)
 	}
 	p.awaitCache(ctx, p.lhNodes, node, u.GetResourceVersion())
 	return nil
@@ -96,11 +95,30 @@ func (p *Plane) CreateSnapshot(ctx context.Context, volume, name string) error {
 	return nil
 }
 
-// FailReplica fails a v2 replica as Longhorn does: spec.desireState stopped
-// and spec.failedAt stamped (in one patch, on the replica as read), then the
-// replica is removed from its volume's engines' spec.replicaAddressMap. A
-// replica already failed, or being deleted, is a no-op; one of another
-// volume is refused.
+// DeleteSnapshot deletes the Snapshot object of the snapshot named name of
+// volume (UID precondition); Longhorn's finalizer removes the snapshot from
+// the engine before the object goes. One already gone is success; an
+// object of another volume is refused.
+func (p *Plane) DeleteSnapshot(ctx context.Context, volume, name string) error {
+	obj := SnapshotObjectName(volume, name)
+	return p.deleteObject(ctx, SnapshotsResource, nil, obj, fmt.Sprintf("delete snapshot %q of volume %q", name, volume), func(u *unstructured.Unstructured) error {
+		var have Snapshot
+		if err := FromUnstructured(u, &have); err != nil {
+			return err
+		}
+		if have.Spec.Volume != volume {
+			return fmt.Errorf("snapshot object %s belongs to volume %q: %w", obj, have.Spec.Volume, dataplane.ErrRefused)
+		}
+		return nil
+	})
+}
+
+// FailReplica fails a v2 replica as Longhorn does: spec.desireState
+// stopped and spec.failedAt (with lastFailedAt) stamped, in one patch on
+// the replica as read. Longhorn's volume controller then stops it and
+// leaves it out of the engine; it owns the engine's replicaAddressMap, so
+// the adapter never edits it. A replica already failed, or being deleted,
+// is a no-op; one of another volume is refused.
 func (p *Plane) FailReplica(ctx context.Context, volume, replica string) error {
 	var r Replica
 	u, err := p.update(ctx, ReplicasResource, replica, "fail (volume "+volume+")", func(u *unstructured.Unstructured) ([]byte, error) {
@@ -122,26 +140,8 @@ func (p *Plane) FailReplica(ctx context.Context, volume, replica string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.dropFromEngines(ctx, volume, replica); err != nil {
-		return err
-	}
 	p.awaitCache(ctx, p.replicas, replica, u.GetResourceVersion())
 	return nil
-}
-
-// DeleteReplica deletes a v2 replica of volume after taking it out of the
-// volume's engines. A replica already gone is success.
-func (p *Plane) DeleteReplica(ctx context.Context, volume, replica string) error {
-	return p.deleteObject(ctx, ReplicasResource, p.replicas, replica, "delete (volume "+volume+")", func(u *unstructured.Unstructured) error {
-		var r Replica
-		if err := FromUnstructured(u, &r); err != nil {
-			return err
-		}
-		if err := replicaOf(&r, volume); err != nil {
-			return err
-		}
-		return p.dropFromEngines(ctx, volume, replica)
-	})
 }
 
 // replicaOf checks that r is a v2 replica of volume.
@@ -155,50 +155,33 @@ func replicaOf(r *Replica, volume string) error {
 	return nil
 }
 
-// dropFromEngines removes replica from the replicaAddressMap of every v2
-// engine of volume (the cache lists them; a key already absent is a no-op
-// for the apiserver).
-func (p *Plane) dropFromEngines(ctx context.Context, volume, replica string) error {
-	for _, e := range indexed[Engine](p.engines, byVolume, volume) {
-		if !isV2(e.Spec.DataEngine) || e.DeletionTimestamp != nil {
-			continue
-		}
-		if _, ok := e.Spec.ReplicaAddressMap[replica]; !ok {
-			continue
-		}
-		what := fmt.Sprintf("%s %q: remove replica %q", resourceName(EnginesResource), e.Name, replica)
-		if _, err := p.ri(EnginesResource).Patch(ctx, e.Name, types.MergePatchType, patchEngineDropReplica(replica), metav1.PatchOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // the engine went away with what it held
-			}
-			return apiError(err, what)
-		}
-		p.log.Info("longhorn engine patched", "engine", e.Name, "volume", volume, "removed replica", replica)
-	}
-	return nil
-}
-
-// SetTargetNode sets a v2 volume's spec.targetNodeID ("" clears it). The
-// node must be a Longhorn node. An apiserver that drops the field makes it
-// fail with ErrFieldUnsupported.
-func (p *Plane) SetTargetNode(ctx context.Context, volume, node string) error {
+// SetEngineNode sets a v2 volume's spec.engineNodeID ("" follows
+// spec.nodeID), which makes Longhorn switch the target over. The node must
+// be a Longhorn node. It is refused while the volume's initiator is
+// switching paths (status.switchoverState switching-over): changing the
+// engine node then could leave the old path inaccessible. An apiserver that
+// drops the field makes it fail with ErrFieldUnsupported.
+func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 	if node != "" {
 		if _, ok := get[LonghornNode](p.lhNodes, key(p.ns, node)); !ok {
-			return notFound(fmt.Sprintf("%s %q: set %s: longhorn node %q", resourceName(VolumesResource), volume, fieldVolumeTargetNode, node))
+			return notFound(fmt.Sprintf("%s %q: set %s: longhorn node %q", resourceName(VolumesResource), volume, fieldVolumeEngineNode, node))
 		}
 	}
 	var v Volume
-	u, err := p.update(ctx, VolumesResource, volume, fmt.Sprintf("set %s=%q", fieldVolumeTargetNode, node), func(u *unstructured.Unstructured) ([]byte, error) {
+	u, err := p.update(ctx, VolumesResource, volume, fmt.Sprintf("set %s=%q", fieldVolumeEngineNode, node), func(u *unstructured.Unstructured) ([]byte, error) {
 		if err := FromUnstructured(u, &v); err != nil {
 			return nil, err
 		}
 		if !isV2(v.Spec.DataEngine) {
 			return nil, errNotV2
 		}
-		if v.Spec.TargetNodeID == node {
+		if v.Spec.EngineNodeID == node {
 			return nil, nil
 		}
-		return patchTargetNode(node), nil
+		if v.Status.SwitchoverState == string(dataplane.SwitchoverSwitchingOver) {
+			return nil, errSwitchingPaths
+		}
+		return patchEngineNode(node, u.GetResourceVersion()), nil
 	})
 	if err != nil {
 		return err
@@ -206,16 +189,17 @@ func (p *Plane) SetTargetNode(ctx context.Context, volume, node string) error {
 	if err := FromUnstructured(u, &v); err != nil {
 		return err
 	}
-	if v.Spec.TargetNodeID != node {
-		return errFieldPruned(fmt.Sprintf("longhorn volume %q", volume), fieldVolumeTargetNode)
+	if v.Spec.EngineNodeID != node {
+		return errFieldPruned(fmt.Sprintf("longhorn volume %q", volume), fieldVolumeEngineNode)
 	}
 	p.awaitCache(ctx, p.volumes, volume, u.GetResourceVersion())
 	return nil
 }
 
-// DeleteInstanceManager deletes a v2 instance manager; Longhorn recreates
-// the node's IM with the default image. One already gone, or already being
-// deleted, is success.
+// DeleteInstanceManager deletes a v2 instance manager that runs no engine,
+// engine frontend or replica (its status maps), as Longhorn's node
+// controller would once it is idle; one that runs any is refused. One
+// already gone, or already being deleted, is success.
 func (p *Plane) DeleteInstanceManager(ctx context.Context, name string) error {
 	return p.deleteObject(ctx, InstanceManagersResource, p.ims, name, "delete", func(u *unstructured.Unstructured) error {
 		var im InstanceManager
@@ -225,35 +209,38 @@ func (p *Plane) DeleteInstanceManager(ctx context.Context, name string) error {
 		if !isV2(im.Spec.DataEngine) {
 			return errNotV2
 		}
+		if d := toInstanceManager(&im); d.Busy() {
+			return fmt.Errorf("it still runs %d engine(s), %d engine frontend(s) and %d replica(s): %w",
+				d.Engines, d.Frontends, d.Replicas, dataplane.ErrRefused)
+		}
 		return nil
 	})
 }
 
-// SetVolumeImage sets spec.image of a detached v2 volume. An attached (or
-// attaching, or detaching) volume is refused: its engine image follows the
-// instance manager hosting its target. The patch carries the
-// resourceVersion the volume was seen detached at.
-func (p *Plane) SetVolumeImage(ctx context.Context, volume, image string) error {
-	var v Volume
-	u, err := p.update(ctx, VolumesResource, volume, fmt.Sprintf("set spec.image=%q", image), func(u *unstructured.Unstructured) ([]byte, error) {
-		if err := FromUnstructured(u, &v); err != nil {
+// SetInstanceManagerImage sets a v2 instance manager's spec.image, which a
+// Longhorn of dataplane.ProfileInPlace applies to the running IM. Other
+// profiles refuse it: there Longhorn replaces IMs itself.
+func (p *Plane) SetInstanceManagerImage(ctx context.Context, name, image string) error {
+	if !p.opts.Platform.Profile.InPlaceIM() {
+		return fmt.Errorf("%s %q: set %s: %w: Longhorn %s replaces instance managers itself", resourceName(InstanceManagersResource), name, fieldIMImage, dataplane.ErrRefused, p.opts.Platform.Profile)
+	}
+	var im InstanceManager
+	u, err := p.update(ctx, InstanceManagersResource, name, fmt.Sprintf("set %s=%q", fieldIMImage, image), func(u *unstructured.Unstructured) ([]byte, error) {
+		if err := FromUnstructured(u, &im); err != nil {
 			return nil, err
 		}
-		if !isV2(v.Spec.DataEngine) {
+		if !isV2(im.Spec.DataEngine) {
 			return nil, errNotV2
 		}
-		if n := attachedNode(&v); n != "" || (v.Status.State != "" && v.Status.State != VolumeDetached) {
-			return nil, fmt.Errorf("volume is %s (node %q): %w", v.Status.State, n, dataplane.ErrRefused)
-		}
-		if v.Spec.Image == image {
+		if im.Spec.Image == image {
 			return nil, nil
 		}
-		return patchVolumeImage(image, u.GetResourceVersion()), nil
+		return patchIMImage(image, u.GetResourceVersion()), nil
 	})
 	if err != nil {
 		return err
 	}
-	p.awaitCache(ctx, p.volumes, volume, u.GetResourceVersion())
+	p.awaitCache(ctx, p.ims, name, u.GetResourceVersion())
 	return nil
 }
 
@@ -338,8 +325,12 @@ func (p *Plane) deleteObject(ctx context.Context, gvr schema.GroupVersionResourc
 }
 
 // awaitCache waits until w's cache shows resourceVersion rv of name (or
-// name gone, with rv ""), within Options.WriteSyncTimeout.
+// name gone, with rv ""), within Options.WriteSyncTimeout. A resource the
+// plane does not cache (w nil) has nothing to wait for.
 func (p *Plane) awaitCache(ctx context.Context, w *watched, name, rv string) {
+	if w == nil {
+		return
+	}
 	if !w.seen.wait(ctx, key(p.nsOf(w.gvr), name), rv, p.opts.WriteSyncTimeout) && ctx.Err() == nil {
 		p.log.Debug("cache did not show the write in time", "resource", resourceName(w.gvr), "name", name, "resourceVersion", rv)
 	}

@@ -20,9 +20,10 @@ import (
 
 // Index names of the informer caches.
 const (
-	byNode   = "node"   // volumes (attached/target node), replicas, IMs
-	byVolume = "volume" // replicas, engines
+	byNode   = "node"   // volumes (attached/engine node), replicas, IMs
+	byVolume = "volume" // replicas, engines, engine frontends
 	byHost   = "host"   // volumes, by dataplane.Volume.TargetHost
+	byObject = "object" // events, by the name of their object
 )
 
 // watched is one resource mirrored by an informer. The store holds the typed
@@ -35,13 +36,13 @@ type watched struct {
 }
 
 // newWatched builds the informer of gvr in namespace ("" = cluster-scoped),
-// decoding objects into T (one of fields.go's types) and indexing them with
-// indexers.
+// decoding objects into T (one of types.go's types), indexing them with
+// indexers, and listing only what tweak selects (nil: everything).
 func newWatched[T any, PT interface {
 	*T
 	metav1.Object
-}](dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, indexers cache.Indexers) (*watched, error) {
-	gi := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, namespace, 0, cache.Indexers{}, nil)
+}](dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, indexers cache.Indexers, tweak dynamicinformer.TweakListOptionsFunc) (*watched, error) {
+	gi := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, namespace, 0, cache.Indexers{}, tweak)
 	inf := gi.Informer()
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
@@ -111,18 +112,19 @@ func volumeNodes(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	return distinct(v.Spec.NodeID, v.Status.CurrentNodeID, v.Status.CurrentTargetNodeID), nil
+	return distinct(v.Spec.NodeID, v.Status.CurrentNodeID, v.Status.CurrentEngineNodeID), nil
 }
 
 // volumeHost indexes an attached v2 volume under the node serving its
 // target: dataplane.Volume.TargetHost of the fields toVolume reads for it,
-// without converting the replicas and engines too.
+// without converting the replicas and engines too (an engine not reported
+// yet is taken to be on the attached node).
 func volumeHost(obj any) ([]string, error) {
 	v, ok := obj.(*Volume)
 	if !ok {
 		return nil, nil
 	}
-	host := dataplane.Volume{DataEngine: dataEngineOf(v), AttachedNode: attachedNode(v), TargetNode: v.Status.CurrentTargetNodeID}.TargetHost()
+	host := dataplane.Volume{DataEngine: dataEngineOf(v), AttachedNode: attachedNode(v), TargetNode: targetNode(v, nil)}.TargetHost()
 	if host == "" {
 		return nil, nil
 	}
@@ -146,6 +148,20 @@ func replicaVolume(obj any) ([]string, error) {
 func engineVolume(obj any) ([]string, error) {
 	if e, ok := obj.(*Engine); ok {
 		return distinct(e.Spec.VolumeName), nil
+	}
+	return nil, nil
+}
+
+func frontendVolume(obj any) ([]string, error) {
+	if ef, ok := obj.(*EngineFrontend); ok {
+		return distinct(ef.Spec.VolumeName), nil
+	}
+	return nil, nil
+}
+
+func eventObject(obj any) ([]string, error) {
+	if e, ok := obj.(*Event); ok {
+		return distinct(e.InvolvedObject.Name), nil
 	}
 	return nil, nil
 }

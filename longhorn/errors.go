@@ -8,16 +8,20 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// ErrFieldUnsupported is matched when the apiserver drops a field the
-// design adds (spec.dataEngineUpgradeRequested of a node, spec.targetNodeID
-// of a volume): the installed Longhorn's schema does not have it, so the
-// live upgrade cannot work on it (README.md, "Where Longhorn differs"). It
-// also matches dataplane.ErrRefused: retrying cannot help.
+// ErrFieldUnsupported is matched when the apiserver drops a field an action
+// writes (a Longhorn whose schema lacks spec.engineNodeID, say): the live
+// upgrade cannot work on it (README.md, version matrix). It also matches
+// dataplane.ErrRefused: retrying cannot help.
 var ErrFieldUnsupported = fmt.Errorf("%w: field not in the installed Longhorn's schema", dataplane.ErrRefused)
 
 // errNotV2 is the refusal to act on a v1 object: the upgrade touches v2
 // resources only, and the adapter enforces it whatever the caller asks.
 var errNotV2 = fmt.Errorf("%w: not a v2 data engine object; only v2 resources are touched", dataplane.ErrRefused)
+
+// errSwitchingPaths refuses to change a volume's engine node while its
+// initiator switches paths; it passes once Longhorn finished, so it is not
+// a refusal.
+var errSwitchingPaths = fmt.Errorf("status.switchoverState is %s: the initiator is switching paths and the engine node must not change until it is done", dataplane.SwitchoverSwitchingOver)
 
 // apiError wraps an apiserver error with what was being done, mapping
 // NotFound to dataplane.ErrNotFound and a request the apiserver (or

@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
@@ -56,8 +58,25 @@ func testLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// newCluster is a cluster whose adapter detected its Longhorn from the
+// apiserver, as production does.
 func newCluster(t *testing.T, s *sim.Sim) *cluster {
 	t.Helper()
+	return newClusterWith(t, s, clusterOptions{})
+}
+
+// clusterOptions change how newClusterWith builds the adapter.
+type clusterOptions struct {
+	// platform is told to the adapter instead of detected: how a test drives
+	// the in-place profile over CRDs that have no in-place upgrader.
+	platform *dataplane.Platform
+	// log receives the adapter's logs (default: testLog).
+	log *slog.Logger
+}
+
+func newClusterWith(t *testing.T, s *sim.Sim, o clusterOptions) *cluster {
+	t.Helper()
+	platform := o.platform
 	env := testenv.Get(t)
 	crdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -73,7 +92,11 @@ func newCluster(t *testing.T, s *sim.Sim) *cluster {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	dyn, err := dynamic.NewForConfig(env.Config)
+	// Longhorn's finalizer "longhorn.io" draws a warning from the apiserver
+	// on every write of an object carrying it, as on a real cluster.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
 	ns := fmt.Sprintf("lh-%d", nsSeq.Add(1))
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
@@ -85,7 +108,21 @@ func newCluster(t *testing.T, s *sim.Sim) *cluster {
 	mgr, err := longhornsim.Start(startCtx, dyn, s, longhornsim.Options{Namespace: ns, Log: testLog()})
 	require.NoError(t, err)
 	t.Cleanup(mgr.Close)
-	plane, err := longhorn.New(ctx, dyn, longhorn.Options{Namespace: ns, Log: testLog(), SyncTimeout: 30 * time.Second})
+	opts := longhorn.Options{Namespace: ns, Log: o.log, SyncTimeout: 30 * time.Second}
+	if opts.Log == nil {
+		opts.Log = testLog()
+	}
+	if platform != nil {
+		opts.Platform = *platform
+	} else {
+		disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		require.NoError(t, err)
+		surface, err := longhorn.ReadSurface(ctx, disc, dyn, ns)
+		require.NoError(t, err)
+		opts.Platform, err = surface.Platform(false)
+		require.NoError(t, err, "Longhorn v1.12.1's CRDs are detected as the v1.12 profile")
+	}
+	plane, err := longhorn.New(ctx, dyn, opts)
 	require.NoError(t, err)
 	c := &cluster{t: t, ctx: ctx, sim: s, dyn: dyn, ns: ns, mgr: mgr, plane: plane}
 	c.waitInStep("the adapter shows the simulated cluster")

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -33,6 +34,11 @@ type Options struct {
 	SyncTimeout time.Duration
 	// Now stamps replicas failed on purpose (spec.failedAt); default time.Now.
 	Now func() time.Time
+	// Platform is the Longhorn the plane drives, as ReadSurface and
+	// Surface.Platform found it; New requires it, NewForConfig detects it.
+	Platform dataplane.Platform
+	// AllowExperimental lets NewForConfig accept an experimental profile.
+	AllowExperimental bool
 }
 
 // Plane is a dataplane.DataPlane over Longhorn's custom resources. Reads are
@@ -45,12 +51,15 @@ type Plane struct {
 	log  *slog.Logger
 	opts Options
 
-	lhNodes, kubeNodes, volumes, engines, replicas, ims, settings *watched
+	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, events *watched
 }
 
 var _ dataplane.DataPlane = (*Plane)(nil)
 
-// NewForConfig is New with a dynamic client made from cfg.
+// NewForConfig finds out which Longhorn cfg's cluster runs (ReadSurface,
+// Surface.Platform with opts.AllowExperimental) and returns New's plane for
+// it. An unsupported Longhorn fails here, naming its version and what it
+// lacks.
 func NewForConfig(ctx context.Context, cfg *rest.Config, opts Options) (*Plane, error) {
 	c := rest.CopyConfig(cfg)
 	if c.UserAgent == "" {
@@ -58,6 +67,20 @@ func NewForConfig(ctx context.Context, cfg *rest.Config, opts Options) (*Plane, 
 	}
 	dyn, err := dynamic.NewForConfig(c)
 	if err != nil {
+		return nil, fmt.Errorf("longhorn: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("longhorn: %w", err)
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	surface, err := ReadSurface(ctx, disc, dyn, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Platform, err = surface.Platform(opts.AllowExperimental); err != nil {
 		return nil, fmt.Errorf("longhorn: %w", err)
 	}
 	return New(ctx, dyn, opts)
@@ -71,6 +94,9 @@ func NewForConfig(ctx context.Context, cfg *rest.Config, opts Options) (*Plane, 
 func New(ctx context.Context, dyn dynamic.Interface, opts Options) (*Plane, error) {
 	if dyn == nil {
 		return nil, errors.New("longhorn: nil dynamic client")
+	}
+	if !opts.Platform.Profile.Valid() {
+		return nil, fmt.Errorf("longhorn: Options.Platform has no known profile (%q): detect it with ReadSurface, or use NewForConfig", opts.Platform.Profile)
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
@@ -108,19 +134,19 @@ func New(ctx context.Context, dyn dynamic.Interface, opts Options) (*Plane, erro
 		}
 		return nil, fmt.Errorf("longhorn: caches of namespace %s not synced within %s", p.ns, opts.SyncTimeout)
 	}
-	p.log.Info("longhorn data plane ready", "namespace", p.ns)
+	p.log.Info("longhorn data plane ready", "namespace", p.ns, "profile", opts.Platform.Profile, "version", opts.Platform.LonghornVersion)
 	return p, nil
 }
 
 func (p *Plane) all() []*watched {
-	return []*watched{p.lhNodes, p.kubeNodes, p.volumes, p.engines, p.replicas, p.ims, p.settings}
+	return []*watched{p.lhNodes, p.kubeNodes, p.volumes, p.engines, p.frontends, p.replicas, p.ims, p.settings, p.events}
 }
 
 // checkAccess lists one object of each resource read through a cache.
 func (p *Plane) checkAccess(ctx context.Context) error {
 	for _, gvr := range []schema.GroupVersionResource{
-		NodesResource, VolumesResource, EnginesResource, ReplicasResource,
-		InstanceManagersResource, SettingsResource, KubeNodesResource,
+		NodesResource, VolumesResource, EnginesResource, EngineFrontendsResource, ReplicasResource,
+		InstanceManagersResource, SettingsResource, KubeNodesResource, EventsResource,
 	} {
 		if _, err := p.ri(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			return fmt.Errorf("longhorn: list %s in %s (is Longhorn installed, and does RBAC allow it?): %w",
@@ -138,25 +164,34 @@ func (p *Plane) buildInformers() error {
 		}
 	}
 	build(&p.lhNodes, func() (*watched, error) {
-		return newWatched[LonghornNode](p.dyn, NodesResource, p.ns, nil)
+		return newWatched[LonghornNode](p.dyn, NodesResource, p.ns, nil, nil)
 	})
 	build(&p.kubeNodes, func() (*watched, error) {
-		return newWatched[KubeNode](p.dyn, KubeNodesResource, "", nil)
+		return newWatched[KubeNode](p.dyn, KubeNodesResource, "", nil, nil)
 	})
 	build(&p.volumes, func() (*watched, error) {
-		return newWatched[Volume](p.dyn, VolumesResource, p.ns, cache.Indexers{byNode: volumeNodes, byHost: volumeHost})
+		return newWatched[Volume](p.dyn, VolumesResource, p.ns, cache.Indexers{byNode: volumeNodes, byHost: volumeHost}, nil)
 	})
 	build(&p.engines, func() (*watched, error) {
-		return newWatched[Engine](p.dyn, EnginesResource, p.ns, cache.Indexers{byVolume: engineVolume})
+		return newWatched[Engine](p.dyn, EnginesResource, p.ns, cache.Indexers{byVolume: engineVolume}, nil)
+	})
+	build(&p.frontends, func() (*watched, error) {
+		return newWatched[EngineFrontend](p.dyn, EngineFrontendsResource, p.ns, cache.Indexers{byVolume: frontendVolume}, nil)
+	})
+	// Only the Events Longhorn records on EngineFrontends are read: a failed
+	// switch-over is reported nowhere else.
+	build(&p.events, func() (*watched, error) {
+		return newWatched[Event](p.dyn, EventsResource, p.ns, cache.Indexers{byObject: eventObject},
+			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=" + KindEngineFrontend })
 	})
 	build(&p.replicas, func() (*watched, error) {
-		return newWatched[Replica](p.dyn, ReplicasResource, p.ns, cache.Indexers{byNode: replicaNode, byVolume: replicaVolume})
+		return newWatched[Replica](p.dyn, ReplicasResource, p.ns, cache.Indexers{byNode: replicaNode, byVolume: replicaVolume}, nil)
 	})
 	build(&p.ims, func() (*watched, error) {
-		return newWatched[InstanceManager](p.dyn, InstanceManagersResource, p.ns, cache.Indexers{byNode: imNode})
+		return newWatched[InstanceManager](p.dyn, InstanceManagersResource, p.ns, cache.Indexers{byNode: imNode}, nil)
 	})
 	build(&p.settings, func() (*watched, error) {
-		return newWatched[Setting](p.dyn, SettingsResource, p.ns, nil)
+		return newWatched[Setting](p.dyn, SettingsResource, p.ns, nil, nil)
 	})
 	return err
 }
@@ -179,3 +214,8 @@ func (p *Plane) ri(gvr schema.GroupVersionResource) dynamic.ResourceInterface {
 
 // Namespace returns the namespace of Longhorn's objects.
 func (p *Plane) Namespace() string { return p.ns }
+
+// Platform implements dataplane.Reader: the Longhorn the plane was built for.
+func (p *Plane) Platform(ctx context.Context) (dataplane.Platform, error) {
+	return p.opts.Platform, ctx.Err()
+}

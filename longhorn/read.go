@@ -176,7 +176,15 @@ func (p *Plane) TargetCounts(ctx context.Context) (map[string]int, error) {
 }
 
 func (p *Plane) volume(v *Volume) dataplane.Volume {
+	efs := indexed[EngineFrontend](p.frontends, byVolume, v.Name)
+	var evs []*Event
+	if v.Status.SwitchoverState != "" {
+		for _, ef := range efs {
+			evs = append(evs, indexed[Event](p.events, byObject, ef.Name)...)
+		}
+	}
 	return toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
-		indexed[Engine](p.engines, byVolume, v.Name))
+		indexed[Engine](p.engines, byVolume, v.Name),
+		efs, evs)
 }

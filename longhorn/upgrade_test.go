@@ -1,9 +1,15 @@
 package longhorn_test
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +28,10 @@ import (
 // The whole upgrade engine (embedded NATS, orchestrator, one worker per
 // node) drives the Longhorn adapter; the simulated Longhorn manager turns
 // the objects the adapter writes into simulator actions, and the
-// simulator's I/O checker judges every step.
+// simulator's I/O checker judges every step by the physics of the
+// profile: on v1.12, an initiator dies with its node's instance manager.
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
 func ref(name string) events.ManagerRef {
 	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
@@ -34,18 +43,24 @@ func terminal(s manager.State) bool { return s.Terminal() }
 // really wait on the objects.
 var latencies = sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond}
 
+// vol is one volume of a layout: where it is attached (its initiator), where
+// its engine is placed (spec.engineNodeID, "" = the attached node), and the
+// nodes holding its replicas.
 type vol struct {
 	name     string
-	engine   string
+	engine   string // data engine, "" = v2
 	attached string
+	engineOn string
 	replicas []string
 }
 
+var all3 = []string{"node-1", "node-2", "node-3"}
+
 // build makes a cluster of node-1..node-3 with vols.
-func build(t *testing.T, vols ...vol) *sim.Sim {
+func build(t *testing.T, cfg sim.Config, vols ...vol) *sim.Sim {
 	t.Helper()
-	s := sim.New(latencies)
-	for _, n := range []string{"node-1", "node-2", "node-3"} {
+	s := sim.New(cfg)
+	for _, n := range all3 {
 		require.NoError(t, s.AddNode(n))
 	}
 	for _, v := range vols {
@@ -53,12 +68,10 @@ func build(t *testing.T, vols ...vol) *sim.Sim {
 		if engine == "" {
 			engine = sim.EngineV2
 		}
-		require.NoError(t, s.AddVolume(v.name, engine, v.replicas, v.attached))
+		require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: v.name, Engine: engine, ReplicasOn: v.replicas, AttachedTo: v.attached, EngineOn: v.engineOn}))
 	}
 	return s
 }
-
-var all3 = []string{"node-1", "node-2", "node-3"}
 
 // legacy is a v1 volume attached to node-1 with replicas on node-1 and
 // node-2: the upgrade of those nodes must leave it and its replicas alone.
@@ -68,9 +81,10 @@ var legacy = vol{name: "legacy-v1", engine: sim.EngineV1, attached: "node-1", re
 // its replicas, and returns a check that none changed.
 func untouched(t *testing.T, c *cluster, volume string) func() {
 	t.Helper()
+	engine := volume + "-e-node-1"
 	rv := map[string]string{
 		"volume/" + volume: c.object(longhorn.VolumesResource, volume).GetResourceVersion(),
-		"engine/" + volume: c.object(longhorn.EnginesResource, volume+"-e-0").GetResourceVersion(),
+		"engine/" + engine: c.object(longhorn.EnginesResource, engine).GetResourceVersion(),
 	}
 	for _, r := range c.list(longhorn.ReplicasResource) {
 		var rep longhorn.Replica
@@ -89,7 +103,7 @@ func untouched(t *testing.T, c *cluster, volume string) func() {
 			case "volume":
 				now = c.object(longhorn.VolumesResource, name).GetResourceVersion()
 			case "engine":
-				now = c.object(longhorn.EnginesResource, name+"-e-0").GetResourceVersion()
+				now = c.object(longhorn.EnginesResource, name).GetResourceVersion()
 			default:
 				now = c.object(longhorn.ReplicasResource, name).GetResourceVersion()
 			}
@@ -98,46 +112,105 @@ func untouched(t *testing.T, c *cluster, volume string) func() {
 	}
 }
 
-// TestProposalTestPlan runs the proposal's test-plan layouts (SPEC.md,
-// "Preconditions": three nodes, every node upgraded) through the adapter.
+// before records what the upgrade must give back: every v2 volume's
+// spec.engineNodeID and every node's spec.allowScheduling, as Longhorn's
+// objects hold them.
+type before struct {
+	engineNode map[string]string
+	scheduling map[string]bool
+}
+
+func recordBefore(t *testing.T, c *cluster) before {
+	t.Helper()
+	b := before{engineNode: map[string]string{}, scheduling: map[string]bool{}}
+	for _, u := range c.list(longhorn.VolumesResource) {
+		var v longhorn.Volume
+		require.NoError(t, longhorn.FromUnstructured(&u, &v))
+		if v.Spec.DataEngine == dataplane.DataEngineV2 {
+			b.engineNode[v.Name] = v.Spec.EngineNodeID
+		}
+	}
+	for _, u := range c.list(longhorn.NodesResource) {
+		var n longhorn.LonghornNode
+		require.NoError(t, longhorn.FromUnstructured(&u, &n))
+		b.scheduling[n.Name] = n.Spec.AllowScheduling
+	}
+	return b
+}
+
+// restored checks, in Longhorn's objects, that every engine node and every
+// node's replica scheduling is what it was before.
+func (b before) restored(t *testing.T, c *cluster) {
+	t.Helper()
+	now := recordBefore(t, c)
+	assert.Equal(t, b.engineNode, now.engineNode, "every spec.engineNodeID as it was before")
+	assert.Equal(t, b.scheduling, now.scheduling, "every spec.allowScheduling as it was before")
+}
+
+// held is a node that cannot be upgraded live until its user detaches
+// volumes.
+type held struct {
+	node    string
+	volumes []string
+}
+
+// TestProposalTestPlan runs the proposal's test-plan layouts (three nodes,
+// every node upgraded) through the adapter on the v1.12 profile, plus a
+// layout of storage nodes. A node holding initiators of attached v2 volumes
+// cannot be upgraded live on v1.12: the nodes that can go first and
+// complete with no failed I/O, the upgrade stalls at the first one that
+// cannot, naming its volumes and touching nothing, and goes on by itself
+// once its user detached them.
 func TestProposalTestPlan(t *testing.T) {
-	// e = engine (attached node, target), r = replicas; the proposal's
-	// tables, plus a v1 volume on nodes 1 and 2 that must stay untouched.
-	healthy := []vol{{"vol-2", "", "node-1", all3}, {"vol-3", "", "node-1", all3}}
+	healthy := []vol{{name: "vol-2", attached: "node-1", replicas: all3}, {name: "vol-3", attached: "node-1", replicas: all3}}
 	cases := []struct {
-		name     string
-		vols     []vol
-		accepted bool
+		name string
+		vols []vol
+		// refused names the volume the prechecks refuse; otherwise live are
+		// the nodes upgraded live, in order, then held the nodes that wait
+		// for their user, in order, each with the volumes it names (which
+		// the user then detaches).
+		refused string
+		live    []string
+		held    []held
 	}{
-		{"refused case 1: vol-1 single replica on node 1, engine on node 1",
-			append([]vol{{name: "vol-1", attached: "node-1", replicas: []string{"node-1"}}}, healthy...), false},
-		{"refused case 2: vol-1 single replica on node 2, engine on node 1",
-			append([]vol{{name: "vol-1", attached: "node-1", replicas: []string{"node-2"}}}, healthy...), false},
-		{"accepted case 1: three volumes with 3 replicas, engines all on node 1",
-			[]vol{{"vol-1", "", "node-1", all3}, {"vol-2", "", "node-1", all3}, {"vol-3", "", "node-1", all3}}, true},
-		{"accepted case 2: engines on node 1, replicas only on nodes 2 and 3",
-			[]vol{{"vol-1", "", "node-1", all3[1:]}, {"vol-2", "", "node-1", all3[1:]}, {"vol-3", "", "node-1", all3[1:]}}, true},
-		{"accepted case 3: engines spread over nodes 1, 2 and 3 (and a detached volume)",
-			[]vol{{"vol-1", "", "node-1", all3}, {"vol-2", "", "node-2", all3}, {"vol-3", "", "node-3", all3},
-				{name: "vol-detached", replicas: all3[:2]}}, true},
+		{name: "refused case 1: vol-1 single replica on node 1, attached and engine on node 1",
+			vols: append([]vol{{name: "vol-1", attached: "node-1", replicas: []string{"node-1"}}}, healthy...), refused: "vol-1"},
+		{name: "refused case 2: vol-1 single replica on node 2, attached and engine on node 1",
+			vols: append([]vol{{name: "vol-1", attached: "node-1", replicas: []string{"node-2"}}}, healthy...), refused: "vol-1"},
+		{name: "accepted case 1: three volumes with 3 replicas, attached and engines on node 1",
+			vols: []vol{{name: "vol-1", attached: "node-1", replicas: all3}, {name: "vol-2", attached: "node-1", replicas: all3}, {name: "vol-3", attached: "node-1", replicas: all3}},
+			live: []string{"node-2", "node-3"}, held: []held{{"node-1", []string{"vol-1", "vol-2", "vol-3"}}}},
+		{name: "accepted case 2: attached and engines on node 1, replicas only on nodes 2 and 3",
+			vols: []vol{{name: "vol-1", attached: "node-1", replicas: all3[1:]}, {name: "vol-2", attached: "node-1", replicas: all3[1:]}, {name: "vol-3", attached: "node-1", replicas: all3[1:]}},
+			live: []string{"node-2", "node-3"}, held: []held{{"node-1", []string{"vol-1", "vol-2", "vol-3"}}}},
+		{name: "accepted case 3: attached and engines spread over nodes 1, 2 and 3 (and a detached volume)",
+			vols: []vol{{name: "vol-1", attached: "node-1", replicas: all3}, {name: "vol-2", attached: "node-2", replicas: all3}, {name: "vol-3", attached: "node-3", replicas: all3},
+				{name: "vol-detached", replicas: all3[:2]}},
+			held: []held{{"node-1", []string{"vol-1"}}, {"node-2", []string{"vol-2"}}, {"node-3", []string{"vol-3"}}}},
+		{name: "storage nodes: attached on node 1, engines on nodes 2 and 3",
+			vols: []vol{{name: "vol-1", attached: "node-1", engineOn: "node-2", replicas: all3}, {name: "vol-2", attached: "node-1", engineOn: "node-3", replicas: all3},
+				{name: "vol-3", attached: "node-1", engineOn: "node-2", replicas: all3[1:]}},
+			live: []string{"node-3", "node-2"}, held: []held{{"node-1", []string{"vol-1", "vol-2", "vol-3"}}}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := build(t, append(slices.Clone(tc.vols), legacy)...)
+			s := build(t, latencies, append(slices.Clone(tc.vols), legacy)...)
 			c := newCluster(t, s)
 			v1Untouched := untouched(t, c, legacy.name)
-			e := enginetest.Start(t, c.plane, enginetest.Options{StallAfter: 2 * time.Second})
+			was := recordBefore(t, c)
+			e := enginetest.Start(t, c.plane, enginetest.Options{StallAfter: 300 * time.Millisecond})
 			m := ref(fmt.Sprintf("plan-%d", i))
 			e.Request(m)
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 
-			if !tc.accepted {
+			if tc.refused != "" {
+				st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 				require.Equal(t, events.ManagerError, st.State, st.Message)
 				assert.Contains(t, st.Message, "VolumesHealthy")
 				for _, p := range st.Prechecks {
 					if p.Check == "VolumesHealthy" {
 						assert.False(t, p.Passed)
-						assert.Contains(t, p.Message, "vol-1 has a single replica")
+						assert.Contains(t, p.Message, tc.refused+" has a single replica")
 					} else {
 						assert.True(t, p.Passed, "%s: %s", p.Check, p.Message)
 					}
@@ -148,6 +221,33 @@ func TestProposalTestPlan(t *testing.T) {
 				v1Untouched()
 				return
 			}
+			planned := e.WaitManager(m, 30*time.Second, "planned", func(s manager.State) bool { return len(s.Plan) > 0 })
+			order := slices.Clone(tc.live)
+			for _, h := range tc.held {
+				order = append(order, h.node)
+			}
+			assert.Equal(t, order, planned.Plan, "the nodes that can be upgraded live come first")
+			assert.Equal(t, string(dataplane.ProfileV112), planned.LonghornProfile, "the history says what the upgrade ran against")
+			for _, n := range tc.live {
+				st := e.WaitNode(m, n, 30*time.Second, "completed", func(n nodeupgrade.State) bool { return n.State == events.NodeCompleted })
+				assert.Equal(t, string(dataplane.ProfileV112), st.Profile)
+			}
+			assert.Zero(t, s.IOStats().Failed, "no I/O failed while the live nodes were upgraded: %s", s.IOStats())
+			for _, h := range tc.held {
+				stalled := e.WaitNode(m, h.node, 30*time.Second, "stalled on its initiators", func(n nodeupgrade.State) bool {
+					return n.Stalled && n.StallReason == "InitiatorsOnNode"
+				})
+				assert.Equal(t, events.NodeInitializing, stalled.State, "it stalls before touching anything")
+				assert.Contains(t, stalled.StallMessage, "holds the initiators of attached v2 volumes "+strings.Join(h.volumes, ", ")+":")
+				assert.Contains(t, stalled.StallMessage, "detach them or move their workloads")
+				assert.Nil(t, stalled.Scheduling, "its replica scheduling was not touched")
+				// The user stops the workloads on the node: the upgrade goes on.
+				for _, name := range h.volumes {
+					require.NoError(t, s.DetachVolume(name))
+				}
+				c.mgr.Kick()
+			}
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 			for key, n := range enginetest.Transitions(e.History(m)) {
 				assert.Equal(t, 1, n, "transition %q appears once", key)
@@ -158,15 +258,15 @@ func TestProposalTestPlan(t *testing.T) {
 			assert.Empty(t, s.Unsafe(""), "nothing unsafe at the end")
 			c.waitInStep("after the upgrade")
 			checkUpgraded(t, c, st.InstanceManagerImage)
+			was.restored(t, c)
 			v1Untouched()
 		})
 	}
 }
 
 // checkUpgraded checks the end state in Longhorn's objects, through the
-// adapter: every v2 IM runs the target image, no node is flagged, no
-// override is left, detached v2 volumes are on the target image, every
-// attached v2 volume got its snapshot.
+// adapter: every v2 IM runs the target image, every attached v2 volume is
+// healthy on a settled target, and the upgrade's snapshots are removed.
 func checkUpgraded(t *testing.T, c *cluster, image string) {
 	t.Helper()
 	require.Equal(t, sim.NewIMImage, image)
@@ -176,38 +276,22 @@ func checkUpgraded(t *testing.T, c *cluster, image string) {
 		assert.Equal(t, image, im.Image, "IM %s", im.Name)
 		assert.Equal(t, dataplane.IMRunning, im.State, "IM %s", im.Name)
 	}
-	nodes, err := c.plane.Nodes(c.ctx)
-	require.NoError(t, err)
-	for _, n := range nodes {
-		assert.False(t, n.UpgradeRequested, "node %s flag cleared", n.Name)
-	}
 	vols, err := c.plane.Volumes(c.ctx)
 	require.NoError(t, err)
-	snapshotted := map[string]bool{}
-	for _, u := range c.list(longhorn.SnapshotsResource) {
-		var snap longhorn.Snapshot
-		require.NoError(t, longhorn.FromUnstructured(&u, &snap))
-		snapshotted[snap.Spec.Volume] = snap.Status.ReadyToUse
-	}
 	for _, v := range vols {
-		if v.DataEngine != dataplane.DataEngineV2 {
+		if v.DataEngine != dataplane.DataEngineV2 || !v.Attached() {
 			continue
 		}
-		assert.Empty(t, v.DesiredTargetNode, "volume %s override cleared", v.Name)
 		assert.Equal(t, dataplane.RobustnessHealthy, v.Robustness, "volume %s", v.Name)
-		if v.Attached() {
-			assert.Equal(t, v.AttachedNode, v.TargetNode, "volume %s target home", v.Name)
-			assert.True(t, snapshotted[v.Name], "volume %s snapshotted", v.Name)
-		} else {
-			assert.Equal(t, image, v.Image, "detached volume %s on the target image", v.Name)
-		}
+		assert.True(t, v.TargetReady, "volume %s: switch-over settled", v.Name)
 	}
+	assert.Empty(t, c.list(longhorn.SnapshotsResource), "the upgrade removes its own snapshots once its nodes completed")
 }
 
 // TestImageMissingOnANodeIsRefused: the target image must be in a node's
 // status.images (the kubelet's list) for DefaultImageOnAllNodesReady.
 func TestImageMissingOnANodeIsRefused(t *testing.T) {
-	s := build(t, vol{"vol-1", "", "node-1", all3})
+	s := build(t, latencies, vol{name: "vol-1", attached: "node-1", replicas: all3})
 	require.NoError(t, s.SetNodeImages("node-3", []string{sim.OldIMImage}))
 	c := newCluster(t, s)
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
@@ -225,13 +309,30 @@ func TestImageMissingOnANodeIsRefused(t *testing.T) {
 	assert.Empty(t, actions, "the cluster was not touched")
 }
 
-// slowLayout is the engine tests' 3-node layout, plus the v1 volume.
-func slowLayout(t *testing.T) *sim.Sim {
+// storageLayout is a v1.12 layout where every step of a storage node has
+// work: volumes attached on client node c1 (not upgraded) with their
+// engines on the storage nodes n1..n3 and 2 or 3 replicas there, one
+// volume whose engine follows its attachment, and one detached. n3 does not
+// schedule replicas to begin with, so the upgrade must restore two
+// different values.
+func storageLayout(t *testing.T, cfg sim.Config) (*sim.Sim, []string) {
 	t.Helper()
-	s, err := sim.ThreeNodes(latencies)
-	require.NoError(t, err)
-	require.NoError(t, s.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "n1"))
-	return s
+	s := sim.New(cfg)
+	for _, n := range []string{"c1", "n1", "n2", "n3"} {
+		require.NoError(t, s.AddNodeSpec(sim.NodeSpec{Name: n, NoScheduling: n == "n3"}))
+	}
+	for _, v := range []sim.VolumeSpec{
+		{Name: "vol-0", ReplicasOn: []string{"n1", "n2", "n3"}, AttachedTo: "c1", EngineOn: "n1"},
+		{Name: "vol-1", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "c1", EngineOn: "n1"},
+		{Name: "vol-2", ReplicasOn: []string{"n2", "n3"}, AttachedTo: "c1", EngineOn: "n2"},
+		{Name: "vol-3", ReplicasOn: []string{"n1", "n3"}, AttachedTo: "c1", EngineOn: "n3"},
+		{Name: "vol-4", ReplicasOn: []string{"n1", "n2", "n3"}},
+		{Name: "vol-5", ReplicasOn: []string{"n2", "n3"}, AttachedTo: "c1"},
+	} {
+		require.NoError(t, s.AddVolumeSpec(v))
+	}
+	require.NoError(t, s.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "c1"))
+	return s, []string{"n1", "n2", "n3"}
 }
 
 func lastOf[T events.Event](h []events.Envelope) (T, bool) {
@@ -244,27 +345,39 @@ func lastOf[T events.Event](h []events.Envelope) (T, bool) {
 	return zero, false
 }
 
-// TestStuckVolumeStallsThenResumes: a volume whose target never moves keeps
-// the node in switching-over (not error) with a message naming it; once
-// fixed, the upgrade goes on.
-func TestStuckVolumeStallsThenResumes(t *testing.T) {
-	s := slowLayout(t)
-	require.NoError(t, s.InjectTargetMoveFailure("vol-0")) // attached to n1, target there
+// TestFailingSwitchoverStallsThenResumes: Longhorn keeps reverting a
+// volume's switch-over (told to fail it); the node stays in switching-over
+// (not error) with a message naming the volume, the state and the Warning's
+// text; once healed, the upgrade goes on.
+func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
+	s, storage := storageLayout(t, latencies)
+	require.NoError(t, s.InjectTargetMoveFailure("vol-0")) // its engine is on n1
 	c := newCluster(t, s)
+	was := recordBefore(t, c)
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("stuck")
-	e.Request(m, "n1", "n2", "n3")
+	e.Request(m, storage...)
 	stalled := e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.StallVolume == "vol-0"
+		return n.Stalled && n.StallVolume == "vol-0" && n.StallReason == "SwitchoverFailing"
 	})
 	assert.Equal(t, events.NodeSwitchingOver, stalled.State, "a stuck volume keeps the node in its current state")
-	assert.Equal(t, "TargetNotMoved", stalled.StallReason)
-	assert.Contains(t, stalled.StallMessage, "vol-0")
+	assert.Contains(t, stalled.StallMessage, `switchoverState "reverting"`)
+	assert.Contains(t, stalled.StallMessage, "Failed to switch over target to ")
+	assert.Contains(t, stalled.StallMessage, "injected fault: switch-over refused")
 	assert.Equal(t, events.ManagerUpgrading, e.Manager(m).State, "not error")
-	// What the user sees in Longhorn: the override is set, the target stays.
+	// What the user sees in Longhorn: the engine node asked for, the target
+	// still on n1, the Warning on the EngineFrontend.
 	v := decode[longhorn.Volume](c, longhorn.VolumesResource, "vol-0")
-	assert.NotEmpty(t, v.Spec.TargetNodeID)
-	assert.Equal(t, "n1", v.Status.CurrentTargetNodeID)
+	assert.NotEqual(t, "n1", v.Spec.EngineNodeID)
+	assert.Equal(t, "n1", v.Status.CurrentEngineNodeID)
+	assert.Equal(t, "reverting", v.Status.SwitchoverState)
+	warned := false
+	for _, u := range c.list(longhorn.EventsResource) {
+		var ev longhorn.Event
+		require.NoError(t, longhorn.FromUnstructured(&u, &ev))
+		warned = warned || (ev.Reason == longhorn.ReasonFailedSwitchover && ev.InvolvedObject.Name == "vol-0-ef-0" && ev.Type == "Warning")
+	}
+	assert.True(t, warned, "a FailedSwitchover Warning on vol-0's EngineFrontend")
 
 	require.NoError(t, s.HealTargetMoveFailure("vol-0"))
 	c.mgr.Kick()
@@ -274,15 +387,18 @@ func TestStuckVolumeStallsThenResumes(t *testing.T) {
 	assert.True(t, resumed, "history shows the resume")
 	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
 	assert.Empty(t, s.Unsafe(""))
+	c.waitInStep("after the upgrade")
+	was.restored(t, c)
 }
 
 // TestInstanceManagerThatNeverStartsStallsThenFails: the new IM on n1 goes
 // to error; the node stalls, then fails after failAfter; targets stayed on
-// running IMs.
+// running IMs, and n1's replica scheduling is restored before the failure.
 func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
-	s := slowLayout(t)
+	s, _ := storageLayout(t, latencies)
 	require.NoError(t, s.InjectIMStartFailure("n1"))
 	c := newCluster(t, s)
+	was := recordBefore(t, c)
 	e := enginetest.Start(t, c.plane, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
 	st := e.IMNeverStarts(ref("im-fails"), "n1", "n2")
 	// What Longhorn shows: n1's new IM, on the target image, in error.
@@ -297,43 +413,29 @@ func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
 	}
 	assert.Len(t, inError, 1)
 	assert.Zero(t, s.IOStats().FailedByActions(), "targets stayed on running IMs: %s", s.IOStats())
+	assert.Equal(t, was.scheduling, recordBefore(t, c).scheduling, "replica scheduling restored before the error")
 }
 
 // TestCancelReachesASafePoint deletes the manager while the first node is
-// at each step in turn: every target comes home, overrides and flags are
-// cleared, no I/O fails.
+// at each step in turn: every target comes home with its engine node as it
+// was, replica scheduling is restored, no I/O fails.
 func TestCancelReachesASafePoint(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			s := slowLayout(t)
+			s, storage := storageLayout(t, latencies)
 			c := newCluster(t, s)
+			was := recordBefore(t, c)
 			e := enginetest.Start(t, c.plane, enginetest.Options{})
 			m := ref("cancel-" + string(step))
-			e.Request(m)
+			e.Request(m, storage...)
 			first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
 			e.WaitNode(m, first, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.Cancel(m)
 			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
-			// The worker decides on the adapter's cache, which lags Longhorn:
-			// a cancel may clear an override while the move it had asked
-			// for is completing. Clearing the override is what sends a
-			// target home, so Longhorn gets there on its own, within a move.
 			eventually(t, 5*time.Second, "the safe point", func() bool { return len(s.Unsafe("")) == 0 })
 			c.waitInStep("after the cancel")
-			nodes, err := c.plane.Nodes(c.ctx)
-			require.NoError(t, err)
-			for _, n := range nodes {
-				assert.False(t, n.UpgradeRequested, "node %s flag cleared", n.Name)
-			}
-			vols, err := c.plane.Volumes(c.ctx)
-			require.NoError(t, err)
-			for _, v := range vols {
-				if v.Attached() {
-					assert.Equal(t, v.AttachedNode, v.TargetNode, "volume %s target home", v.Name)
-					assert.Empty(t, v.DesiredTargetNode, "volume %s override cleared", v.Name)
-				}
-			}
+			was.restored(t, c)
 			_, cancelled := lastOf[events.UpgradeCancelled](e.History(m))
 			assert.True(t, cancelled)
 			assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
@@ -343,15 +445,16 @@ func TestCancelReachesASafePoint(t *testing.T) {
 
 // TestWorkerKilledAtEveryStep: a worker killed mid-step gets its command
 // back and resumes through the adapter with no repeated side effect: each
-// transition once, each snapshot and IM deletion once.
+// transition once, each snapshot, engine move and IM deletion once.
 func TestWorkerKilledAtEveryStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			s := slowLayout(t)
+			s, storage := storageLayout(t, latencies)
 			c := newCluster(t, s)
+			was := recordBefore(t, c)
 			e := enginetest.Start(t, c.plane, enginetest.Options{AckWait: 300 * time.Millisecond})
 			m := ref("kill-" + string(step))
-			e.Request(m)
+			e.Request(m, storage...)
 			victim := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
 			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 			e.StopWorker(victim)
@@ -363,12 +466,11 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 				assert.Equal(t, 1, n, "transition %q appears once", key)
 			}
 			// Side effects that must happen once per upgrade reached the
-			// simulator once: a retried step found its own snapshot object
-			// and its IM already gone.
+			// simulator once: a retried step found its own snapshot object.
 			done := map[string]int{}
 			actions, _ := s.ActionLog()
 			for _, a := range actions {
-				if !a.NoOp && a.Err == "" && (a.Action == "CreateSnapshot" || a.Action == "DeleteInstanceManager") {
+				if !a.NoOp && a.Err == "" && (a.Action == "CreateSnapshot" || a.Action == "DeleteSnapshot") {
 					done[a.Action+" "+a.Object+" "+a.Arg]++
 				}
 			}
@@ -378,6 +480,91 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 			}
 			assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
 			assert.Empty(t, s.Unsafe(""))
+			c.waitInStep("after the upgrade")
+			was.restored(t, c)
 		})
 	}
+}
+
+// TestInPlaceWriteSequence: on a Longhorn that updates IMs in place
+// (experimental, its physics not established), what is proven is the exact
+// sequence of writes the adapter makes to Longhorn's objects: scheduling
+// off, snapshots, replicas failed, engines moved, the IM's image set,
+// scheduling restored, engines moved back, snapshots removed. Run with
+// -update to rewrite testdata/inplace-writes.golden.
+func TestInPlaceWriteSequence(t *testing.T) {
+	cfg := latencies
+	cfg.Profile = dataplane.ProfileInPlace
+	s := sim.New(cfg)
+	for _, n := range []string{"n1", "n2"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
+	writes := &writeLog{}
+	c := newClusterWith(t, s, clusterOptions{
+		platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"},
+		log:      slog.New(writes),
+	})
+	was := recordBefore(t, c)
+	e := enginetest.Start(t, c.plane, enginetest.Options{})
+	m := ref("in-place")
+	e.Request(m, "n1")
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	was.restored(t, c)
+	assert.Zero(t, s.IOStats().Failed, "the in-place physics the simulator assumes: %s", s.IOStats())
+
+	got := writes.String()
+	path := filepath.Join("testdata", "inplace-writes.golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run with -update to create it")
+	assert.Equal(t, string(want), got, "the writes the upgrade made, in order")
+}
+
+// writeLog is a slog handler keeping the adapter's write lines (resource,
+// object, action) in order.
+type writeLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *writeLog) Enabled(context.Context, slog.Level) bool { return true }
+func (w *writeLog) WithAttrs([]slog.Attr) slog.Handler      { return w }
+func (w *writeLog) WithGroup(string) slog.Handler           { return w }
+func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
+	var verb string
+	switch r.Message {
+	case "longhorn object patched":
+		verb = "patch"
+	case "longhorn object deleted":
+		verb = "delete"
+	case "longhorn snapshot created":
+		verb = "create"
+	default:
+		return nil
+	}
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	line := fmt.Sprintf("%s %s %s: %s", verb, attrs["resource"], attrs["name"], attrs["action"])
+	if verb == "create" {
+		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, line)
+	return nil
+}
+
+func (w *writeLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n") + "\n"
 }

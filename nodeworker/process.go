@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/metrics"
@@ -52,6 +53,58 @@ type run struct {
 	volumes []nodeupgrade.SetVolumeState
 }
 
+func (r *run) dp() dataplane.DataPlane { return r.w.cfg.DataPlane }
+
+// settings are this run's inputs to the step decisions.
+func (r *run) settings() settings {
+	return settings{
+		node:          r.w.cfg.Node,
+		image:         r.cmd.InstanceManagerImage,
+		snapshot:      r.snapshotName(),
+		keepSnapshots: r.w.cfg.KeepSnapshots,
+		idPrefix:      r.id(""),
+	}
+}
+
+// snapshotName is per manager and node: a redelivered step finds its own
+// snapshot instead of taking another.
+func (r *run) snapshotName() string {
+	uid := r.cmd.Manager.UID
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return "switchback-" + uid + "-" + r.w.cfg.Node
+}
+
+// round is one observation of step ("" for the cancel flow): gather,
+// decide, apply.
+func (r *run) round(step events.NodeState) func(context.Context) (outcome, error) {
+	return func(ctx context.Context) (outcome, error) {
+		o, err := r.observe(ctx, step)
+		if err != nil {
+			return outcome{}, err
+		}
+		if step == "" {
+			return r.apply(ctx, decideCancel(o, r.st, r.settings()))
+		}
+		return r.apply(ctx, decide(step, o, r.st, r.settings()))
+	}
+}
+
+// restoreBeforeFail writes back the node's recorded replica scheduling
+// before the node upgrade ends in error: nothing but history would know the
+// value afterwards.
+func (r *run) restoreBeforeFail(ctx context.Context) error {
+	o, err := r.observe(ctx, events.NodeSwitchingBack)
+	if err != nil {
+		return err
+	}
+	p := stepPlan{}
+	p.restoreScheduling(o, r.st, r.settings())
+	_, err = r.apply(ctx, p)
+	return err
+}
+
 // process runs the step cmd names, if the node is still at it.
 func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error) {
 	r := &run{w: w, cmd: cmd, agg: events.NodeAggregate(cmd.Manager, w.cfg.Node)}
@@ -84,14 +137,19 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 			w.log.Info("not starting: the manager moved on", "manager", cmd.Manager.String(), "state", m.State.State)
 			return nil
 		}
+		platform, err := w.cfg.DataPlane.Platform(ctx)
+		if err != nil {
+			return err
+		}
 		if err := r.exec(ctx, nodeupgrade.Start{ID: r.id("start"),
 			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
+			Profile: string(platform.Profile),
 		}); err != nil {
 			return err
 		}
 	}
 	started := time.Now()
-	return r.loop(ctx, cmd.Step, r.step, func(ctx context.Context) error {
+	return r.loop(ctx, cmd.Step, r.round(cmd.Step), func(ctx context.Context) error {
 		if err := r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: stepDoneMessage(cmd.Step)}); err != nil {
 			return err
 		}
@@ -139,6 +197,9 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 		now := w.cfg.Now()
 		switch {
 		case out.fatal != nil:
+			if err := r.restoreBeforeFail(ctx); err != nil {
+				return err
+			}
 			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message})
 		case out.done:
 			return onDone(ctx)
@@ -154,6 +215,9 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 		if b := out.block; b != nil && !out.progressed {
 			blocked := now.Sub(blockedSince)
 			if b.permanent && blocked >= w.cfg.FailAfter {
+				if err := r.restoreBeforeFail(ctx); err != nil {
+					return err
+				}
 				return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: b.reason,
 					Message: fmt.Sprintf("%s (no progress for %s)", b.message, blocked.Round(time.Second))})
 			}
@@ -215,11 +279,11 @@ func (r *run) exec(ctx context.Context, cmd nodeupgrade.Command) error {
 
 // setVolume queues a volume transition (unless already recorded) for the
 // round's flush: a step moving many volumes appends one batch.
-func (r *run) setVolume(volume string, to events.VolumeState, target, message string) {
-	if v, ok := r.st.Volumes[volume]; ok && v.State == to && (target == "" || v.TargetNode == target) {
+func (r *run) setVolume(c nodeupgrade.SetVolumeState) {
+	if v, ok := r.st.Volumes[c.Volume]; ok && v.State == c.To && (c.TargetNode == "" || v.TargetNode == c.TargetNode) {
 		return
 	}
-	r.volumes = append(r.volumes, nodeupgrade.SetVolumeState{Volume: volume, To: to, TargetNode: target, Message: message})
+	r.volumes = append(r.volumes, c)
 }
 
 // flush appends the queued volume transitions as one decision.
@@ -235,9 +299,9 @@ func (r *run) flush(ctx context.Context) error {
 func stepDoneMessage(s events.NodeState) string {
 	switch s {
 	case events.NodeInitializing:
-		return "node flagged for upgrade; volumes recorded and snapshotted"
+		return "replica scheduling turned off on the node; volumes recorded and snapshotted"
 	case events.NodeFailingReplicas:
-		return "v2 replicas on the node stopped and removed"
+		return "the node's replicas of attached v2 volumes failed and stopped"
 	case events.NodeSwitchingOver:
 		return "every attached volume's target runs on another node"
 	case events.NodeUpgradingInstanceManager:
@@ -247,7 +311,7 @@ func stepDoneMessage(s events.NodeState) string {
 	case events.NodeRebuildingReplica:
 		return "volumes are healthy again"
 	case events.NodeFinalizing:
-		return "node upgrade completed"
+		return "node upgrade completed; replica scheduling restored"
 	}
 	return ""
 }

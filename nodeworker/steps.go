@@ -1,10 +1,7 @@
 package nodeworker
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -12,412 +9,417 @@ import (
 	"github.com/switchback-dev/switchback/plan"
 )
 
-// step observes the cluster for the current step, acts on what is not done
-// yet, and says whether the step's goal holds.
-func (r *run) step(ctx context.Context) (outcome, error) {
-	switch r.st.State {
+// decide is the step of st.State: a pure function from what was observed
+// and the node's recorded state to what to do next.
+func decide(step events.NodeState, o observation, st nodeupgrade.State, c settings) stepPlan {
+	switch step {
 	case events.NodePending:
-		return outcome{done: true}, nil
+		return stepPlan{done: true}
 	case events.NodeInitializing:
-		return r.initialize(ctx)
+		return decideInitialize(o, st, c)
 	case events.NodeFailingReplicas:
-		return r.failReplicas(ctx)
+		return decideFailReplicas(o, st, c)
 	case events.NodeSwitchingOver:
-		return r.switchOver(ctx)
+		return decideSwitchOver(o, st, c)
 	case events.NodeUpgradingInstanceManager:
-		return r.upgradeInstanceManager(ctx)
+		return decideUpgradeInstanceManager(o, c)
 	case events.NodeSwitchingBack:
-		return r.switchBack(ctx)
+		return decideSwitchBack(o, st, c)
 	case events.NodeRebuildingReplica:
-		return r.waitHealthy(ctx)
+		return decideWaitHealthy(o, st, c)
 	case events.NodeFinalizing:
-		return r.finalize(ctx)
+		return decideFinalize(o, st, c)
 	}
-	return outcome{}, fmt.Errorf("node %s: no step for state %q", r.w.cfg.Node, r.st.State)
+	return stepPlan{fatal: &block{reason: "UnknownStep", message: fmt.Sprintf("node %s: no step for state %q", c.node, step)}}
 }
 
-func (r *run) dp() dataplane.DataPlane { return r.w.cfg.DataPlane }
-
-// node checks the node still exists (a deleted node fails the upgrade: there
-// is nothing left to upgrade and its volumes need the user) and is Ready.
-func (r *run) node(ctx context.Context) (dataplane.Node, *outcome, error) {
-	n, err := r.dp().Node(ctx, r.w.cfg.Node)
-	if errors.Is(err, dataplane.ErrNotFound) {
-		return n, &outcome{fatal: &block{reason: "NodeDeleted", message: fmt.Sprintf("node %s was removed from the cluster during its upgrade", r.w.cfg.Node)}}, nil
+// nodeGone and nodeNotReady are the checks of the steps that need the node:
+// a deleted node fails the upgrade (nothing is left to upgrade and its
+// volumes need the user), a NotReady one makes it wait.
+func nodeCheck(o observation, c settings) *stepPlan {
+	if !o.found {
+		return &stepPlan{fatal: &block{reason: "NodeDeleted", message: fmt.Sprintf("node %s was removed from the cluster during its upgrade", c.node)}}
 	}
-	if err != nil {
-		return n, nil, err
+	if !o.node.Ready {
+		return &stepPlan{block: waiting("", "NodeNotReady", "node %s is not Ready", c.node)}
 	}
-	if !n.Ready {
-		return n, &outcome{block: waiting("", "NodeNotReady", "node %s is not Ready", n.Name)}, nil
-	}
-	return n, nil, nil
-}
-
-// recorded returns the volumes recorded at initializing, sorted, with their
-// live state; volumes deleted since are skipped (nothing left to protect).
-func (r *run) recorded(ctx context.Context) ([]dataplane.Volume, error) {
-	names := r.st.VolumesWhere(func(v nodeupgrade.Volume) bool { return true })
-	out := make([]dataplane.Volume, 0, len(names))
-	for _, name := range names {
-		v, err := r.dp().Volume(ctx, name)
-		if errors.Is(err, dataplane.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// snapshotName is per manager and node: a redelivered step finds its own
-// snapshot instead of taking another (the unshipped implementation took new
-// snapshots after every restart).
-func (r *run) snapshotName() string {
-	uid := r.cmd.Manager.UID
-	if len(uid) > 8 {
-		uid = uid[:8]
-	}
-	return "switchback-" + uid + "-" + r.w.cfg.Node
-}
-
-// initialize flags the node, records the v2 volumes it concerns and snapshots
-// the attached ones.
-func (r *run) initialize(ctx context.Context) (outcome, error) {
-	n, stop, err := r.node(ctx)
-	if stop != nil || err != nil {
-		return derefOutcome(stop), err
-	}
-	progressed := false
-	if !n.UpgradeRequested {
-		if err := r.dp().SetNodeUpgradeRequested(ctx, n.Name, true); err != nil {
-			return outcome{}, err
-		}
-		progressed = true
-	}
-	vols, err := r.dp().VolumesOn(ctx, n.Name)
-	if err != nil {
-		return outcome{}, err
-	}
-	for _, v := range vols {
-		leftAway := v.DataEngine == dataplane.DataEngineV2 && v.AttachedNode == n.Name && v.TargetNode != "" && v.TargetNode != n.Name
-		if !plan.Concerned(v, n.Name) && !leftAway {
-			continue
-		}
-		if _, ok := r.st.Volumes[v.Name]; !ok {
-			r.setVolume(v.Name, events.VolumePending, v.TargetNode, describeVolume(v))
-			if leftAway {
-				// An earlier upgrade that failed mid-node left this target on
-				// another node (safe, but not home): adopt it as switched over,
-				// so switching-back brings it home.
-				msg := "found on " + v.TargetNode + ", left there by an earlier upgrade; it will be brought back"
-				r.setVolume(v.Name, events.VolumeSwitchingOver, v.TargetNode, msg)
-				r.setVolume(v.Name, events.VolumeSwitchedOver, v.TargetNode, msg)
-			}
-			progressed = true
-		}
-		if v.Attached() {
-			if err := r.dp().CreateSnapshot(ctx, v.Name, r.snapshotName()); err != nil {
-				return outcome{}, fmt.Errorf("snapshot volume %s: %w", v.Name, err)
-			}
-		}
-	}
-	return outcome{done: true, progressed: progressed}, nil
-}
-
-// failReplicas stops the node's replicas of the recorded attached v2 volumes
-// and deletes them once stopped; they are rebuilt after the new IM runs.
-//
-// Detached volumes are left alone: their replicas run nowhere, their data on
-// the node's disk outlives the IM, and deleting a replica of a volume nobody
-// can rebuild from would lose data. For the same reason a replica is never
-// failed while it is its volume's only healthy copy.
-func (r *run) failReplicas(ctx context.Context) (outcome, error) {
-	if on, err := r.onTargetImage(ctx); on || err != nil {
-		return outcome{done: on}, err
-	}
-	vols, err := r.recorded(ctx)
-	if err != nil {
-		return outcome{}, err
-	}
-	out := outcome{done: true}
-	for _, v := range vols {
-		if !v.Attached() {
-			continue
-		}
-		elsewhere := 0
-		for _, rep := range v.Replicas {
-			if rep.Node != r.w.cfg.Node && rep.Healthy() {
-				elsewhere++
-			}
-		}
-		for _, rep := range v.Replicas {
-			if rep.Node != r.w.cfg.Node {
-				continue
-			}
-			out.done = false
-			if elsewhere == 0 && rep.Healthy() {
-				out.block = waiting(v.Name, "LastHealthyReplica", "volume %s: its only healthy replica %s is on %s; not failing it until another replica is healthy", v.Name, rep.Name, r.w.cfg.Node)
-				continue
-			}
-			out.progressed = true
-			if rep.State == dataplane.ReplicaRunning || rep.State == dataplane.ReplicaRebuilding {
-				err = r.dp().FailReplica(ctx, v.Name, rep.Name)
-			} else {
-				err = r.dp().DeleteReplica(ctx, v.Name, rep.Name)
-			}
-			if err != nil && !errors.Is(err, dataplane.ErrNotFound) {
-				return outcome{}, fmt.Errorf("replica %s of volume %s: %w", rep.Name, v.Name, err)
-			}
-		}
-	}
-	if !out.done && out.block == nil {
-		out.block = waiting("", "ReplicasStopping", "waiting for the node's v2 replicas to stop and be removed")
-	}
-	return out, nil
+	return nil
 }
 
 // onTargetImage reports whether the node's IM already runs the target image
 // and nothing else is left to replace: the IM will not be restarted, so
-// failing replicas or moving targets would only disturb volumes for nothing
-// (and replicas stopped on an IM that stays would wait for a new one).
-func (r *run) onTargetImage(ctx context.Context) (bool, error) {
-	ims, err := r.dp().InstanceManagers(ctx, r.w.cfg.Node)
-	if err != nil {
-		return false, err
-	}
+// failing replicas or moving targets would only disturb volumes for nothing.
+// On Longhorn v1.12 this is also how a step learns that Longhorn replaced an
+// IM that ran nothing any more.
+func onTargetImage(ims []dataplane.InstanceManager, image string) bool {
 	running := false
 	for _, im := range ims {
 		switch {
-		case im.Image == r.cmd.InstanceManagerImage && im.State == dataplane.IMRunning:
+		case im.Image == image && im.State == dataplane.IMRunning:
 			running = true
 		case im.State != dataplane.IMStopped:
-			return false, nil
+			return false
 		}
 	}
-	return running, nil
+	return running
 }
 
-// needsSwitch: an attached volume whose target runs on the upgrading node.
-func (r *run) needsSwitch(v dataplane.Volume) bool {
-	return v.Attached() && v.TargetNode == r.w.cfg.Node
+// decideInitialize refuses, before touching anything, a node that cannot be
+// upgraded live on this Longhorn; then records the node's replica
+// scheduling and turns it off, records the v2 volumes the node concerns,
+// and snapshots the attached ones.
+func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan {
+	if p := nodeCheck(o, c); p != nil {
+		return *p
+	}
+	if ok, why := plan.LiveVerdict(o.profile, c.node, o.on); !ok {
+		return stepPlan{block: &block{reason: "InitiatorsOnNode", message: why}}
+	}
+	p := stepPlan{done: true}
+	p.keepSchedulingOff(o, st, c)
+	var snap []string
+	for _, v := range o.on {
+		if !plan.Concerned(v, c.node) {
+			continue
+		}
+		if _, ok := st.Volumes[v.Name]; !ok {
+			p.volume(v.Name, events.VolumePending, v.TargetNode, describeVolume(v))
+		}
+		if v.Attached() {
+			snap = append(snap, v.Name)
+		}
+	}
+	if st.Snapshots == nil && len(snap) > 0 {
+		for _, name := range snap {
+			p.act(actSnapshot, name, c.snapshot)
+		}
+		p.confirm = append(p.confirm, nodeupgrade.RecordSnapshots{ID: c.id("snapshots"), Snapshot: c.snapshot, Volumes: snap})
+	}
+	return p
 }
 
-// switchOver moves every attached volume's target off the node. Each
-// destination is recorded before the move is requested, so a restart moves
-// the target to the same node (and knows to bring it back) instead of
-// choosing again or losing track of it.
-func (r *run) switchOver(ctx context.Context) (outcome, error) {
-	if _, stop, err := r.node(ctx); stop != nil || err != nil {
-		return derefOutcome(stop), err
+// keepSchedulingOff records the node's spec.allowScheduling the first time
+// (before changing it, so the value survives any crash), and keeps it off
+// until the new IM runs: no new replica may land on an IM about to go, and
+// Longhorn must not reuse the replicas the upgrade fails in it.
+func (p *stepPlan) keepSchedulingOff(o observation, st nodeupgrade.State, c settings) {
+	if st.Scheduling == nil {
+		p.record = append(p.record, nodeupgrade.RecordScheduling{ID: c.id("scheduling"), AllowScheduling: o.node.AllowScheduling})
+	} else if st.Scheduling.Restored {
+		return
 	}
-	if on, err := r.onTargetImage(ctx); on || err != nil {
-		return outcome{done: on}, err
+	if o.node.AllowScheduling {
+		p.setScheduling(c.node, false)
 	}
-	vols, err := r.recorded(ctx)
-	if err != nil {
-		return outcome{}, err
+}
+
+// restoreScheduling writes back the recorded spec.allowScheduling, then
+// records that it did. Nothing was recorded: nothing to restore.
+func (p *stepPlan) restoreScheduling(o observation, st nodeupgrade.State, c settings) {
+	if !st.Scheduling.Pending() || !o.found {
+		return
 	}
-	out := outcome{done: true}
+	if o.node.AllowScheduling != st.Scheduling.Previous {
+		p.setScheduling(c.node, st.Scheduling.Previous)
+	}
+	p.confirm = append(p.confirm, nodeupgrade.ConfirmSchedulingRestored{ID: c.id("scheduling-restored")})
+}
+
+// decideFailReplicas fails the node's replicas of the recorded attached v2
+// volumes, as Longhorn fails a replica, and waits until none runs.
+//
+// Detached volumes are left alone: their replicas run no instance, their
+// data on the node's disk outlives the IM. A replica is never failed while
+// it is its volume's only healthy copy.
+func decideFailReplicas(o observation, st nodeupgrade.State, c settings) stepPlan {
+	if onTargetImage(o.ims, c.image) {
+		return stepPlan{done: true}
+	}
+	p := stepPlan{done: true}
+	for _, v := range o.sortedRecorded() {
+		if !v.Attached() {
+			continue
+		}
+		elsewhere := 0
+		for _, r := range v.Replicas {
+			if r.Node != c.node && r.Healthy() {
+				elsewhere++
+			}
+		}
+		for _, r := range v.Replicas {
+			if r.Node != c.node || !r.Active() {
+				continue
+			}
+			if r.Healthy() && elsewhere == 0 {
+				p.wait(waiting(v.Name, "LastHealthyReplica", "volume %s: its only healthy replica %s is on %s; not failing it until another replica is healthy", v.Name, r.Name, c.node))
+				continue
+			}
+			p.done = false
+			p.act(actFailReplica, v.Name, r.Name)
+		}
+	}
+	if !p.done && p.block == nil && len(p.actions) == 0 {
+		p.block = waiting("", "ReplicasStopping", "waiting for the node's replicas of attached v2 volumes to stop")
+	}
+	return p
+}
+
+// needsSwitch: an attached v2 volume whose target runs on the node.
+func needsSwitch(v dataplane.Volume, node string) bool {
+	return v.DataEngine == dataplane.DataEngineV2 && v.TargetHost() == node
+}
+
+// needsPlacement reports whether a switch-over round must choose temporary
+// targets, so that the cluster-wide placement is read only then.
+func needsPlacement(st nodeupgrade.State, vols map[string]dataplane.Volume, node string) bool {
+	for name, v := range vols {
+		if st.Volumes[name].State == events.VolumePending && needsSwitch(v, node) {
+			return true
+		}
+	}
+	return false
+}
+
+// switchBlocker says why a volume's switch-over may not be asked for now, or
+// nil. Longhorn reverts a switch-over while a replica rebuilds and needs a
+// healthy replica to bind the new engine to, and only an NVMe/TCP frontend
+// has a path to switch; a switch-over under way is somebody else's.
+func switchBlocker(v dataplane.Volume, node string) *block {
+	healthyElsewhere := false
+	for _, r := range v.Replicas {
+		if r.Node != node && r.Healthy() {
+			healthyElsewhere = true
+		}
+	}
+	switch {
+	case !v.CanSwitchTarget():
+		return waiting(v.Name, "FrontendCannotSwitch", "volume %s has frontend %q, which Longhorn cannot switch over to another node (only blockdev and nvmf can); detach it so that %s can be upgraded", v.Name, v.Frontend, node)
+	case v.Switchover != dataplane.SwitchoverNone:
+		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
+	case v.Rebuilding():
+		return waiting(v.Name, "VolumeRebuilding", "volume %s: a replica is rebuilding; Longhorn would revert a switch-over now", v.Name)
+	case !healthyElsewhere || (v.Robustness != dataplane.RobustnessHealthy && v.Robustness != dataplane.RobustnessDegraded):
+		return waiting(v.Name, "VolumeUnhealthy", "volume %s is %s with no healthy replica off %s; waiting before moving its target", v.Name, v.Robustness, node)
+	}
+	return nil
+}
+
+// decideSwitchOver moves every recorded attached volume's target off the
+// node by setting spec.engineNodeID. Each destination, and the engine node
+// the volume had before, is recorded before the move is asked for, so a
+// restart moves the target to the same node and the switch-back restores
+// exactly the value the volume had.
+func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan {
+	if p := nodeCheck(o, c); p != nil {
+		return *p
+	}
+	// Once the node runs the target image (on v1.12, Longhorn replaced an
+	// IM the moves emptied), no new switch-over starts; those under way
+	// still end, and are recorded.
+	upgraded := onTargetImage(o.ims, c.image)
+	p := stepPlan{done: true}
 	var chooser *plan.Chooser
-	for _, v := range vols {
-		if r.st.Volumes[v.Name].State != events.VolumePending || !r.needsSwitch(v) {
+	if o.placement != nil {
+		chooser = plan.NewChooser(*o.placement)
+	}
+	dest := map[string]string{}
+	for _, v := range o.sortedRecorded() {
+		rec := st.Volumes[v.Name]
+		switch {
+		case rec.State == events.VolumeSwitchingOver:
+			dest[v.Name] = rec.TargetNode
+			continue
+		case upgraded || rec.State != events.VolumePending || !needsSwitch(v, c.node):
+			continue
+		}
+		if b := switchBlocker(v, c.node); b != nil {
+			p.wait(b)
 			continue
 		}
 		if chooser == nil {
-			c, err := plan.ReadPlacement(ctx, r.dp())
-			if err != nil {
-				return outcome{}, err
-			}
-			chooser = plan.NewChooser(c)
+			p.wait(waiting(v.Name, "NoTemporaryTarget", "volume %s: the cluster's placement was not read", v.Name))
+			continue
 		}
-		to, why, ok := chooser.Choose(v, r.w.cfg.Node, r.cmd.InstanceManagerImage)
+		to, why, ok := chooser.Choose(v, c.node, c.image)
 		if !ok {
-			out.done = false
-			out.block = waiting(v.Name, "NoTemporaryTarget", "volume %s: no node can host its target: %s", v.Name, why)
+			p.wait(waiting(v.Name, "NoTemporaryTarget", "volume %s: no node can host its target: %s", v.Name, why))
 			continue
 		}
-		r.setVolume(v.Name, events.VolumeSwitchingOver, to, "target moving to "+to+": "+why)
-		out.done, out.progressed = false, true
+		before := v.EngineNode
+		p.volumes = append(p.volumes, nodeupgrade.SetVolumeState{Volume: v.Name, To: events.VolumeSwitchingOver,
+			TargetNode: to, Message: "target moving to " + to + ": " + why, EngineNodeBefore: &before})
+		dest[v.Name] = to
 	}
-	if err := r.flush(ctx); err != nil {
-		return outcome{}, err
+	for _, v := range o.sortedRecorded() {
+		to, ok := dest[v.Name]
+		if !ok {
+			continue
+		}
+		if settledOn(v, to) {
+			p.volume(v.Name, events.VolumeSwitchedOver, to, "target runs on "+to)
+			continue
+		}
+		p.moveEngine(v, to, to, "TargetNotMoved")
 	}
-	for _, v := range vols {
-		rec := r.st.Volumes[v.Name]
-		if rec.State != events.VolumeSwitchingOver {
-			continue
-		}
-		to := rec.TargetNode
-		if v.TargetNode == to {
-			r.setVolume(v.Name, events.VolumeSwitchedOver, to, "target runs on "+to)
-			out.progressed = true
-			continue
-		}
-		out.done = false
-		if v.DesiredTargetNode != to {
-			if err := r.dp().SetTargetNode(ctx, v.Name, to); err != nil {
-				return outcome{}, fmt.Errorf("volume %s: move target to %s: %w", v.Name, to, err)
-			}
-			out.progressed = true
-			continue
-		}
-		out.block = waiting(v.Name, "TargetNotMoved", "volume %s: target still on %s, waiting for it to move to %s", v.Name, v.TargetNode, to)
-	}
-	return out, nil
+	return p
 }
 
-// upgradeInstanceManager replaces the node's IM once no attached volume's
-// target depends on it, and waits for the IM with the target image.
-func (r *run) upgradeInstanceManager(ctx context.Context) (outcome, error) {
-	if _, stop, err := r.node(ctx); stop != nil || err != nil {
-		return derefOutcome(stop), err
+// settledOn reports whether a volume's switch-over to node has fully ended:
+// Longhorn's own done conditions (the engine there the only one, running,
+// the initiator connected to it).
+func settledOn(v dataplane.Volume, node string) bool {
+	return v.TargetNode == node && v.Switchover == dataplane.SwitchoverNone && v.TargetReady
+}
+
+// moveEngine asks for, or waits on, the move of v's engine to engineNode
+// (whose target runs on home). spec.engineNodeID is never changed while the
+// initiator's path is being switched: the old path may already be
+// inaccessible, and only Longhorn's own end of the switch puts it right.
+func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved string) {
+	p.done = false
+	switch {
+	case v.EngineNode != engineNode && v.Switchover == dataplane.SwitchoverSwitchingOver:
+		p.wait(waiting(v.Name, "SwitchoverInProgress", "volume %s: its initiator is switching paths; waiting for Longhorn to finish before asking for %s", v.Name, home))
+	case v.EngineNode != engineNode:
+		p.act(actSetEngineNode, v.Name, engineNode)
+	case v.Switchover == dataplane.SwitchoverReverting || v.SwitchoverError != "":
+		msg := fmt.Sprintf("volume %s: Longhorn keeps failing to switch its target to %s (switchoverState %q)", v.Name, home, v.Switchover)
+		if v.SwitchoverError != "" {
+			msg += ": " + v.SwitchoverError
+		}
+		p.wait(&block{volume: v.Name, reason: "SwitchoverFailing", message: msg})
+	default:
+		p.wait(waiting(v.Name, notMoved, "volume %s: target on %s (switchoverState %q), waiting for it to run on %s", v.Name, v.TargetNode, v.Switchover, home))
 	}
-	if on, err := r.onTargetImage(ctx); on || err != nil {
-		return outcome{done: on}, err
+}
+
+// decideUpgradeInstanceManager gets the node an IM of the target image once
+// no attached volume depends on the old one, and waits for it to run. On
+// Longhorn v1.12 Longhorn itself replaces an old-image IM that runs
+// nothing; the step deletes it only when it runs no instance, which is
+// what Longhorn would do next. On a Longhorn updating IMs in place the
+// step sets the IM's image.
+func decideUpgradeInstanceManager(o observation, c settings) stepPlan {
+	if p := nodeCheck(o, c); p != nil {
+		return *p
 	}
-	// The invariant the whole design exists for, checked on live state over
+	if onTargetImage(o.ims, c.image) {
+		return stepPlan{done: true}
+	}
+	// The invariant the whole upgrade exists for, checked on live state over
 	// every volume on the node, not only the recorded ones, right before an
-	// IM may be deleted.
-	vols, err := r.dp().VolumesOn(ctx, r.w.cfg.Node)
-	if err != nil {
-		return outcome{}, err
-	}
-	for _, v := range vols {
-		if v.DataEngine == dataplane.DataEngineV2 && r.needsSwitch(v) {
-			return outcome{block: waiting(v.Name, "TargetStillOnNode", "volume %s is attached with its target on %s; not replacing the instance manager", v.Name, r.w.cfg.Node)}, nil
+	// IM may go.
+	for _, v := range o.on {
+		if needsSwitch(v, c.node) {
+			return stepPlan{block: waiting(v.Name, "TargetStillOnNode", "volume %s is attached with its target on %s; not replacing the instance manager", v.Name, c.node)}
 		}
 	}
-	ims, err := r.dp().InstanceManagers(ctx, r.w.cfg.Node)
-	if err != nil {
-		return outcome{}, err
+	if ok, why := plan.LiveVerdict(o.profile, c.node, o.on); !ok {
+		return stepPlan{block: &block{reason: "InitiatorsOnNode", message: why}}
 	}
-	image := r.cmd.InstanceManagerImage
-	out := outcome{}
-	for _, im := range ims {
+	p := stepPlan{}
+	for _, im := range o.ims {
 		switch {
-		case im.Image == image && im.State == dataplane.IMError:
-			out.block = &block{reason: "InstanceManagerFailed", permanent: true,
-				message: fmt.Sprintf("instance manager %s with image %s is in error on %s", im.Name, image, r.w.cfg.Node)}
-		case im.Image != image && im.State != dataplane.IMStopped:
-			if err := r.dp().DeleteInstanceManager(ctx, im.Name); err != nil && !errors.Is(err, dataplane.ErrNotFound) {
-				return outcome{}, fmt.Errorf("delete instance manager %s: %w", im.Name, err)
-			}
-			out.progressed = true
+		case im.Image == c.image && im.State == dataplane.IMError:
+			p.wait(&block{reason: "InstanceManagerFailed", permanent: true,
+				message: fmt.Sprintf("instance manager %s with image %s is in error on %s", im.Name, c.image, c.node)})
+		case im.Image == c.image || im.State == dataplane.IMStopped:
+		case o.profile.InPlaceIM() && im.Engines+im.Replicas > 0:
+			p.wait(busy(im, c))
+		case o.profile.InPlaceIM():
+			p.act(actSetIMImage, im.Name, c.image)
+		case im.Busy():
+			p.wait(busy(im, c))
+		default:
+			p.act(actDeleteIM, im.Name, "")
 		}
 	}
-	if out.block == nil {
-		out.block = waiting("", "InstanceManagerStarting", "waiting for an instance manager with image %s to run on %s", image, r.w.cfg.Node)
+	if p.block == nil && len(p.actions) == 0 {
+		p.block = waiting("", "InstanceManagerStarting", "waiting for an instance manager with image %s to run on %s", c.image, c.node)
 	}
-	return out, nil
+	return p
 }
 
-// switchBack brings every switched-over target home and clears the override.
-func (r *run) switchBack(ctx context.Context) (outcome, error) {
-	vols, err := r.recorded(ctx)
-	if err != nil {
-		return outcome{}, err
-	}
-	out := outcome{done: true}
-	for _, v := range vols {
-		rec := r.st.Volumes[v.Name]
-		if !slices.Contains([]events.VolumeState{events.VolumeSwitchedOver, events.VolumeSwitchingBack}, rec.State) {
+func busy(im dataplane.InstanceManager, c settings) *block {
+	return waiting("", "InstanceManagerBusy", "instance manager %s on %s still runs %d engine(s), %d engine frontend(s) and %d replica(s); waiting for them to stop before it is replaced",
+		im.Name, c.node, im.Engines, im.Frontends, im.Replicas)
+}
+
+// decideSwitchBack restores the node's replica scheduling (its new IM runs)
+// and brings every switched-over target home by restoring exactly the
+// engine node recorded before the switch-over.
+func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan {
+	p := stepPlan{done: true}
+	p.restoreScheduling(o, st, c)
+	for _, v := range o.sortedRecorded() {
+		rec := st.Volumes[v.Name]
+		if rec.State != events.VolumeSwitchedOver && rec.State != events.VolumeSwitchingBack {
 			continue
 		}
-		moved, err := r.bringHome(ctx, v)
-		if err != nil {
-			return outcome{}, err
-		}
-		if moved.progressed {
-			out.progressed = true
-		}
-		if !moved.done {
-			out.done = false
-			out.block = moved.block
-		}
+		p.bringHome(v, rec, "TargetNotMovedBack")
 	}
-	return out, nil
+	return p
 }
 
-// bringHome moves one volume's target back to the upgrading node (its home)
-// and clears the override once it is there. Used by switch-back and cancel.
-func (r *run) bringHome(ctx context.Context, v dataplane.Volume) (outcome, error) {
-	home := r.w.cfg.Node
-	rec := r.st.Volumes[v.Name]
+// bringHome moves one volume's engine back to the node it was recorded on
+// before the switch-over. Used by switch-back and cancel.
+func (p *stepPlan) bringHome(v dataplane.Volume, rec nodeupgrade.Volume, notMoved string) {
+	before := ""
+	if rec.EngineNodeBefore != nil {
+		before = *rec.EngineNodeBefore
+	}
+	home := v.EngineHome(before)
 	if rec.State != events.VolumeSwitchingBack {
-		r.setVolume(v.Name, events.VolumeSwitchingBack, home, "target moving back to "+home)
+		p.volume(v.Name, events.VolumeSwitchingBack, home, "target moving back to "+home)
 	}
-	if v.TargetNode == home || !v.Attached() {
-		if v.DesiredTargetNode != "" {
-			if err := r.dp().SetTargetNode(ctx, v.Name, ""); err != nil {
-				return outcome{}, fmt.Errorf("volume %s: clear target override: %w", v.Name, err)
+	if v.EngineNode == before && (!v.Attached() || settledOn(v, home)) {
+		p.volume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
+		return
+	}
+	p.moveEngine(v, before, home, notMoved)
+}
+
+// decideWaitHealthy waits until every recorded attached v2 volume (the ones
+// whose replicas the upgrade failed) is healthy with no replica rebuilding.
+// Other volumes are not waited on: their health is not the upgrade's doing.
+func decideWaitHealthy(o observation, st nodeupgrade.State, c settings) stepPlan {
+	p := stepPlan{done: true}
+	p.restoreScheduling(o, st, c)
+	why := ""
+	if st.Scheduling != nil && !st.Scheduling.Previous {
+		why = fmt.Sprintf(" (node %s does not allow replica scheduling, as before the upgrade: Longhorn rebuilds its replicas elsewhere or not at all)", c.node)
+	}
+	for _, v := range o.sortedRecorded() {
+		if v.Attached() && (v.Robustness != dataplane.RobustnessHealthy || v.Rebuilding()) {
+			p.wait(waiting(v.Name, "VolumeNotHealthy", "volume %s: %s, %d of %d replicas healthy, waiting for the rebuild%s",
+				v.Name, v.Robustness, v.HealthyReplicas(), v.NumberOfReplicas, why))
+		}
+	}
+	return p
+}
+
+// decideFinalize removes the upgrade's snapshots of the node's volumes
+// (unless kept), and marks every volume completed.
+func decideFinalize(o observation, st nodeupgrade.State, c settings) stepPlan {
+	p := stepPlan{done: true}
+	p.restoreScheduling(o, st, c)
+	if s := st.Snapshots; s != nil && !s.Removed && !c.keepSnapshots {
+		for _, name := range s.Volumes {
+			if _, ok := o.recorded[name]; ok {
+				p.act(actDeleteSnapshot, name, s.Name)
 			}
 		}
-		r.setVolume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
-		return outcome{done: true, progressed: true}, nil
+		p.confirm = append(p.confirm, nodeupgrade.ConfirmSnapshotsRemoved{ID: c.id("snapshots-removed")})
 	}
-	if v.DesiredTargetNode != home {
-		if err := r.dp().SetTargetNode(ctx, v.Name, home); err != nil {
-			return outcome{}, fmt.Errorf("volume %s: move target back to %s: %w", v.Name, home, err)
-		}
-		return outcome{progressed: true, block: waiting(v.Name, "TargetNotMovedBack", "volume %s: target moving back from %s to %s", v.Name, v.TargetNode, home)}, nil
+	for _, name := range st.VolumesWhere(func(v nodeupgrade.Volume) bool { return v.State != events.VolumeCompleted }) {
+		p.volume(name, events.VolumeCompleted, "", "volume done")
 	}
-	return outcome{block: waiting(v.Name, "TargetNotMovedBack", "volume %s: target still on %s, waiting for it to come back to %s", v.Name, v.TargetNode, home)}, nil
-}
-
-// waitHealthy waits until every recorded attached v2 volume (the ones whose
-// replicas the upgrade failed) has all its replicas again. Other volumes are
-// not waited on: their health is not the upgrade's doing.
-func (r *run) waitHealthy(ctx context.Context) (outcome, error) {
-	vols, err := r.recorded(ctx)
-	if err != nil {
-		return outcome{}, err
-	}
-	for _, v := range vols {
-		if v.Attached() && v.HealthyReplicas() < v.NumberOfReplicas {
-			return outcome{block: waiting(v.Name, "VolumeNotHealthy", "volume %s: %d of %d replicas healthy, waiting for the rebuild",
-				v.Name, v.HealthyReplicas(), v.NumberOfReplicas)}, nil
-		}
-	}
-	return outcome{done: true}, nil
-}
-
-// finalize brings detached volumes to the target image, marks every volume
-// completed and clears the node flag.
-func (r *run) finalize(ctx context.Context) (outcome, error) {
-	vols, err := r.recorded(ctx)
-	if err != nil {
-		return outcome{}, err
-	}
-	image := r.cmd.InstanceManagerImage
-	for _, v := range vols {
-		if !v.Attached() && v.Image != image {
-			if err := r.dp().SetVolumeImage(ctx, v.Name, image); err != nil {
-				return outcome{}, fmt.Errorf("volume %s: set image %s: %w", v.Name, image, err)
-			}
-		}
-	}
-	for _, name := range r.st.VolumesWhere(func(v nodeupgrade.Volume) bool { return v.State != events.VolumeCompleted }) {
-		r.setVolume(name, events.VolumeCompleted, "", "volume done")
-	}
-	if err := r.dp().SetNodeUpgradeRequested(ctx, r.w.cfg.Node, false); err != nil && !errors.Is(err, dataplane.ErrNotFound) {
-		return outcome{}, err
-	}
-	return outcome{done: true}, nil
-}
-
-func derefOutcome(o *outcome) outcome {
-	if o == nil {
-		return outcome{}
-	}
-	return *o
+	return p
 }
 
 func describeVolume(v dataplane.Volume) string {
 	if v.Attached() {
-		return fmt.Sprintf("attached to %s, target on %s, %d/%d replicas healthy", v.AttachedNode, v.TargetNode, v.HealthyReplicas(), v.NumberOfReplicas)
+		return fmt.Sprintf("attached to %s, target on %s, %d/%d replicas healthy", v.AttachedNode, v.TargetHost(), v.HealthyReplicas(), v.NumberOfReplicas)
 	}
 	return fmt.Sprintf("detached, %d replicas", len(v.Replicas))
 }

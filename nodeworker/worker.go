@@ -1,8 +1,10 @@
 // Package nodeworker runs one node's upgrade: it consumes the node's commands
-// from the work queue and walks the node states of the design (initializing,
+// from the work queue and walks the node states (initializing,
 // failing-replicas, switching-over, upgrading-instance-manager, switching-back,
 // rebuilding-replica, finalizing), appending an event after each step and only
-// then acknowledging the command.
+// then acknowledging the command. Each round of a step gathers what it needs
+// of the cluster, decides purely (steps.go) and applies the decision
+// (apply.go).
 //
 // The node aggregate's history is the worker's only memory: a restarted or
 // redelivered worker reloads it and continues at the recorded step. Every
@@ -42,7 +44,12 @@ type Config struct {
 	// FailAfter: a step blocked this long on a permanent cause (an IM that
 	// keeps failing to start) fails the node; default 10m.
 	FailAfter time.Duration
-	Log       *slog.Logger
+	// KeepSnapshots keeps the snapshots the upgrade takes of a node's
+	// attached volumes once the node completed; by default they are removed
+	// then (Longhorn caps snapshots per volume). They are always kept when
+	// the node is cancelled or fails, for recovery.
+	KeepSnapshots bool
+	Log           *slog.Logger
 }
 
 // Worker consumes one node's commands.

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -13,6 +14,8 @@ import (
 type Plan struct {
 	// TargetImage is the instance-manager image every node ends on.
 	TargetImage string
+	// Platform is the Longhorn the plan was computed for.
+	Platform dataplane.Platform
 	// Nodes are the nodes to upgrade, in order (see TargetNodes).
 	Nodes []NodePlan
 }
@@ -27,14 +30,20 @@ type NodePlan struct {
 	Unknown bool
 	// Image is the image the node's instance manager runs now ("" if none).
 	Image string
+	// Live is false when the node cannot be upgraded without cutting I/O on
+	// this Longhorn (see LiveVerdict); NotLive then says why.
+	Live    bool
+	NotLive string
 	// Switchovers are the attached v2 volumes whose target runs on the node,
 	// by volume name, each with its temporary target.
 	Switchovers []Switchover
-	// Replicas are the node's v2 replicas, which are failed and rebuilt.
+	// Replicas are the node's replicas of attached v2 volumes, which are
+	// failed and rebuilt. Detached volumes' replicas run no instance and
+	// are not touched.
 	Replicas []ReplicaRef
-	// Detached are the detached v2 volumes touching the node, whose image
-	// finalizing brings to the target.
-	Detached []string
+	// SingleReplica are the attached v2 volumes that serve from a single
+	// healthy replica while the node is upgraded.
+	SingleReplica []string
 }
 
 // Switchover is one attached volume whose target leaves the node while its
@@ -71,12 +80,12 @@ func (p Plan) Order() []string {
 	return out
 }
 
-// Feasible reports whether every node exists and every switch-over has a
-// temporary target. A plan that is not feasible would stall, so the dry run
-// says so up front.
+// Feasible reports whether every node exists and can be upgraded live, and
+// every switch-over has a temporary target. A plan that is not feasible
+// would stall, so the dry run says so up front.
 func (p Plan) Feasible() bool {
 	for _, n := range p.Nodes {
-		if n.Unknown {
+		if n.Unknown || !n.Live {
 			return false
 		}
 		for _, s := range n.Switchovers {
@@ -102,21 +111,23 @@ func (p Plan) Feasible() bool {
 func Build(c Cluster, requested []string, targetImage string) Plan {
 	v := newView(c)
 	vols := v2Volumes(c.Volumes)
-	p := Plan{TargetImage: targetImage}
+	p := Plan{TargetImage: targetImage, Platform: c.Platform}
 	for _, name := range v.order(c, requested) {
 		np := NodePlan{Node: name, Image: c.InstanceManagerImage(name)}
 		_, known := c.Node(name)
 		np.Unknown = !known
+		np.Live, np.NotLive = LiveVerdict(c.Platform.Profile, name, vols)
+		np.SingleReplica = SingleReplicaWhile(vols, name)
 		extra := map[string]int{}
 		for _, vol := range vols {
-			if !Concerned(vol, name) {
+			if !Concerned(vol, name) || !vol.Attached() {
 				continue
 			}
-			switch {
-			case !vol.Attached():
-				np.Detached = append(np.Detached, vol.Name)
-			case targetNode(vol) == name:
-				node, reason, ok := v.choose(vol, name, targetImage, extra)
+			if targetNode(vol) == name {
+				node, reason, ok := "", fmt.Sprintf("%s has frontend %q, which has no switch-over path (only blockdev and nvmf do): detach it", vol.Name, vol.Frontend), false
+				if vol.CanSwitchTarget() {
+					node, reason, ok = v.choose(vol, name, targetImage, extra)
+				}
 				if ok {
 					extra[node]++
 				}

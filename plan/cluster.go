@@ -13,6 +13,8 @@ import (
 // Taking one snapshot first and deciding from it alone (rather than reading as
 // we go) is what makes the decisions pure, repeatable and testable.
 type Cluster struct {
+	// Platform is the Longhorn the snapshot was read from.
+	Platform dataplane.Platform
 	// Nodes are every node, v2 or not.
 	Nodes []dataplane.Node
 	// InstanceManagers are the v2 instance managers of every node.
@@ -62,8 +64,13 @@ func ReadPlacement(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	return c, nil
 }
 
-// readNodes reads what every snapshot holds: the nodes and their IMs.
+// readNodes reads what every snapshot holds: the platform, the nodes and
+// their IMs.
 func readNodes(ctx context.Context, r dataplane.Reader) (Cluster, error) {
+	platform, err := r.Platform(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read platform: %w", err)
+	}
 	nodes, err := r.Nodes(ctx)
 	if err != nil {
 		return Cluster{}, fmt.Errorf("plan: read nodes: %w", err)
@@ -72,7 +79,7 @@ func readNodes(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	if err != nil {
 		return Cluster{}, fmt.Errorf("plan: read instance managers: %w", err)
 	}
-	return Cluster{Nodes: nodes, InstanceManagers: ims}, nil
+	return Cluster{Platform: platform, Nodes: nodes, InstanceManagers: ims}, nil
 }
 
 // Node returns the named node; ok is false when the cluster has no such node.

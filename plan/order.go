@@ -12,8 +12,11 @@ import (
 // NodesKnown precheck refuses them), otherwise every node running the v2 data
 // engine.
 //
-// The order is by the number of attached v2 volumes whose target runs on the
-// node, ascending, then by name. Why:
+// The nodes that can be upgraded live on the snapshot's Longhorn come first
+// (LiveVerdict): a node that cannot stalls the upgrade until its volumes are
+// detached, and every node that needs nothing from the user is done by
+// then. Within each group the order is by the number of attached v2 volumes
+// whose target runs on the node, ascending, then by name. Why:
 //   - least disruption first: a node hosting few targets needs few
 //     switch-overs, so if something is wrong with the new image (an IM that
 //     does not start, a slow rebuild) it shows on the node with the least at
@@ -37,7 +40,18 @@ func (v *view) order(c Cluster, requested []string) []string {
 		names = c.V2Nodes()
 	}
 	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(v.targets[a], v.targets[b]), strings.Compare(a, b))
+		return cmp.Or(cmpBool(v.notLive[a], v.notLive[b]), cmp.Compare(v.targets[a], v.targets[b]), strings.Compare(a, b))
 	})
 	return names
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

@@ -6,11 +6,17 @@ import (
 	"text/tabwriter"
 )
 
-// String renders the plan as the tables `switchback plan` prints: one row per
-// node in order, then one row per switch-over with its temporary target and
-// why, then the replicas to fail and the detached volumes per node.
+// String renders the plan as the tables `switchback plan` prints: the
+// Longhorn it was computed for, one row per node in order with whether it
+// can be upgraded live there, then one row per switch-over with its
+// temporary target and why, then the replicas to fail, the nodes that
+// cannot be upgraded live and why, and the volumes left on a single healthy
+// replica, per node.
 func (p Plan) String() string {
 	var b strings.Builder
+	if p.Platform.Profile != "" {
+		fmt.Fprintf(&b, "Longhorn: %s: %s\n", p.Platform, DefaultsNote(p.Platform.Profile))
+	}
 	if len(p.Nodes) == 0 {
 		fmt.Fprintf(&b, "Plan: no node to upgrade to %s\n", orDash(p.TargetImage))
 		return b.String()
@@ -22,13 +28,17 @@ func (p Plan) String() string {
 	b.WriteString("\n")
 
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ORDER\tNODE\tIMAGE NOW\tSWITCH-OVERS\tREPLICAS TO FAIL\tDETACHED VOLUMES")
+	fmt.Fprintln(w, "ORDER\tNODE\tIMAGE NOW\tLIVE ON THIS LONGHORN\tSWITCH-OVERS\tREPLICAS TO FAIL")
 	for i, n := range p.Nodes {
 		img := orDash(n.Image)
 		if n.Unknown {
 			img = "(unknown node)"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\n", i+1, n.Node, img, len(n.Switchovers), len(n.Replicas), len(n.Detached))
+		live := "yes"
+		if !n.Live {
+			live = "no (initiators, see below)"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\n", i+1, n.Node, img, live, len(n.Switchovers), len(n.Replicas))
 	}
 	_ = w.Flush() // a strings.Builder never fails
 
@@ -44,7 +54,7 @@ func (p Plan) String() string {
 		_ = w.Flush()
 	}
 
-	var replicas, detached []string
+	var replicas, notLive, single []string
 	for _, n := range p.Nodes {
 		if len(n.Replicas) > 0 {
 			refs := make([]string, len(n.Replicas))
@@ -53,15 +63,21 @@ func (p Plan) String() string {
 			}
 			replicas = append(replicas, fmt.Sprintf("  %s: %s\n", n.Node, strings.Join(refs, ", ")))
 		}
-		if len(n.Detached) > 0 {
-			detached = append(detached, fmt.Sprintf("  %s: %s\n", n.Node, strings.Join(n.Detached, ", ")))
+		if !n.Live {
+			notLive = append(notLive, fmt.Sprintf("  %s: %s\n", n.Node, n.NotLive))
+		}
+		if len(n.SingleReplica) > 0 {
+			single = append(single, fmt.Sprintf("  %s: %s\n", n.Node, strings.Join(n.SingleReplica, ", ")))
 		}
 	}
 	if len(replicas) > 0 {
-		b.WriteString("\nReplicas to fail and rebuild (v2 only):\n" + strings.Join(replicas, ""))
+		b.WriteString("\nReplicas to fail and rebuild (attached v2 volumes only):\n" + strings.Join(replicas, ""))
 	}
-	if len(detached) > 0 {
-		b.WriteString("\nDetached volumes moved to the target image:\n" + strings.Join(detached, ""))
+	if len(notLive) > 0 {
+		b.WriteString("\nNot live on this Longhorn (the upgrade stalls there, touching nothing, until fixed):\n" + strings.Join(notLive, ""))
+	}
+	if len(single) > 0 {
+		b.WriteString("\nServed from a single healthy replica while the node is upgraded:\n" + strings.Join(single, ""))
 	}
 	return b.String()
 }

@@ -11,11 +11,9 @@ import (
 // ChooseTemporaryTarget picks the node that hosts vol's target while the
 // instance manager of upgrading is replaced.
 //
-// A candidate must be Ready (a target on a NotReady node would cut I/O, the
-// fault of the unshipped implementation), run the v2 engine with a running IM
-// (the target lives in that process), not be upgrading itself, and not have
-// its upgrade flag set (its IM is about to be replaced too, or an earlier
-// upgrade left it unschedulable). Among candidates it prefers, in order:
+// A candidate must be Ready (a target on a NotReady node would cut I/O), run
+// the v2 engine with a running IM (the target lives in that process), and
+// not be the node upgrading. Among candidates it prefers, in order:
 //  1. a node whose IM already runs targetImage: that IM will not be replaced
 //     again during this upgrade, so the target moves once there and once back;
 //  2. a node holding a healthy replica of vol: the target then reads and
@@ -133,8 +131,6 @@ func (v *view) disqualify(n dataplane.Node, upgrading string) string {
 		return "does not run the v2 data engine"
 	case !n.Ready:
 		return "is not ready"
-	case n.UpgradeRequested:
-		return "has its upgrade flag set"
 	case len(v.running[n.Name]) == 0:
 		return "has no running v2 instance manager"
 	}

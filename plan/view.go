@@ -18,12 +18,22 @@ type view struct {
 	// targets maps a node to the number of attached v2 volumes whose target
 	// runs there.
 	targets map[string]int
+	// notLive holds the nodes that cannot be upgraded live on the
+	// snapshot's Longhorn (LiveVerdict).
+	notLive map[string]bool
 	// sets caches candidates by upgrading node and image; upgraded clears it.
 	sets map[string]candidateSet
 }
 
 func newView(c Cluster) *view {
-	v := &view{running: map[string][]string{}, targets: c.TargetCounts}
+	v := &view{running: map[string][]string{}, targets: c.TargetCounts, notLive: map[string]bool{}}
+	if !c.Platform.Profile.InitiatorsSurviveIM() {
+		for _, vol := range c.Volumes {
+			if vol.DataEngine == dataplane.DataEngineV2 && vol.Attached() {
+				v.notLive[vol.AttachedNode] = true
+			}
+		}
+	}
 	v.nodes = slices.Clone(c.Nodes)
 	slices.SortStableFunc(v.nodes, func(a, b dataplane.Node) int { return strings.Compare(a.Name, b.Name) })
 	v.nodes = slices.CompactFunc(v.nodes, func(a, b dataplane.Node) bool { return a.Name == b.Name })
@@ -42,15 +52,10 @@ func newView(c Cluster) *view {
 	return v
 }
 
-// upgraded makes the view look as it will once node's upgrade completed: its
-// only IM runs image, and its upgrade flag is cleared (finalizing clears it).
-// Targets are unchanged because switching back returns them to their node.
+// upgraded makes the view look as it will once node's upgrade completed:
+// its only IM runs image. Targets are unchanged because switching back
+// returns them to their node.
 func (v *view) upgraded(node, image string) {
 	v.sets = nil
 	v.running[node] = []string{image}
-	for i := range v.nodes {
-		if v.nodes[i].Name == node {
-			v.nodes[i].UpgradeRequested = false
-		}
-	}
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,14 +10,17 @@ import (
 )
 
 // Errors for actions Longhorn would refuse. dataplane has no sentinels for
-// these yet, so they are matched with errors.Is against the sim's own.
+// these, so they are matched with errors.Is against the sim's own.
 var (
 	// ErrVolumeAttached: the action needs a detached volume.
 	ErrVolumeAttached = fmt.Errorf("%w: volume is attached", dataplane.ErrRefused)
 	// ErrWrongEngine: the action does not apply to the volume's data engine.
 	ErrWrongEngine = fmt.Errorf("%w: not supported by the volume's data engine", dataplane.ErrRefused)
-	// ErrUpgradeRequested: the node's upgrade flag forbids the action.
-	ErrUpgradeRequested = errors.New("node upgrade requested")
+	// ErrWrongProfile: the simulated Longhorn has no such behaviour.
+	ErrWrongProfile = fmt.Errorf("%w: not supported by this Longhorn profile", dataplane.ErrRefused)
+	// ErrNoRunningIM: the node has no running v2 instance manager to start
+	// an instance in.
+	ErrNoRunningIM = fmt.Errorf("%w: no running v2 instance manager on the node", dataplane.ErrRefused)
 )
 
 // ActionRecord is one call to an action, kept so that tests can check what
@@ -27,7 +29,7 @@ type ActionRecord struct {
 	At     time.Time
 	Action string // method name, e.g. "FailReplica"
 	Object string // node, volume or IM name
-	Arg    string // replica, target node, snapshot, image or flag value
+	Arg    string // replica, node, snapshot, image or flag value
 	NoOp   bool   // the call changed nothing (idempotent repeat)
 	Err    string
 }
@@ -77,23 +79,22 @@ func (s *Sim) act(ctx context.Context, action, object, arg string, do func(now t
 	return err
 }
 
-// SetNodeUpgradeRequested sets or clears the node's upgrade flag. While set,
-// no new v2 replica of another volume is scheduled there and no v2 volume may
-// attach there.
-func (s *Sim) SetNodeUpgradeRequested(ctx context.Context, nodeName string, requested bool) error {
-	return s.act(ctx, "SetNodeUpgradeRequested", nodeName, fmt.Sprint(requested), func(now time.Time) (bool, error) {
+// SetReplicaScheduling sets the node's spec.allowScheduling. While false, no
+// replica is scheduled on the node and no failed replica there is reused.
+func (s *Sim) SetReplicaScheduling(ctx context.Context, nodeName string, allow bool) error {
+	return s.act(ctx, "SetReplicaScheduling", nodeName, fmt.Sprint(allow), func(now time.Time) (bool, error) {
 		n, err := s.node(nodeName)
 		if err != nil {
-			return false, fmt.Errorf("set upgrade requested: %w", err)
+			return false, fmt.Errorf("set replica scheduling: %w", err)
 		}
-		if n.flag == requested {
+		if n.allowSched == allow {
 			return false, nil
 		}
-		n.flag = requested
-		if requested {
-			s.trigger(nodeName, TriggerUpgradeRequested, now)
-		} else {
+		n.allowSched = allow
+		if allow {
 			s.unblock = true
+		} else {
+			s.trigger(nodeName, TriggerSchedulingDisabled, now)
 		}
 		return true, nil
 	})
@@ -110,13 +111,31 @@ func (s *Sim) CreateSnapshot(ctx context.Context, volName, name string) error {
 			return false, nil
 		}
 		v.snapshots = append(v.snapshots, name)
+		s.snapshotsTaken++
 		return true, nil
 	})
 }
 
-// FailReplica stops a replica and removes it from its volume's engine: the
-// volume is degraded and a rebuild is scheduled (see the package rules).
-// A replica already stopped, or already deleted, is a no-op.
+// DeleteSnapshot removes a snapshot; one already gone is a no-op.
+func (s *Sim) DeleteSnapshot(ctx context.Context, volName, name string) error {
+	return s.act(ctx, "DeleteSnapshot", volName, name, func(time.Time) (bool, error) {
+		v, err := s.volume(volName)
+		if err != nil {
+			return false, fmt.Errorf("delete snapshot %q: %w", name, err)
+		}
+		i := slices.Index(v.snapshots, name)
+		if i < 0 {
+			return false, nil
+		}
+		v.snapshots = slices.Delete(v.snapshots, i, i+1)
+		return true, nil
+	})
+}
+
+// FailReplica fails a replica as Longhorn does (failedAt, desireState
+// stopped): its instance stops, the volume is degraded and Longhorn reuses
+// or replaces it (see placeReplicas). A replica already stopped, or already
+// deleted, is a no-op.
 func (s *Sim) FailReplica(ctx context.Context, volName, replicaName string) error {
 	return s.act(ctx, "FailReplica", volName, replicaName, func(now time.Time) (bool, error) {
 		v, r, err := s.replica(volName, replicaName)
@@ -126,13 +145,14 @@ func (s *Sim) FailReplica(ctx context.Context, volName, replicaName string) erro
 		if r.state == dataplane.ReplicaStopped {
 			return false, nil
 		}
-		s.loseReplica(v, r, dataplane.ReplicaStopped, s.currentIMName(r.node), true, false, now)
+		s.loseReplica(v, r, dataplane.ReplicaStopped, false, now)
 		return true, nil
 	})
 }
 
-// DeleteReplica deletes a replica (Longhorn allows it in any state; the
-// upgrade deletes stopped ones). Deleting it again is a no-op.
+// DeleteReplica deletes a replica object, as a user (or Longhorn's API)
+// would. Deleting it again is a no-op. Not part of dataplane: the upgrade
+// fails replicas instead, so that Longhorn can reuse their data.
 func (s *Sim) DeleteReplica(ctx context.Context, volName, replicaName string) error {
 	return s.act(ctx, "DeleteReplica", volName, replicaName, func(now time.Time) (bool, error) {
 		v, r, err := s.replica(volName, replicaName)
@@ -140,7 +160,7 @@ func (s *Sim) DeleteReplica(ctx context.Context, volName, replicaName string) er
 			return false, err
 		}
 		if r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding {
-			s.loseReplica(v, r, dataplane.ReplicaStopped, s.currentIMName(r.node), true, false, now)
+			s.loseReplica(v, r, dataplane.ReplicaStopped, false, now)
 		}
 		s.removeReplica(v, r)
 		return true, nil
@@ -176,38 +196,54 @@ func (s *Sim) removeReplica(v *volume, r *replica) {
 	s.io.mark(v.name)
 }
 
-// SetTargetNode sets the volume's target override ("" clears it, sending the
-// target back to the attached node). The target moves after
-// TargetMoveLatency, only to a node that is Ready with a running IM;
-// otherwise the move stays pending until that holds. Repeating the call
-// keeps the pending move and its timing. Only v2 volumes have a movable target.
-func (s *Sim) SetTargetNode(ctx context.Context, volName, nodeName string) error {
-	return s.act(ctx, "SetTargetNode", volName, nodeName, func(now time.Time) (bool, error) {
-		v, err := s.volume(volName)
-		if err != nil {
-			return false, fmt.Errorf("set target node %q: %w", nodeName, err)
-		}
-		if v.engine != EngineV2 {
-			return false, fmt.Errorf("set target node of volume %q (%s): %w", volName, v.engine, ErrWrongEngine)
-		}
-		if nodeName != "" {
-			if _, err := s.node(nodeName); err != nil {
-				return false, fmt.Errorf("set target node of volume %q: %w", volName, err)
-			}
-		}
-		if v.override == nodeName {
-			return false, nil
-		}
-		v.override = nodeName
-		s.planMove(v, now)
-		return true, nil
+// SetEngineNode sets the volume's spec.engineNodeID ("" follows the
+// attached node). Longhorn then switches the target over (see switchover.go);
+// repeating the call keeps the switch-over under way. Only v2 volumes have a
+// movable engine.
+func (s *Sim) SetEngineNode(ctx context.Context, volName, nodeName string) error {
+	return s.act(ctx, "SetEngineNode", volName, nodeName, func(now time.Time) (bool, error) {
+		return s.setEngineNode(volName, nodeName, now)
 	})
 }
 
-// DeleteInstanceManager deletes an IM: it stops at once, losing every target
-// and replica it held, and a new IM with the default image starts on the
-// node and runs after IMStartLatency. Deleting a stopped or already removed
-// IM is a no-op.
+// PlaceEngine is SetEngineNode done by the cluster's user: the value becomes
+// the volume's baseline, which an upgrade must leave in place. Not part of
+// dataplane: tests use it to shape the cluster.
+func (s *Sim) PlaceEngine(volName, nodeName string) error {
+	return s.act(context.Background(), "PlaceEngine", volName, nodeName, func(now time.Time) (bool, error) {
+		changed, err := s.setEngineNode(volName, nodeName, now)
+		if err == nil {
+			s.vols[volName].baseline = nodeName
+		}
+		return changed, err
+	})
+}
+
+func (s *Sim) setEngineNode(volName, nodeName string, now time.Time) (bool, error) {
+	v, err := s.volume(volName)
+	if err != nil {
+		return false, fmt.Errorf("set engine node %q: %w", nodeName, err)
+	}
+	if v.engine != EngineV2 {
+		return false, fmt.Errorf("set engine node of volume %q (%s): %w", volName, v.engine, ErrWrongEngine)
+	}
+	if nodeName != "" {
+		if _, err := s.node(nodeName); err != nil {
+			return false, fmt.Errorf("set engine node of volume %q: %w", volName, err)
+		}
+	}
+	if v.engineNode == nodeName {
+		return false, nil
+	}
+	v.engineNode = nodeName
+	s.planSwitch(v, now)
+	return true, nil
+}
+
+// DeleteInstanceManager deletes an IM, as Longhorn allows whatever it runs:
+// it stops at once, everything it held is lost, and the node's IM of the
+// default image starts and runs after IMStartLatency. Deleting an IM
+// already removed is a no-op.
 func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 	return s.act(ctx, "DeleteInstanceManager", name, "", func(now time.Time) (bool, error) {
 		m := s.ims[name]
@@ -217,43 +253,37 @@ func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 			}
 			return false, fmt.Errorf("delete instance manager %q: %w", name, dataplane.ErrNotFound)
 		}
-		if m.state == dataplane.IMStopped {
-			return false, nil
-		}
-		n := s.nodes[m.node]
-		s.stopIM(n, m, now)
-		s.trigger(n.name, TriggerIMDeleted, now)
+		s.removeIM(s.nodes[m.node], m, now)
+		s.trigger(m.node, TriggerIMDeleted, now)
 		return true, nil
 	})
 }
 
-// SetVolumeImage moves a detached v2 volume to image; an attached volume is
-// refused (ErrVolumeAttached) because its engine image follows the IM that
-// hosts its target.
-func (s *Sim) SetVolumeImage(ctx context.Context, volName, image string) error {
-	return s.act(ctx, "SetVolumeImage", volName, image, func(time.Time) (bool, error) {
-		v, err := s.volume(volName)
-		if err != nil {
-			return false, fmt.Errorf("set image: %w", err)
+// SetInstanceManagerImage sets an IM's image. On ProfileInPlace the same IM
+// restarts on it (engines and replicas it ran are lost, kernel initiators
+// survive) and runs after IMStartLatency; other profiles refuse it.
+func (s *Sim) SetInstanceManagerImage(ctx context.Context, name, image string) error {
+	return s.act(ctx, "SetInstanceManagerImage", name, image, func(now time.Time) (bool, error) {
+		if !s.cfg.Profile.InPlaceIM() {
+			return false, fmt.Errorf("set image of instance manager %q: %w", name, ErrWrongProfile)
 		}
-		if v.engine != EngineV2 {
-			return false, fmt.Errorf("set image of volume %q (%s): %w", volName, v.engine, ErrWrongEngine)
+		m := s.ims[name]
+		if m == nil {
+			return false, fmt.Errorf("set image of instance manager %q: %w", name, dataplane.ErrNotFound)
 		}
-		if v.attached != "" {
-			return false, fmt.Errorf("set image of volume %q (attached to %s): %w", volName, v.attached, ErrVolumeAttached)
-		}
-		if v.image == image {
+		if m.image == image {
 			return false, nil
 		}
-		v.image = image
+		s.reimage(s.nodes[m.node], m, image, now)
+		s.trigger(m.node, TriggerIMDeleted, now)
 		return true, nil
 	})
 }
 
 // AttachVolume attaches a detached volume to a node (the initiator), with
-// its target there or on its override. Longhorn refuses to attach a v2
-// volume to a node whose upgrade was requested. Not part of dataplane: tests
-// use it to change the workload under an upgrade.
+// its engine there or on spec.engineNodeID. Both nodes need a running v2 IM
+// for a v2 volume. Not part of dataplane: tests use it to change the
+// workload under an upgrade, as a user would.
 func (s *Sim) AttachVolume(volName, nodeName string) error {
 	return s.act(context.Background(), "AttachVolume", volName, nodeName, func(now time.Time) (bool, error) {
 		v, err := s.volume(volName)
@@ -270,20 +300,28 @@ func (s *Sim) AttachVolume(volName, nodeName string) error {
 		if v.attached != "" {
 			return false, fmt.Errorf("attach volume %q to %s (attached to %s): %w", volName, nodeName, v.attached, ErrVolumeAttached)
 		}
-		if v.engine == EngineV2 && n.flag {
-			return false, fmt.Errorf("attach volume %q to %s: %w", volName, nodeName, ErrUpgradeRequested)
+		engineOn := n
+		if v.engineNode != "" {
+			if engineOn, err = s.node(v.engineNode); err != nil {
+				return false, fmt.Errorf("attach volume %q: engine node: %w", volName, err)
+			}
+		}
+		if v.engine == EngineV2 {
+			for _, on := range []*node{n, engineOn} {
+				if !on.imRunning() {
+					return false, fmt.Errorf("attach volume %q to %s: %s: %w", volName, nodeName, on.name, ErrNoRunningIM)
+				}
+			}
 		}
 		s.setAttached(v, nodeName)
-		target := nodeName
-		if v.override != "" {
-			target = v.override
-		}
-		s.setTarget(v, target)
+		s.setTarget(v, engineOn.name)
+		s.startReplicas(v, now)
 		return true, nil
 	})
 }
 
-// DetachVolume detaches a volume; its target goes away with the initiator.
+// DetachVolume detaches a volume; its engine and initiator stop, and its
+// replicas rest on their disks. spec.engineNodeID persists.
 func (s *Sim) DetachVolume(volName string) error {
 	return s.act(context.Background(), "DetachVolume", volName, "", func(time.Time) (bool, error) {
 		v, err := s.volume(volName)
@@ -293,10 +331,13 @@ func (s *Sim) DetachVolume(volName string) error {
 		if v.attached == "" {
 			return false, nil
 		}
+		s.endSwitch(v)
+		v.broken = ""
 		s.setAttached(v, "")
 		s.setTarget(v, "")
-		v.move = nil
-		delete(s.pendingMoves, v.name)
+		for _, r := range v.replicas {
+			s.imCheck[r.node] = struct{}{}
+		}
 		return true, nil
 	})
 }

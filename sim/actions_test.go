@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"errors"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
@@ -12,8 +12,10 @@ import (
 
 var three = []string{"node-1", "node-2", "node-3"}
 
+var inPlace = Config{Profile: dataplane.ProfileInPlace}
+
 func TestActions_UnknownObjectsAreNotFound(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	s, _ := cluster3(t, inPlace, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
 	for _, tc := range []struct {
 		name, object string
 		call         func() error
@@ -21,15 +23,16 @@ func TestActions_UnknownObjectsAreNotFound(t *testing.T) {
 		{"Node", "node-9", func() error { _, err := s.Node(ctx, "node-9"); return err }},
 		{"Volume", "vol-9", func() error { _, err := s.Volume(ctx, "vol-9"); return err }},
 		{"InstanceManagers", "node-9", func() error { _, err := s.InstanceManagers(ctx, "node-9"); return err }},
-		{"SetNodeUpgradeRequested", "node-9", func() error { return s.SetNodeUpgradeRequested(ctx, "node-9", true) }},
+		{"SetReplicaScheduling", "node-9", func() error { return s.SetReplicaScheduling(ctx, "node-9", false) }},
 		{"CreateSnapshot", "vol-9", func() error { return s.CreateSnapshot(ctx, "vol-9", "snap") }},
+		{"DeleteSnapshot", "vol-9", func() error { return s.DeleteSnapshot(ctx, "vol-9", "snap") }},
 		{"FailReplica volume", "vol-9", func() error { return s.FailReplica(ctx, "vol-9", "vol-1-r-1") }},
 		{"FailReplica replica", "vol-1-r-9", func() error { return s.FailReplica(ctx, "vol-1", "vol-1-r-9") }},
 		{"DeleteReplica", "vol-1-r-9", func() error { return s.DeleteReplica(ctx, "vol-1", "vol-1-r-9") }},
-		{"SetTargetNode volume", "vol-9", func() error { return s.SetTargetNode(ctx, "vol-9", "node-2") }},
-		{"SetTargetNode node", "node-9", func() error { return s.SetTargetNode(ctx, "vol-1", "node-9") }},
+		{"SetEngineNode volume", "vol-9", func() error { return s.SetEngineNode(ctx, "vol-9", "node-2") }},
+		{"SetEngineNode node", "node-9", func() error { return s.SetEngineNode(ctx, "vol-1", "node-9") }},
 		{"DeleteInstanceManager", "im-node-9-1", func() error { return s.DeleteInstanceManager(ctx, "im-node-9-1") }},
-		{"SetVolumeImage", "vol-9", func() error { return s.SetVolumeImage(ctx, "vol-9", NewIMImage) }},
+		{"SetInstanceManagerImage", "im-node-9-1", func() error { return s.SetInstanceManagerImage(ctx, "im-node-9-1", NewIMImage) }},
 		{"InjectNodeNotReady", "node-9", func() error { return s.InjectNodeNotReady("node-9") }},
 		{"HealNeverHealthy", "vol-9", func() error { return s.HealNeverHealthy("vol-9") }},
 	} {
@@ -46,10 +49,10 @@ func TestActions_CancelledContext(t *testing.T) {
 	s, _ := cluster3(t, Config{})
 	cctx, cancel := contextWithCancel()
 	cancel()
-	require.ErrorIs(t, s.SetNodeUpgradeRequested(cctx, "node-1", true), errCanceled)
+	require.ErrorIs(t, s.SetReplicaScheduling(cctx, "node-1", false), errCanceled)
 	_, err := s.Nodes(cctx)
 	require.ErrorIs(t, err, errCanceled)
-	require.False(t, nodeOf(t, s, "node-1").UpgradeRequested)
+	require.True(t, nodeOf(t, s, "node-1").AllowScheduling)
 }
 
 // Every action, called twice, changes the cluster once: the second call is a
@@ -57,36 +60,45 @@ func TestActions_CancelledContext(t *testing.T) {
 func TestActions_Idempotent(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
+		cfg   Config
 		call  func(s *Sim) error
 		check func(t *testing.T, s *Sim)
 	}{
-		{"SetNodeUpgradeRequested", func(s *Sim) error { return s.SetNodeUpgradeRequested(ctx, "node-2", true) },
-			func(t *testing.T, s *Sim) { require.True(t, nodeOf(t, s, "node-2").UpgradeRequested) }},
-		{"CreateSnapshot", func(s *Sim) error { return s.CreateSnapshot(ctx, "vol-1", "pre-upgrade") },
+		{"SetReplicaScheduling", Config{}, func(s *Sim) error { return s.SetReplicaScheduling(ctx, "node-2", false) },
+			func(t *testing.T, s *Sim) { require.False(t, nodeOf(t, s, "node-2").AllowScheduling) }},
+		{"CreateSnapshot", Config{}, func(s *Sim) error { return s.CreateSnapshot(ctx, "vol-1", "pre-upgrade") },
 			func(t *testing.T, s *Sim) {
 				snaps, err := s.Snapshots("vol-1")
 				require.NoError(t, err)
-				require.Equal(t, []string{"pre-upgrade"}, snaps)
+				require.Equal(t, []string{"old", "pre-upgrade"}, snaps)
 			}},
-		{"FailReplica", func(s *Sim) error { return s.FailReplica(ctx, "vol-1", "vol-1-r-1") },
+		{"DeleteSnapshot", Config{}, func(s *Sim) error { return s.DeleteSnapshot(ctx, "vol-1", "old") },
+			func(t *testing.T, s *Sim) {
+				snaps, err := s.Snapshots("vol-1")
+				require.NoError(t, err)
+				require.Empty(t, snaps)
+			}},
+		{"FailReplica", Config{}, func(s *Sim) error { return s.FailReplica(ctx, "vol-1", "vol-1-r-1") },
 			func(t *testing.T, s *Sim) {
 				require.Equal(t, dataplane.ReplicaStopped, replicaOnNode(t, vol(t, s, "vol-1"), "node-1").State)
 			}},
-		{"DeleteReplica", func(s *Sim) error { return s.DeleteReplica(ctx, "vol-1", "vol-1-r-1") },
-			func(t *testing.T, s *Sim) { require.NotContains(t, replicaNodes(vol(t, s, "vol-1")), "node-1") }},
-		{"SetTargetNode", func(s *Sim) error { return s.SetTargetNode(ctx, "vol-1", "node-2") },
+		{"SetEngineNode", Config{}, func(s *Sim) error { return s.SetEngineNode(ctx, "vol-1", "node-2") },
 			func(t *testing.T, s *Sim) { require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode) }},
-		{"DeleteInstanceManager", func(s *Sim) error { return s.DeleteInstanceManager(ctx, "im-node-3-1") },
+		{"DeleteInstanceManager", Config{}, func(s *Sim) error { return s.DeleteInstanceManager(ctx, "im-node-3-1") },
 			func(t *testing.T, s *Sim) { require.Equal(t, "im-node-3-2", currentIM(t, s, "node-3").Name) }},
-		{"SetVolumeImage", func(s *Sim) error { return s.SetVolumeImage(ctx, "vol-2", NewIMImage) },
-			func(t *testing.T, s *Sim) { require.Equal(t, NewIMImage, vol(t, s, "vol-2").Image) }},
+		{"SetInstanceManagerImage", inPlace, func(s *Sim) error { return s.SetInstanceManagerImage(ctx, "im-node-3-1", NewIMImage) },
+			func(t *testing.T, s *Sim) {
+				require.Equal(t, dataplane.InstanceManager{Name: "im-node-3-1", Node: "node-3", Image: NewIMImage,
+					DataEngine: "v2", State: dataplane.IMRunning, Replicas: 1}, currentIM(t, s, "node-3"))
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The node is flagged so that a failed replica stays failed.
-			s, _ := cluster3(t, Config{},
+			s, _ := cluster3(t, tc.cfg,
 				VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"},
 				VolumeSpec{Name: "vol-2", ReplicasOn: three})
-			require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", true))
+			require.NoError(t, s.CreateSnapshot(ctx, "vol-1", "old"))
+			// Scheduling is off on node-1 so that a failed replica stays failed.
+			require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false))
 			before, _ := s.ActionLog()
 
 			require.NoError(t, tc.call(s))
@@ -101,44 +113,49 @@ func TestActions_Idempotent(t *testing.T) {
 			require.Len(t, log, 2)
 			require.False(t, log[0].NoOp, "first call must change the cluster")
 			require.True(t, log[1].NoOp, "second call must be a no-op")
-			require.Zero(t, s.IOStats().Failed)
+			require.Zero(t, s.IOStats().FailedByActions(), s.IOStats())
 		})
 	}
 }
 
-func TestSetNodeUpgradeRequested_BlocksAttachOfV2Volumes(t *testing.T) {
-	s, _ := cluster3(t, Config{},
-		VolumeSpec{Name: "vol-1", ReplicasOn: three},
-		VolumeSpec{Name: "vol-v1", Engine: EngineV1, ReplicasOn: three})
-	require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", true))
-	require.ErrorIs(t, s.AttachVolume("vol-1", "node-1"), ErrUpgradeRequested)
-	require.NoError(t, s.AttachVolume("vol-v1", "node-1"), "v1 volumes do not use the v2 engine")
-	require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", false))
-	require.NoError(t, s.AttachVolume("vol-1", "node-1"))
-	v := vol(t, s, "vol-1")
-	require.Equal(t, "node-1", v.AttachedNode)
-	require.Equal(t, "node-1", v.TargetNode)
-	require.NoError(t, s.DetachVolume("vol-1"))
-	v = vol(t, s, "vol-1")
-	require.False(t, v.Attached())
-	require.Empty(t, v.TargetNode)
-}
-
-func TestFailReplica_DegradesThenRebuildsInPlace(t *testing.T) {
-	s, fc := cluster3(t, Config{RebuildLatency: time.Minute}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
-	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-2"))
-	v := vol(t, s, "vol-1")
-	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
-	require.Equal(t, 2, v.HealthyReplicas())
-	// No upgrade flag: Longhorn reuses the failed replica on its own node.
-	require.Equal(t, dataplane.ReplicaRebuilding, replicaOnNode(t, v, "node-2").State)
-	fc.Advance(59 * time.Second)
-	require.Equal(t, dataplane.RobustnessDegraded, vol(t, s, "vol-1").Robustness)
-	fc.Advance(time.Second)
-	v = vol(t, s, "vol-1")
-	require.Equal(t, dataplane.RobustnessHealthy, v.Robustness)
-	require.Equal(t, "vol-1-r-2", replicaOnNode(t, v, "node-2").Name)
-	require.Zero(t, s.IOStats().Failed)
+// Longhorn reuses a failed replica on its own node at once when that node
+// allows scheduling, and not while it does not: then a spare node gets a new
+// replica, or the volume waits.
+func TestReplicaScheduling(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		allow  bool
+		spare  bool
+		before map[string]dataplane.ReplicaState
+	}{
+		{"allowed: reused in place", true, false,
+			map[string]dataplane.ReplicaState{"node-1": "rebuilding", "node-2": "running", "node-3": "running"}},
+		{"not allowed, no spare node: waits", false, false,
+			map[string]dataplane.ReplicaState{"node-1": "stopped", "node-2": "running", "node-3": "running"}},
+		{"not allowed, spare node: rebuilt there", false, true,
+			map[string]dataplane.ReplicaState{"node-1": "stopped", "node-2": "running", "node-3": "running", "node-4": "rebuilding"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fc := cluster3(t, Config{RebuildLatency: time.Minute}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"})
+			if tc.spare {
+				require.NoError(t, s.AddNode("node-4"))
+			}
+			require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", tc.allow))
+			require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
+			require.Equal(t, tc.before, replicaNodes(vol(t, s, "vol-1")))
+			require.Equal(t, dataplane.RobustnessDegraded, vol(t, s, "vol-1").Robustness)
+			fc.Advance(time.Hour)
+			if !tc.allow && !tc.spare {
+				require.Equal(t, dataplane.ReplicaStopped, replicaOnNode(t, vol(t, s, "vol-1"), "node-1").State)
+				require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", true))
+				require.Equal(t, dataplane.ReplicaRebuilding, replicaOnNode(t, vol(t, s, "vol-1"), "node-1").State,
+					"allowed again: reused in place")
+				s.Advance(time.Minute)
+			}
+			require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
+			require.Zero(t, s.IOStats().Failed)
+		})
+	}
 }
 
 func TestDeleteReplica_RemovesItAndRebuildsANewOne(t *testing.T) {
@@ -146,129 +163,186 @@ func TestDeleteReplica_RemovesItAndRebuildsANewOne(t *testing.T) {
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-3"))
 	require.NoError(t, s.DeleteReplica(ctx, "vol-1", "vol-1-r-3"))
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-3"), "a deleted replica is failed already")
+	s.Settle()
 	v := vol(t, s, "vol-1")
 	require.Equal(t, dataplane.RobustnessHealthy, v.Robustness)
 	require.Equal(t, "vol-1-r-4", replicaOnNode(t, v, "node-3").Name)
 }
 
-func TestSetTargetNode_MovesAfterTheLatencyAndOnlyToAReadyNodeWithARunningIM(t *testing.T) {
+// A switch-over: preparing (a second engine on the destination) for half
+// the latency, switching-over for the other half, then the target runs
+// there and the initiator stays on the attached node.
+func TestSetEngineNode_SwitchesTheTargetOver(t *testing.T) {
 	const latency = 10 * time.Second
+	s, fc := cluster3(t, Config{TargetMoveLatency: latency},
+		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	require.True(t, vol(t, s, "vol-1").TargetReady)
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	v := vol(t, s, "vol-1")
+	assert.Equal(t, "node-2", v.EngineNode)
+	assert.Equal(t, "node-1", v.TargetNode, "a switch-over takes its latency")
+	assert.Equal(t, dataplane.SwitchoverPreparing, v.Switchover)
+	assert.False(t, v.TargetReady)
+	assert.Equal(t, 1, currentIM(t, s, "node-2").Engines, "the new engine runs in node-2's IM")
+
+	fc.Advance(latency / 2)
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"), "repeating keeps the switch-over's timing")
+	assert.Equal(t, dataplane.SwitchoverSwitchingOver, vol(t, s, "vol-1").Switchover)
+	fc.Advance(latency / 2)
+	v = vol(t, s, "vol-1")
+	assert.Equal(t, "node-2", v.TargetNode)
+	assert.Equal(t, "node-1", v.AttachedNode)
+	assert.Equal(t, dataplane.SwitchoverNone, v.Switchover)
+	assert.True(t, v.TargetReady)
+	im1 := currentIM(t, s, "node-1")
+	assert.Equal(t, []int{0, 1, 1}, []int{im1.Engines, im1.Frontends, im1.Replicas}, "node-1 keeps the initiator and its replica")
+	require.Zero(t, s.IOStats().Failed)
+	require.Equal(t, []Unsafe{{Kind: UnsafeEngineMoved, Volume: "vol-1", Node: "node-2",
+		Detail: `spec.engineNodeID "node-2", set by its user to "" (upgrade in flight on "")`}}, s.Unsafe(""))
+	require.Empty(t, s.Unsafe("node-1"), "node-1 is the engine's home")
+
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
+	s.Settle()
+	v = vol(t, s, "vol-1")
+	assert.Equal(t, "node-1", v.TargetNode, `"" follows the attached node`)
+	assert.Empty(t, s.Unsafe(""))
+}
+
+// Longhorn waits, with no timeout, while the destination cannot host an
+// engine; the old engine keeps serving.
+func TestSetEngineNode_WaitsForADestinationThatCanHostIt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		break_ func(t *testing.T, s *Sim) // makes node-2 unable to host a target
+		break_ func(t *testing.T, s *Sim)
 		fix    func(t *testing.T, s *Sim)
 	}{
-		{"healthy destination", nil, nil},
 		{"destination NotReady",
 			func(t *testing.T, s *Sim) { require.NoError(t, s.InjectNodeNotReady("node-2")) },
 			func(t *testing.T, s *Sim) { require.NoError(t, s.HealNodeNotReady("node-2")) }},
 		{"destination IM failed to start",
 			func(t *testing.T, s *Sim) {
 				require.NoError(t, s.InjectIMStartFailure("node-2"))
-				require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-2-1"))
+				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-2").Name))
 			},
 			func(t *testing.T, s *Sim) { require.NoError(t, s.HealIMStartFailure("node-2")) }},
 		{"destination IM still starting",
 			func(t *testing.T, s *Sim) {
 				s.cfg.IMStartLatency = 3 * time.Hour
-				require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-2-1"))
+				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-2").Name))
 			},
 			func(t *testing.T, s *Sim) { s.Advance(2 * time.Hour) }},
-		{"target move fault",
-			func(t *testing.T, s *Sim) { require.NoError(t, s.InjectTargetMoveFailure("vol-1")) },
-			func(t *testing.T, s *Sim) { require.NoError(t, s.HealTargetMoveFailure("vol-1")) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, fc := cluster3(t, Config{TargetMoveLatency: latency},
-				VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
-			if tc.break_ != nil {
-				tc.break_(t, s)
-			}
-			require.NoError(t, s.SetTargetNode(ctx, "vol-1", "node-2"))
-			v := vol(t, s, "vol-1")
-			require.Equal(t, "node-2", v.DesiredTargetNode)
-			require.Equal(t, "node-1", v.TargetNode, "a move takes its latency")
-
-			fc.Advance(latency / 2)
-			require.NoError(t, s.SetTargetNode(ctx, "vol-1", "node-2"), "repeating keeps the move's timing")
-			fc.Advance(latency / 2)
-			if tc.break_ == nil {
-				require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode)
-				return
-			}
+			s, _ := cluster3(t, Config{TargetMoveLatency: 10 * time.Second},
+				VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1", "node-3"}, AttachedTo: "node-1"})
+			tc.break_(t, s)
+			require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
 			s.Advance(time.Hour)
-			require.Equal(t, "node-1", vol(t, s, "vol-1").TargetNode, "stuck: the move must not complete")
-			require.Equal(t, "node-2", vol(t, s, "vol-1").DesiredTargetNode)
-			require.Zero(t, s.IOStats().FailedByActions(), "the old target keeps serving while stuck")
+			v := vol(t, s, "vol-1")
+			require.Equal(t, "node-1", v.TargetNode, "stuck: the switch-over must not complete")
+			require.Equal(t, dataplane.SwitchoverPreparing, v.Switchover)
+			require.Zero(t, s.IOStats().FailedByActions(), "the old engine keeps serving while stuck")
 
 			tc.fix(t, s)
 			s.Settle()
-			require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode, "the move completes once fixed")
+			require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode, "the switch-over completes once fixed")
 		})
 	}
 }
 
-func TestSetTargetNode_ClearingReturnsToTheAttachedNode(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"},
-		VolumeSpec{Name: "vol-d", ReplicasOn: three}, VolumeSpec{Name: "vol-v1", Engine: EngineV1, ReplicasOn: three, AttachedTo: "node-1"})
-	require.NoError(t, s.SetTargetNode(ctx, "vol-1", "node-3"))
-	require.Equal(t, "node-3", vol(t, s, "vol-1").TargetNode)
-	require.NoError(t, s.SetTargetNode(ctx, "vol-1", ""))
+// Longhorn reverts a switch-over while a replica rebuilds, and tries again.
+func TestSetEngineNode_RevertsWhileAReplicaRebuilds(t *testing.T) {
+	s, fc := cluster3(t, Config{RebuildLatency: time.Minute},
+		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-3")) // reused at once: rebuilding
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
 	v := vol(t, s, "vol-1")
+	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
+	require.Empty(t, v.SwitchoverError, "a revert of the volume controller reports no event")
+	fc.Advance(time.Minute)
+	v = vol(t, s, "vol-1")
+	require.Equal(t, "node-2", v.TargetNode)
+	require.Zero(t, s.IOStats().Failed)
+}
+
+// An injected failure makes every attempt fail the way Longhorn reports it;
+// the old engine serves until the fault is healed.
+func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	s.Settle()
+	v := vol(t, s, "vol-1")
+	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
 	require.Equal(t, "node-1", v.TargetNode)
-	require.Empty(t, v.DesiredTargetNode)
-
-	require.NoError(t, s.SetTargetNode(ctx, "vol-d", "node-2"), "a detached volume records the override")
-	require.Empty(t, vol(t, s, "vol-d").TargetNode)
-	require.ErrorIs(t, s.SetTargetNode(ctx, "vol-v1", "node-2"), ErrWrongEngine)
+	require.Equal(t, "Failed to switch over target to node-2:20001: injected fault: switch-over refused", v.SwitchoverError)
+	require.NoError(t, s.HealTargetMoveFailure("vol-1"))
+	s.Settle()
+	v = vol(t, s, "vol-1")
+	require.Equal(t, "node-2", v.TargetNode)
+	require.Empty(t, v.SwitchoverError)
+	require.Zero(t, s.IOStats().Failed)
 }
 
-func TestDeleteInstanceManager_ReplacesItWithTheDefaultImage(t *testing.T) {
-	const latency = 30 * time.Second
-	s, fc := cluster3(t, Config{IMStartLatency: latency},
-		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"},
-		VolumeSpec{Name: "vol-v1", Engine: EngineV1, ReplicasOn: three, AttachedTo: "node-2"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
-
-	ims, err := s.InstanceManagers(ctx, "node-1")
-	require.NoError(t, err)
-	require.Equal(t, []dataplane.InstanceManager{
-		{Name: "im-node-1-1", Node: "node-1", Image: OldIMImage, DataEngine: "v2", State: dataplane.IMStopped},
-		{Name: "im-node-1-2", Node: "node-1", Image: NewIMImage, DataEngine: "v2", State: dataplane.IMStarting},
-	}, ims)
-	require.Equal(t, dataplane.ReplicaError, replicaOnNode(t, vol(t, s, "vol-1"), "node-1").State, "v2 replicas lose their IM")
-	require.Equal(t, dataplane.ReplicaRunning, replicaOnNode(t, vol(t, s, "vol-v1"), "node-1").State, "v1 replicas do not")
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"), "deleting a stopped IM is a no-op")
-
-	fc.Advance(latency)
-	ims, err = s.InstanceManagers(ctx, "node-1")
-	require.NoError(t, err)
-	require.Equal(t, []dataplane.InstanceManager{
-		{Name: "im-node-1-2", Node: "node-1", Image: NewIMImage, DataEngine: "v2", State: dataplane.IMRunning},
-	}, ims)
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"), "deleting a removed IM is a no-op")
-	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness, "the replica came back")
-
-	all, err := s.InstanceManagers(ctx, "")
-	require.NoError(t, err)
-	require.Len(t, all, 3)
-	require.Zero(t, s.IOStats().Failed, "no target lived on node-1")
+// Changing the engine node while preparing is clean; while the path is
+// switching, it breaks the volume's I/O (the hazard the steps avoid).
+func TestSetEngineNode_ChangedMidSwitchover(t *testing.T) {
+	const latency = 10 * time.Second
+	t.Run("preparing: clean", func(t *testing.T) {
+		s, fc := cluster3(t, Config{TargetMoveLatency: latency}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+		require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+		require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
+		fc.Advance(time.Hour)
+		v := vol(t, s, "vol-1")
+		require.Equal(t, "node-1", v.TargetNode)
+		require.Equal(t, dataplane.SwitchoverNone, v.Switchover)
+		require.Zero(t, s.IOStats().Failed)
+	})
+	t.Run("switching-over: the path breaks", func(t *testing.T) {
+		s, fc := cluster3(t, Config{TargetMoveLatency: latency}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+		require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+		fc.Advance(latency / 2)
+		require.Equal(t, dataplane.SwitchoverSwitchingOver, vol(t, s, "vol-1").Switchover)
+		require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
+		st := s.IOStats()
+		require.NotZero(t, st.FailedByActions())
+		require.Contains(t, st.Failures[0].Reason, "the old path is left inaccessible")
+		require.Equal(t, UnsafePathBroken, s.Unsafe("node-1")[0].Kind)
+	})
 }
 
-func TestSetVolumeImage_OnlyDetachedV2Volumes(t *testing.T) {
-	s, _ := cluster3(t, Config{},
-		VolumeSpec{Name: "vol-a", ReplicasOn: three, AttachedTo: "node-1"},
-		VolumeSpec{Name: "vol-d", ReplicasOn: three},
-		VolumeSpec{Name: "vol-v1", Engine: EngineV1, ReplicasOn: three})
-	require.ErrorIs(t, s.SetVolumeImage(ctx, "vol-a", NewIMImage), ErrVolumeAttached)
-	require.ErrorIs(t, s.SetVolumeImage(ctx, "vol-v1", NewIMImage), ErrWrongEngine)
-	require.NoError(t, s.SetVolumeImage(ctx, "vol-d", NewIMImage))
-	require.Equal(t, NewIMImage, vol(t, s, "vol-d").Image)
-	require.Equal(t, OldIMImage, vol(t, s, "vol-a").Image)
-	log, _ := s.ActionLog()
-	require.True(t, errors.Is(s.SetVolumeImage(ctx, "vol-a", NewIMImage), ErrVolumeAttached))
-	require.Equal(t, "SetVolumeImage", log[0].Action)
-	require.NotEmpty(t, log[0].Err)
+// Only an NVMe/TCP frontend can switch: a ublk volume stays switching-over.
+func TestSetEngineNode_NoSwitchoverPathWithoutNVMeTCP(t *testing.T) {
+	for _, frontend := range []string{dataplane.FrontendUblk, NoFrontend} {
+		t.Run(frontend, func(t *testing.T) {
+			s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1", Frontend: frontend})
+			require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+			s.Settle()
+			v := vol(t, s, "vol-1")
+			require.Equal(t, dataplane.SwitchoverSwitchingOver, v.Switchover)
+			require.Equal(t, "node-1", v.TargetNode)
+			require.False(t, v.CanSwitchTarget())
+		})
+	}
+}
+
+func TestSetEngineNode_DetachedAndV1Volumes(t *testing.T) {
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-d", ReplicasOn: three},
+		VolumeSpec{Name: "vol-v1", Engine: EngineV1, ReplicasOn: three, AttachedTo: "node-1"})
+	require.NoError(t, s.SetEngineNode(ctx, "vol-d", "node-2"), "a detached volume records the engine node")
+	v := vol(t, s, "vol-d")
+	require.Equal(t, "node-2", v.EngineNode)
+	require.Empty(t, v.TargetNode)
+	require.NoError(t, s.AttachVolume("vol-d", "node-1"))
+	v = vol(t, s, "vol-d")
+	require.Equal(t, "node-2", v.TargetNode, "the engine starts on spec.engineNodeID")
+	require.True(t, v.TargetReady)
+	require.ErrorIs(t, s.SetEngineNode(ctx, "vol-v1", "node-2"), ErrWrongEngine)
+}
+
+func TestSetInstanceManagerImage_OnlyInPlace(t *testing.T) {
+	s, _ := cluster3(t, Config{})
+	require.ErrorIs(t, s.SetInstanceManagerImage(ctx, "im-node-1-1", NewIMImage), dataplane.ErrRefused)
 }
 
 func TestReads_CopyValuesOut(t *testing.T) {

@@ -25,6 +25,8 @@ type NodeSpec struct {
 	IMImage string
 	// Images overrides the images present on the node (nil = default).
 	Images []string
+	// NoScheduling builds the node with spec.allowScheduling false.
+	NoScheduling bool
 }
 
 // AddNode adds a Ready v2 node with a running IM on Config.IMImage.
@@ -52,11 +54,12 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 	}
 	images = slices.Clone(images)
 	slices.Sort(images)
-	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, images: slices.Compact(images)}
+	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images)}
 	if n.v2 {
 		n.imSeq = 1
-		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning}
+		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning, epoch: 1}
 		s.ims[n.im.name] = n.im
+		s.expectNext(n)
 	}
 	s.insertNode(n)
 	if spec.NotReady {
@@ -99,15 +102,19 @@ type VolumeSpec struct {
 	// NumberOfReplicas is the desired count; 0 means len(ReplicasOn). A
 	// larger value builds a degraded volume.
 	NumberOfReplicas int
-	// AttachedTo is the attached node (initiator and target); "" = detached.
+	// AttachedTo is the attached node (the initiator, and the engine unless
+	// EngineOn says otherwise); "" = detached.
 	AttachedTo string
-	// TargetOn places the target elsewhere than AttachedTo, as if left
-	// switched over (the override is set to it as well).
-	TargetOn string
-	// Image overrides the volume image (default: the attached node's IM
-	// image, else Config.IMImage; V1EngineImage for v1).
-	Image string
+	// EngineOn is spec.engineNodeID, as the volume's user set it: the engine
+	// runs there when the volume is attached.
+	EngineOn string
+	// Frontend is spec.frontend; "" means blockdev (NVMe/TCP), NoFrontend
+	// none.
+	Frontend string
 }
+
+// NoFrontend is VolumeSpec.Frontend for a volume without a frontend.
+const NoFrontend = "none"
 
 // AddVolume adds a volume with one running replica on each of replicasOn,
 // attached to attachedTo ("" = detached) with its target there.
@@ -122,7 +129,8 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 	if err := s.checkVolumeSpec(&spec); err != nil {
 		return fmt.Errorf("add volume %q: %w", spec.Name, err)
 	}
-	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, image: spec.Image}
+	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
+		engineNode: spec.EngineOn, baseline: spec.EngineOn}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++
 		v.replicas = append(v.replicas, &replica{
@@ -136,7 +144,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		// A replica placed on a NotReady node is failed, as Longhorn would
 		// report it, and attributed to the node's fault.
 		if !s.nodes[r.node].ready {
-			s.loseReplica(v, r, dataplane.ReplicaError, s.currentIMName(r.node), false, true, s.now())
+			s.loseReplica(v, r, dataplane.ReplicaError, true, s.now())
 		}
 	}
 	s.vols[v.name] = v
@@ -144,12 +152,8 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 	s.volSorted = false
 	if spec.AttachedTo != "" {
 		s.setAttached(v, spec.AttachedTo)
-		target := spec.AttachedTo
-		if spec.TargetOn != "" {
-			target = spec.TargetOn
-			v.override = target
-		}
-		s.setTarget(v, target)
+		s.setTarget(v, v.desired())
+		s.startReplicas(v, s.now())
 	}
 	s.reconcile[v.name] = struct{}{}
 	s.io.mark(v.name)
@@ -189,7 +193,7 @@ func (s *Sim) checkVolumeSpec(spec *VolumeSpec) error {
 			return fmt.Errorf("v2 replica on node %q without the v2 engine: %w", nodeName, ErrInvalid)
 		}
 	}
-	for _, nodeName := range []string{spec.AttachedTo, spec.TargetOn} {
+	for _, nodeName := range []string{spec.AttachedTo, spec.EngineOn} {
 		if nodeName == "" {
 			continue
 		}
@@ -201,25 +205,17 @@ func (s *Sim) checkVolumeSpec(spec *VolumeSpec) error {
 			return fmt.Errorf("v2 engine on node %q without the v2 engine: %w", nodeName, ErrInvalid)
 		}
 	}
-	if spec.TargetOn != "" && spec.AttachedTo == "" {
-		return fmt.Errorf("target on %q but detached: %w", spec.TargetOn, ErrInvalid)
+	if spec.EngineOn != "" && spec.Engine != EngineV2 {
+		return fmt.Errorf("engine node on a v1 volume: %w", ErrInvalid)
 	}
-	if spec.TargetOn != "" && spec.Engine != EngineV2 {
-		return fmt.Errorf("target override on a v1 volume: %w", ErrInvalid)
-	}
-	if spec.Image == "" {
-		switch {
-		case spec.Engine == EngineV1:
-			spec.Image = V1EngineImage
-		case spec.AttachedTo != "":
-			host := spec.AttachedTo
-			if spec.TargetOn != "" {
-				host = spec.TargetOn
-			}
-			spec.Image = s.nodes[host].im.image
-		default:
-			spec.Image = s.cfg.IMImage
-		}
+	switch spec.Frontend {
+	case "":
+		spec.Frontend = dataplane.FrontendBlockdev
+	case NoFrontend:
+		spec.Frontend = ""
+	case dataplane.FrontendBlockdev, dataplane.FrontendNVMf, dataplane.FrontendUblk, dataplane.FrontendISCSI:
+	default:
+		return fmt.Errorf("frontend %q: %w", spec.Frontend, ErrInvalid)
 	}
 	return nil
 }

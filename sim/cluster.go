@@ -2,14 +2,26 @@
 // dataplane.DataPlane, for the engine tests, the property test, the demo and
 // the benchmarks.
 //
-// It models what a live upgrade of the v2 data engine depends on: nodes and
-// their readiness, one v2 instance manager (IM) per node holding every v2
-// target and replica of that node, volumes with an initiator (the attached
-// node), a target that can be moved to another node, and replicas that are
-// rebuilt when lost. Longhorn's reactions (target moves, IM restarts,
-// rebuilds) take configurable latencies measured on an injectable Clock and
-// are applied lazily, whenever the simulator is read or acted upon, so no
-// goroutine is needed and runs are deterministic.
+// It models what a live upgrade of the v2 data engine depends on, with the
+// physics of the Longhorn profile it is configured with (Config.Profile):
+// nodes and their readiness and replica scheduling, one v2 instance manager
+// (IM) per node holding the node's engines, engine frontends and replicas,
+// volumes with an initiator (the attached node) and an engine (the target)
+// moved by Longhorn's switch-over when spec.engineNodeID changes, and
+// replicas rebuilt when lost.
+//
+//   - dataplane.ProfileV112: the initiator lives in the IM of the attached
+//     node, so stopping that IM faults the volume; Longhorn replaces a
+//     node's old-image IM with a default-image one as soon as the old one
+//     runs no instance.
+//   - dataplane.ProfileInPlace: the initiator is a kernel client that
+//     survives its node's IM restart; the upgrade sets the IM's image and
+//     the same IM restarts on it.
+//
+// Longhorn's reactions (switch-overs, IM starts, rebuilds) take configurable
+// latencies measured on an injectable Clock and are applied lazily, whenever
+// the simulator is read or acted upon, so no goroutine is needed and runs
+// are deterministic.
 //
 // After every state change an I/O checker sends one I/O to every attached
 // volume and records those that would fail (IOStats), which is how a test
@@ -21,9 +33,7 @@
 package sim
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -34,13 +44,10 @@ import (
 // Images used as defaults by New and by the generator.
 const (
 	// OldIMImage is the image the IMs built by AddNode and Random run.
-	OldIMImage = "longhornio/longhorn-instance-manager:v1.8.0"
+	OldIMImage = "longhornio/longhorn-instance-manager:v1.12.0"
 	// NewIMImage is the default IM image (the upgrade's target) unless
 	// Config.DefaultIMImage says otherwise; the generator pulls it everywhere.
-	NewIMImage = "longhornio/longhorn-instance-manager:v1.9.0"
-	// V1EngineImage is the image reported by v1 volumes, which the v2 upgrade
-	// never changes.
-	V1EngineImage = "longhornio/longhorn-engine:v1.8.0"
+	NewIMImage = "longhornio/longhorn-instance-manager:v1.12.1"
 )
 
 // Data engines a volume can use.
@@ -50,19 +57,25 @@ const (
 )
 
 // Config holds the knobs of a simulated cluster. The zero value is a usable
-// cluster with a real clock and zero latencies.
+// v1.12 cluster with a real clock and zero latencies.
 type Config struct {
+	// Profile is the physics of the simulated Longhorn; "" means
+	// dataplane.ProfileV112, released Longhorn.
+	Profile dataplane.Profile
+	// LonghornVersion is what the cluster reports as its version; "" means
+	// none (Platform then reports only the profile).
+	LonghornVersion string
 	// Clock measures every latency; nil means RealClock.
 	Clock Clock
 	// DefaultIMImage is the image Longhorn gives new v2 IMs; "" means NewIMImage.
 	DefaultIMImage string
 	// IMImage is the image of the IMs AddNode creates; "" means OldIMImage.
 	IMImage string
-	// TargetMoveLatency is how long a target move takes once requested.
-	// Zero, like the other latencies, means "done on the next read".
+	// TargetMoveLatency is how long a switch-over takes once requested (half
+	// preparing the new engine, half switching the initiator's path). Zero,
+	// like the other latencies, means "done on the next read".
 	TargetMoveLatency time.Duration
-	// IMStartLatency is how long a new IM takes to run after its predecessor
-	// was deleted.
+	// IMStartLatency is how long a new (or re-imaged) IM takes to run.
 	IMStartLatency time.Duration
 	// RebuildLatency is how long a replica rebuild takes.
 	RebuildLatency time.Duration
@@ -89,31 +102,35 @@ type Sim struct {
 	nodes     map[string]*node
 	nodeNames []string         // existing nodes, sorted
 	deleted   map[string]*node // deleted nodes, kept so a heal can restore them
-	ims       map[string]*im   // live IMs by name (current and stopped-but-listed)
-	imGone    map[string]bool  // IMs removed after deletion: deleting again is a no-op
+	ims       map[string]*im   // live IMs by name
+	imGone    map[string]bool  // IMs removed: deleting again is a no-op
 
 	vols      map[string]*volume
 	volNames  []string
 	volSorted bool
 
 	// Per-node indexes keep single-object work independent of cluster size.
-	targetsOn  map[string]map[string]struct{} // node → volumes whose current target is there
-	attachedOn map[string]map[string]struct{} // node → volumes attached there
-	replicasOn map[string]map[string]struct{} // node → volumes with a replica entry there
-	hosted     map[string]int                 // node → volumes whose TargetHost is there
-	attached   int
+	targetsOn   map[string]map[string]struct{} // node → volumes whose current target is there
+	attachedOn  map[string]map[string]struct{} // node → volumes attached there
+	replicasOn  map[string]map[string]struct{} // node → volumes with a replica entry there
+	migratingTo map[string]map[string]struct{} // node → volumes switching their target over to it
+	hosted      map[string]int                 // node → volumes whose TargetHost is there
+	attached    int
 
 	timers timerHeap
 	seq    uint64
 
 	// Work that waits for a condition instead of a time: re-examined when an
-	// eligibility event (IM running, node Ready, flag cleared, heal) happens.
-	reconcile    map[string]struct{} // volumes whose replica count must be checked
-	waiting      map[string]struct{} // volumes short of replicas with no eligible node yet
-	pendingMoves map[string]struct{} // volumes whose due target move is blocked
-	blockedIMs   map[string]struct{} // nodes whose new IM waits for the node to be Ready
-	unblock      bool
-	placeCursor  int
+	// eligibility event (IM running, node Ready, scheduling allowed, heal)
+	// happens.
+	reconcile      map[string]struct{} // volumes whose replica count must be checked
+	waiting        map[string]struct{} // volumes short of replicas with no eligible node yet
+	pendingSwitch  map[string]struct{} // volumes whose switch-over cannot proceed yet
+	blockedIMs     map[string]struct{} // nodes whose new IM waits for the node to be Ready
+	imCheck        map[string]struct{} // nodes whose old-image IM may have become empty
+	unblock        bool
+	placeCursor    int
+	snapshotsTaken int
 
 	faults  faultSet
 	io      ioChecker
@@ -121,14 +138,18 @@ type Sim struct {
 }
 
 type node struct {
-	name   string
-	ready  bool
-	v2     bool
-	flag   bool
-	images []string
-	im     *im   // current v2 IM, nil on a node without the v2 engine
-	old    []*im // stopped IMs still listed until the replacement runs
-	imSeq  int
+	name       string
+	ready      bool
+	v2         bool
+	allowSched bool
+	images     []string
+	// im is the IM serving the node (running, starting or in error); nil on
+	// a node without the v2 engine.
+	im *im
+	// next is, on ProfileV112, the default-image IM Longhorn created while
+	// im runs another image: stopped until im is gone.
+	next  *im
+	imSeq int
 }
 
 type im struct {
@@ -136,24 +157,54 @@ type im struct {
 	node  string
 	image string
 	state dataplane.IMState
-	gen   uint64
+	// gen identifies timers scheduled for the IM's current state.
+	gen uint64
+	// epoch counts the IM's runs: instances bound to it (engines, and on
+	// ProfileV112 initiators) are lost when it stops or restarts.
+	epoch uint64
+	// byFault marks an IM lost to an injected fault (its node deleted).
+	byFault bool
+}
+
+// binding is an instance hosted by an IM process.
+type binding struct {
+	im    *im
+	epoch uint64
+}
+
+// valid reports whether the IM still runs the process the instance was
+// started in.
+func (b binding) valid() bool {
+	return b.im != nil && b.im.state == dataplane.IMRunning && b.im.epoch == b.epoch
 }
 
 type volume struct {
 	name        string
 	engine      string
 	numReplicas int
+	frontend    string
 	attached    string
-	target      string
-	override    string
-	image       string
-	replicas    []*replica
-	replicaSeq  int
-	gone        map[string]struct{} // deleted replica names: acting on them again is a no-op
-	snapshots   []string
-	slots       []slot
-	move        *move
-	moveGen     uint64
+	// initiator is the IM hosting the engine frontend (ProfileV112 only).
+	initiator binding
+	// target is status.currentEngineNodeID; targetIM the IM its engine runs in.
+	target   string
+	targetIM binding
+	// engineNode is spec.engineNodeID; baseline the value the user set, which
+	// Unsafe compares it with.
+	engineNode string
+	baseline   string
+	sw         *switchover
+	swGen      uint64
+	swDone     uint64 // switch-overs completed
+	swError    string
+	// broken is why the initiator's path is unusable after the engine node
+	// changed in the middle of a path switch ("" when usable).
+	broken     string
+	replicas   []*replica
+	replicaSeq int
+	gone       map[string]struct{} // deleted replica names: acting on them again is a no-op
+	snapshots  []string
+	slots      []slot
 }
 
 type replica struct {
@@ -167,22 +218,22 @@ type replica struct {
 
 // slot remembers where a replica was lost, so the rebuild can prefer that node.
 type slot struct {
-	node       string
-	im         string // the IM that held the replica when it was lost
-	deliberate bool   // stopped by FailReplica/DeleteReplica rather than lost
-	byFault    bool
-	at         time.Time
-	recheck    bool // a timer re-examines the slot when its wait ends
-}
-
-type move struct {
-	dest string
-	gen  uint64
+	node    string
+	byFault bool
+	at      time.Time
+	recheck bool // a timer re-examines the slot when its wait ends
 }
 
 // New returns an empty cluster; add nodes and volumes with the builder
-// methods. It panics if cfg.Faults holds an invalid fault, a programming error.
+// methods. It panics if cfg holds an invalid profile or fault, a
+// programming error.
 func New(cfg Config) *Sim {
+	if cfg.Profile == "" {
+		cfg.Profile = dataplane.ProfileV112
+	}
+	if !cfg.Profile.Valid() {
+		panic(fmt.Sprintf("sim.New: unknown profile %q", cfg.Profile))
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}
 	}
@@ -199,25 +250,27 @@ func New(cfg Config) *Sim {
 		cfg.ActionLogLimit = 100000
 	}
 	s := &Sim{
-		cfg:          cfg,
-		clock:        cfg.Clock,
-		nodes:        map[string]*node{},
-		deleted:      map[string]*node{},
-		ims:          map[string]*im{},
-		imGone:       map[string]bool{},
-		vols:         map[string]*volume{},
-		volSorted:    true,
-		targetsOn:    map[string]map[string]struct{}{},
-		hosted:       map[string]int{},
-		attachedOn:   map[string]map[string]struct{}{},
-		replicasOn:   map[string]map[string]struct{}{},
-		reconcile:    map[string]struct{}{},
-		waiting:      map[string]struct{}{},
-		pendingMoves: map[string]struct{}{},
-		blockedIMs:   map[string]struct{}{},
-		faults:       newFaultSet(),
-		io:           newIOChecker(cfg.IOLogLimit),
-		actions:      actionLog{limit: cfg.ActionLogLimit},
+		cfg:           cfg,
+		clock:         cfg.Clock,
+		nodes:         map[string]*node{},
+		deleted:       map[string]*node{},
+		ims:           map[string]*im{},
+		imGone:        map[string]bool{},
+		vols:          map[string]*volume{},
+		volSorted:     true,
+		targetsOn:     map[string]map[string]struct{}{},
+		hosted:        map[string]int{},
+		attachedOn:    map[string]map[string]struct{}{},
+		replicasOn:    map[string]map[string]struct{}{},
+		migratingTo:   map[string]map[string]struct{}{},
+		reconcile:     map[string]struct{}{},
+		waiting:       map[string]struct{}{},
+		pendingSwitch: map[string]struct{}{},
+		blockedIMs:    map[string]struct{}{},
+		imCheck:       map[string]struct{}{},
+		faults:        newFaultSet(),
+		io:            newIOChecker(cfg.IOLogLimit),
+		actions:       actionLog{limit: cfg.ActionLogLimit},
 	}
 	for _, f := range cfg.Faults {
 		if err := s.arm(f); err != nil {
@@ -230,151 +283,10 @@ func New(cfg Config) *Sim {
 // Clock returns the clock the simulator measures latencies with.
 func (s *Sim) Clock() Clock { return s.clock }
 
+// Profile returns the physics the simulator follows.
+func (s *Sim) Profile() dataplane.Profile { return s.cfg.Profile }
+
 var _ dataplane.DataPlane = (*Sim)(nil)
-
-// Nodes lists every existing node, sorted by name.
-func (s *Sim) Nodes(ctx context.Context) ([]dataplane.Node, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	out := make([]dataplane.Node, 0, len(s.nodeNames))
-	for _, name := range s.nodeNames {
-		out = append(out, s.nodes[name].export())
-	}
-	return out, nil
-}
-
-// Node returns one node or an error matching dataplane.ErrNotFound (also
-// for a node deleted by a fault).
-func (s *Sim) Node(ctx context.Context, name string) (dataplane.Node, error) {
-	if err := ctx.Err(); err != nil {
-		return dataplane.Node{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	n, err := s.node(name)
-	if err != nil {
-		return dataplane.Node{}, err
-	}
-	return n.export(), nil
-}
-
-// DefaultInstanceManagerImage returns the image new v2 IMs get.
-func (s *Sim) DefaultInstanceManagerImage(ctx context.Context) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cfg.DefaultIMImage, nil
-}
-
-// InstanceManagers lists the v2 IMs of node, or of every node when node is
-// "", sorted by node then age. A deleted IM stays listed as stopped until its
-// replacement runs. An unknown node is an error matching ErrNotFound.
-func (s *Sim) InstanceManagers(ctx context.Context, nodeName string) ([]dataplane.InstanceManager, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	if nodeName != "" {
-		n, err := s.node(nodeName)
-		if err != nil {
-			return nil, err
-		}
-		return n.exportIMs(nil), nil
-	}
-	var out []dataplane.InstanceManager
-	for _, name := range s.nodeNames {
-		out = s.nodes[name].exportIMs(out)
-	}
-	return out, nil
-}
-
-// Volumes lists every volume, v1 and v2, sorted by name.
-func (s *Sim) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	out := make([]dataplane.Volume, 0, len(s.vols))
-	for _, name := range s.sortedVolumeNames() {
-		out = append(out, s.vols[name].export())
-	}
-	return out, nil
-}
-
-// Volume returns one volume or an error matching dataplane.ErrNotFound.
-// VolumesOn implements dataplane.Reader from the sim's per-node indexes, so
-// a node step's cost does not grow with the cluster.
-func (s *Sim) VolumesOn(ctx context.Context, nodeName string) ([]dataplane.Volume, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	names := map[string]struct{}{}
-	for _, idx := range []map[string]map[string]struct{}{s.targetsOn, s.attachedOn, s.replicasOn} {
-		for name := range idx[nodeName] {
-			names[name] = struct{}{}
-		}
-	}
-	sorted := slices.Sorted(maps.Keys(names))
-	out := make([]dataplane.Volume, 0, len(sorted))
-	for _, name := range sorted {
-		if v, ok := s.vols[name]; ok {
-			out = append(out, v.export())
-		}
-	}
-	return out, nil
-}
-
-// TargetCounts implements dataplane.Reader from a count kept up to date on
-// every attach, detach and target move.
-func (s *Sim) TargetCounts(ctx context.Context) (map[string]int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	return maps.Clone(s.hosted), nil
-}
-
-// Volume implements dataplane.Reader.
-func (s *Sim) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
-	if err := ctx.Err(); err != nil {
-		return dataplane.Volume{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tick()
-	v, err := s.volume(name)
-	if err != nil {
-		return dataplane.Volume{}, err
-	}
-	return v.export(), nil
-}
-
-// Snapshots returns the names of a volume's snapshots in creation order.
-func (s *Sim) Snapshots(name string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, err := s.volume(name)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(v.snapshots), nil
-}
 
 func (s *Sim) node(name string) (*node, error) {
 	n := s.nodes[name]
@@ -402,73 +314,27 @@ func (s *Sim) sortedVolumeNames() []string {
 	return s.volNames
 }
 
-func (n *node) export() dataplane.Node {
-	return dataplane.Node{
-		Name:             n.name,
-		Ready:            n.ready,
-		V2:               n.v2,
-		UpgradeRequested: n.flag,
-		Images:           slices.Clone(n.images),
-	}
-}
-
-func (n *node) exportIMs(out []dataplane.InstanceManager) []dataplane.InstanceManager {
-	for _, m := range n.old {
-		out = append(out, m.export())
-	}
-	if n.im != nil {
-		out = append(out, n.im.export())
-	}
-	return out
-}
-
-// imRunning reports whether the node's current IM serves its targets and
-// replicas; an IM on a NotReady node is unreachable whatever its state.
+// imRunning reports whether the node's IM serves instances; an IM on a
+// NotReady node is unreachable whatever its state.
 func (n *node) imRunning() bool {
 	return n.ready && n.im != nil && n.im.state == dataplane.IMRunning
 }
 
-func (m *im) export() dataplane.InstanceManager {
-	return dataplane.InstanceManager{
-		Name:       m.name,
-		Node:       m.node,
-		Image:      m.image,
-		DataEngine: dataplane.DataEngineV2,
-		State:      m.state,
+// bind starts an instance in the node's running IM.
+func (n *node) bind() binding {
+	if n == nil || n.im == nil {
+		return binding{}
 	}
+	return binding{im: n.im, epoch: n.im.epoch}
 }
 
-func (v *volume) export() dataplane.Volume {
-	out := dataplane.Volume{
-		Name:              v.name,
-		DataEngine:        v.engine,
-		NumberOfReplicas:  v.numReplicas,
-		AttachedNode:      v.attached,
-		TargetNode:        v.target,
-		DesiredTargetNode: v.override,
-		Image:             v.image,
-		Robustness:        v.robustness(),
-		Replicas:          make([]dataplane.Replica, len(v.replicas)),
+// desired is where the engine should run: spec.engineNodeID, else the
+// attached node.
+func (v *volume) desired() string {
+	if v.engineNode != "" {
+		return v.engineNode
 	}
-	for i, r := range v.replicas {
-		out.Replicas[i] = dataplane.Replica{Name: r.name, Node: r.node, State: r.state}
-	}
-	return out
-}
-
-// robustness follows Longhorn: it counts running replicas against the
-// desired number. Detached volumes are summarised the same way (Longhorn
-// says "unknown") so that a test can wait for any volume to be whole again.
-func (v *volume) robustness() dataplane.Robustness {
-	running := v.count(dataplane.ReplicaRunning)
-	switch {
-	case running == 0:
-		return dataplane.RobustnessFaulted
-	case running < v.numReplicas:
-		return dataplane.RobustnessDegraded
-	default:
-		return dataplane.RobustnessHealthy
-	}
+	return v.attached
 }
 
 func (v *volume) count(states ...dataplane.ReplicaState) int {
@@ -504,6 +370,21 @@ func (v *volume) replicaNamed(name string) (*replica, int) {
 	return nil, -1
 }
 
+// robustness follows Longhorn: it counts running replicas against the
+// desired number. Detached volumes are summarised the same way (Longhorn
+// says "unknown") so that a test can wait for any volume to be whole again.
+func (v *volume) robustness() dataplane.Robustness {
+	running := v.count(dataplane.ReplicaRunning)
+	switch {
+	case running == 0:
+		return dataplane.RobustnessFaulted
+	case running < v.numReplicas:
+		return dataplane.RobustnessDegraded
+	default:
+		return dataplane.RobustnessHealthy
+	}
+}
+
 func addIdx(idx map[string]map[string]struct{}, key, vol string) {
 	set := idx[key]
 	if set == nil {
@@ -531,15 +412,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// setTarget moves the volume's current target, keeping the index in step.
+// setTarget moves the volume's current target, keeping the index in step;
+// the engine starts in the node's IM.
 func (s *Sim) setTarget(v *volume, nodeName string) {
 	defer s.rehost(v, v.targetHost())
 	if v.target != "" {
 		delIdx(s.targetsOn, v.target, v.name)
+		s.imCheck[v.target] = struct{}{}
 	}
 	v.target = nodeName
+	v.targetIM = binding{}
 	if nodeName != "" {
 		addIdx(s.targetsOn, nodeName, v.name)
+		v.targetIM = s.nodes[nodeName].bind()
 	}
 	s.io.mark(v.name)
 }
@@ -548,12 +433,17 @@ func (s *Sim) setAttached(v *volume, nodeName string) {
 	defer s.rehost(v, v.targetHost())
 	if v.attached != "" {
 		delIdx(s.attachedOn, v.attached, v.name)
+		s.imCheck[v.attached] = struct{}{}
 		s.attached--
 	}
 	v.attached = nodeName
+	v.initiator = binding{}
 	if nodeName != "" {
 		addIdx(s.attachedOn, nodeName, v.name)
 		s.attached++
+		if v.engine == EngineV2 && !s.cfg.Profile.InitiatorsSurviveIM() {
+			v.initiator = s.nodes[nodeName].bind()
+		}
 	}
 	s.io.mark(v.name)
 }
@@ -580,13 +470,15 @@ func (s *Sim) rehost(v *volume, was string) {
 	}
 }
 
-// markNode flags for I/O re-evaluation every volume whose path crosses the node.
+// markNode flags for I/O re-evaluation every volume whose path crosses the
+// node, and the node for Longhorn's check of its old-image IM.
 func (s *Sim) markNode(name string) {
-	for _, idx := range []map[string]map[string]struct{}{s.targetsOn, s.attachedOn, s.replicasOn} {
+	for _, idx := range []map[string]map[string]struct{}{s.targetsOn, s.attachedOn, s.replicasOn, s.migratingTo} {
 		for vol := range idx[name] {
 			s.io.mark(vol)
 		}
 	}
+	s.imCheck[name] = struct{}{}
 }
 
 func (s *Sim) now() time.Time { return s.clock.Now() }

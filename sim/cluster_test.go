@@ -63,7 +63,7 @@ func TestTargetCountsMatchACountedList(t *testing.T) {
 			if v.Attached() {
 				// An error (v1 volume, node not ready) changes nothing and
 				// must leave the counts right as well.
-				_ = s.SetTargetNode(ctx, v.Name, other)
+				_ = s.SetEngineNode(ctx, v.Name, other)
 				clock.Advance(time.Minute)
 				check(s, fmt.Sprintf("seed %d, %s moved to %s", seed, v.Name, other))
 				require.NoError(t, s.DetachVolume(v.Name))

@@ -9,17 +9,18 @@ import (
 )
 
 // Describe renders the cluster for the demo and for test failures: a header,
-// then one line per node (deleted ones included) with its readiness, upgrade
-// flag, IMs (short image and state), the targets it hosts (with the
-// initiator's node when it is elsewhere) and its replicas, marked
-// ~ rebuilding, - stopped, ! error.
+// then one line per node (deleted ones included) with its readiness, replica
+// scheduling, IMs (short image and state), the targets it hosts (with the
+// initiator's node when it is elsewhere, and the destination of a
+// switch-over under way) and its replicas, marked ~ rebuilding, - stopped,
+// ! error.
 func (s *Sim) Describe() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick()
 	var b strings.Builder
-	fmt.Fprintf(&b, "default IM image %s · %d nodes · %d volumes · I/O %d issued, %d failed (%d by actions)\n",
-		shortImage(s.cfg.DefaultIMImage), len(s.nodes), len(s.vols), s.io.issued, s.io.failed, s.io.failed-s.io.failedInjected)
+	fmt.Fprintf(&b, "Longhorn %s · default IM image %s · %d nodes · %d volumes · I/O %d issued, %d failed (%d by actions)\n",
+		s.cfg.Profile, shortImage(s.cfg.DefaultIMImage), len(s.nodes), len(s.vols), s.io.issued, s.io.failed, s.io.failed-s.io.failedInjected)
 	names := append(slices.Clone(s.nodeNames), sortedKeys(s.deleted)...)
 	slices.Sort(names)
 	width := 0
@@ -37,14 +38,14 @@ func (s *Sim) Describe() string {
 			ready = "NotReady"
 		}
 		fmt.Fprintf(&b, "%-*s  %-8s", width, name, ready)
-		if n.flag {
-			b.WriteString("  upgrade-requested")
+		if !n.allowSched {
+			b.WriteString("  no-scheduling")
 		}
 		if !n.v2 {
 			b.WriteString("  no-v2")
 		}
 		var ims []string
-		for _, m := range append(slices.Clone(n.old), n.im) {
+		for _, m := range []*im{n.im, n.next} {
 			if m != nil {
 				ims = append(ims, fmt.Sprintf("%s@%s %s", m.name, shortImage(m.image), m.state))
 			}
@@ -54,11 +55,15 @@ func (s *Sim) Describe() string {
 		}
 		var targets []string
 		for _, vol := range sortedKeys(s.targetsOn[name]) {
-			if v := s.vols[vol]; v.attached != name {
-				targets = append(targets, vol+"<-"+v.attached)
-			} else {
-				targets = append(targets, vol)
+			v := s.vols[vol]
+			t := vol
+			if v.attached != name {
+				t += "<-" + v.attached
 			}
+			if v.sw != nil {
+				t += "=>" + v.sw.dest
+			}
+			targets = append(targets, t)
 		}
 		fmt.Fprintf(&b, "  targets[%s]", strings.Join(targets, " "))
 		var replicas []string

@@ -29,8 +29,9 @@ const (
 	FaultNeverHealthy FaultKind = "never-healthy"
 	// FaultSlowRebuild: the volume's rebuilds take Fault.Latency.
 	FaultSlowRebuild FaultKind = "slow-rebuild"
-	// FaultTargetMoveFailure: the volume's target never moves (its override
-	// is set, the move stays pending) until healed: a stuck volume.
+	// FaultTargetMoveFailure: the volume's switch-overs fail (Longhorn
+	// reverts them and retries, reporting FailedSwitchover) until healed: a
+	// stuck volume.
 	FaultTargetMoveFailure FaultKind = "target-move-failure"
 )
 
@@ -53,9 +54,10 @@ type Trigger string
 const (
 	// TriggerNow: at once, or as soon as the node is added.
 	TriggerNow Trigger = ""
-	// TriggerUpgradeRequested: when the node's upgrade flag is set.
-	TriggerUpgradeRequested Trigger = "upgrade-requested"
-	// TriggerIMDeleted: right after the node's IM is deleted.
+	// TriggerSchedulingDisabled: when the node's replica scheduling is
+	// turned off (the upgrade's first action on a node).
+	TriggerSchedulingDisabled Trigger = "scheduling-disabled"
+	// TriggerIMDeleted: right after the node's IM is deleted or re-imaged.
 	TriggerIMDeleted Trigger = "im-deleted"
 )
 
@@ -132,7 +134,7 @@ func validate(f Fault) error {
 	if f.Kind == FaultSlowRebuild && f.Latency <= 0 {
 		return fmt.Errorf("fault %s: needs a positive latency: %w", f, ErrBadFault)
 	}
-	if f.When != TriggerNow && f.When != TriggerUpgradeRequested && f.When != TriggerIMDeleted {
+	if f.When != TriggerNow && f.When != TriggerSchedulingDisabled && f.When != TriggerIMDeleted {
 		return fmt.Errorf("fault %s: unknown trigger: %w", f, ErrBadFault)
 	}
 	return nil
@@ -225,7 +227,7 @@ func (s *Sim) setNotReady(n *node, now time.Time) {
 	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[volName]
 		if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
-			s.loseReplica(v, r, dataplane.ReplicaError, s.currentIMName(n.name), false, true, now)
+			s.loseReplica(v, r, dataplane.ReplicaError, true, now)
 		}
 	}
 	s.markNode(n.name)
@@ -240,7 +242,7 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 		v := s.vols[volName]
 		if r := v.replicaOn(n.name); r != nil {
 			if r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding {
-				s.loseReplica(v, r, dataplane.ReplicaError, s.currentIMName(n.name), false, true, now)
+				s.loseReplica(v, r, dataplane.ReplicaError, true, now)
 			}
 			for i := range v.slots {
 				if v.slots[i].node == n.name {
@@ -250,13 +252,15 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 			s.removeReplica(v, r)
 		}
 	}
-	for _, m := range append(slices.Clone(n.old), n.im) {
+	for _, m := range []*im{n.im, n.next} {
 		if m != nil {
+			m.state, m.byFault = dataplane.IMStopped, true
+			m.gen++
 			delete(s.ims, m.name)
 			s.imGone[m.name] = true
 		}
 	}
-	n.im, n.old = nil, nil
+	n.im, n.next = nil, nil
 	delete(s.blockedIMs, n.name)
 	delete(s.nodes, n.name)
 	if i, ok := slices.BinarySearch(s.nodeNames, n.name); ok {
@@ -269,10 +273,11 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 func (s *Sim) restoreNode(n *node, now time.Time) {
 	delete(s.deleted, n.name)
 	n.ready = !s.faults.notReady[n.name]
-	n.flag = false
+	n.allowSched = true
 	s.insertNode(n)
 	if n.v2 {
-		s.newIM(n, now)
+		n.im = s.createIM(n)
+		s.startIM(n, n.im, now)
 	}
 	s.markNode(n.name)
 	s.unblock = true
@@ -295,9 +300,7 @@ func (s *Sim) heal(kind FaultKind, object string) bool {
 		delete(s.faults.imStartFail, object)
 		if n := s.nodes[object]; n != nil && n.im != nil && n.im.state == dataplane.IMError {
 			// Longhorn retries the pod: the same IM starts again.
-			n.im.state = dataplane.IMStarting
-			n.im.gen++
-			s.schedule(&timer{due: now.Add(s.cfg.IMStartLatency), kind: timerIMStart, obj: object, sub: n.im.name, gen: n.im.gen})
+			s.startIM(n, n.im, now)
 			s.markNode(object)
 		}
 	case FaultNodeNotReady:

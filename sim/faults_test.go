@@ -22,7 +22,7 @@ func TestFault_IMStartFailure(t *testing.T) {
 	require.NoError(t, s.HealIMStartFailure("node-1"))
 	require.NoError(t, s.HealIMStartFailure("node-1"), "healing twice is a no-op")
 	s.Settle()
-	require.Equal(t, dataplane.InstanceManager{Name: im.Name, Node: "node-1", Image: NewIMImage, DataEngine: "v2", State: dataplane.IMRunning},
+	require.Equal(t, dataplane.InstanceManager{Name: im.Name, Node: "node-1", Image: NewIMImage, DataEngine: "v2", State: dataplane.IMRunning, Replicas: 1},
 		currentIM(t, s, "node-1"))
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
 	require.Zero(t, s.IOStats().Failed)
@@ -42,17 +42,17 @@ func TestFault_NeverHealthy(t *testing.T) {
 }
 
 func TestFault_SlowRebuild(t *testing.T) {
-	s, fc := cluster3(t, Config{RebuildLatency: time.Second}, VolumeSpec{Name: "vol-1", ReplicasOn: three})
+	s, _ := cluster3(t, Config{RebuildLatency: time.Second}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-3"})
 	require.NoError(t, s.InjectSlowRebuild("vol-1", time.Hour))
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
-	fc.Advance(59 * time.Minute)
+	s.Advance(59 * time.Minute)
 	require.Equal(t, dataplane.RobustnessDegraded, vol(t, s, "vol-1").Robustness)
-	fc.Advance(time.Minute)
+	s.Advance(time.Minute)
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
 
 	require.NoError(t, s.HealSlowRebuild("vol-1"))
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-2"))
-	fc.Advance(time.Second)
+	s.Advance(time.Second)
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
 }
 
@@ -83,7 +83,7 @@ func TestFault_NodeNotReady(t *testing.T) {
 func TestFault_NodeDeleted(t *testing.T) {
 	s, _ := cluster3(t, Config{},
 		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"},
-		VolumeSpec{Name: "vol-2", ReplicasOn: three, AttachedTo: "node-2", TargetOn: "node-1"})
+		VolumeSpec{Name: "vol-2", ReplicasOn: three, AttachedTo: "node-2", EngineOn: "node-1"})
 	require.NoError(t, s.InjectNodeDeleted("node-1"))
 	_, err := s.Node(ctx, "node-1")
 	require.ErrorIs(t, err, dataplane.ErrNotFound)
@@ -101,17 +101,20 @@ func TestFault_NodeDeleted(t *testing.T) {
 	require.Equal(t, InjectedPrefix+"target node node-1 deleted", st.Failures[0].Reason)
 	require.Zero(t, st.FailedByActions())
 
-	// The user moves the stranded target home: I/O resumes.
-	require.NoError(t, s.SetTargetNode(ctx, "vol-2", ""))
+	// Longhorn cannot switch a dead engine over: the user attaches the
+	// volume again with its engine elsewhere, and I/O resumes.
+	require.NoError(t, s.PlaceEngine("vol-2", ""))
+	require.NoError(t, s.DetachVolume("vol-2"))
+	require.NoError(t, s.AttachVolume("vol-2", "node-2"))
 	require.Zero(t, s.CheckIO())
 
 	require.NoError(t, s.HealNodeDeleted("node-1"))
 	s.Settle()
 	n := nodeOf(t, s, "node-1")
 	require.True(t, n.Ready)
-	require.False(t, n.UpgradeRequested)
+	require.True(t, n.AllowScheduling)
 	im := currentIM(t, s, "node-1")
-	require.Equal(t, "im-node-1-2", im.Name)
+	require.Equal(t, "im-node-1-3", im.Name, "a fresh IM after im-node-1-1 and the waiting im-node-1-2")
 	require.Equal(t, NewIMImage, im.Image)
 	require.Equal(t, dataplane.ReplicaRunning, replicaNodes(vol(t, s, "vol-1"))["node-1"], "rebuilt on the restored node")
 }
@@ -119,11 +122,12 @@ func TestFault_NodeDeleted(t *testing.T) {
 func TestFault_TargetMoveFailure(t *testing.T) {
 	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
 	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
-	require.NoError(t, s.SetTargetNode(ctx, "vol-1", "node-2"))
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
 	s.Advance(time.Hour)
 	v := vol(t, s, "vol-1")
 	require.Equal(t, "node-1", v.TargetNode)
-	require.Equal(t, "node-2", v.DesiredTargetNode)
+	require.Equal(t, "node-2", v.EngineNode)
+	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
 	require.NoError(t, s.HealTargetMoveFailure("vol-1"))
 	require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode)
 }
@@ -136,14 +140,18 @@ func TestFault_Triggers(t *testing.T) {
 		step func(t *testing.T, s *Sim)
 		hit  func(s *Sim) bool
 	}{
-		{"NotReady on upgrade requested", Fault{Kind: FaultNodeNotReady, Object: "node-1", When: TriggerUpgradeRequested},
-			func(t *testing.T, s *Sim) { require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", true)) },
+		{"NotReady on scheduling disabled", Fault{Kind: FaultNodeNotReady, Object: "node-1", When: TriggerSchedulingDisabled},
+			func(t *testing.T, s *Sim) { require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) },
 			func(s *Sim) bool { return !nodeOf(t, s, "node-1").Ready }},
 		{"deleted on IM deleted", Fault{Kind: FaultNodeDeleted, Object: "node-1", When: TriggerIMDeleted},
-			func(t *testing.T, s *Sim) { require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1")) },
+			func(t *testing.T, s *Sim) {
+				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-1").Name))
+			},
 			func(s *Sim) bool { _, err := s.Node(ctx, "node-1"); return err != nil }},
 		{"IM start failure on IM deleted", Fault{Kind: FaultIMStartFailure, Object: "node-1", When: TriggerIMDeleted},
-			func(t *testing.T, s *Sim) { require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1")) },
+			func(t *testing.T, s *Sim) {
+				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-1").Name))
+			},
 			func(s *Sim) bool { return currentIM(t, s, "node-1").State == dataplane.IMError }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -190,10 +190,12 @@ func failure(injected bool, nodeName, imName, format string, args ...any) *IOFai
 	return &IOFailure{Node: nodeName, InstanceManager: imName, Reason: reason, Injected: injected}
 }
 
-// ioPath follows one I/O: kernel initiator on the attached node, NVMe-oF
-// target, then a healthy replica. It returns nil when the I/O succeeds.
-// The initiator does not depend on its node's IM, which is why moving the
-// target away first makes an IM restart harmless.
+// ioPath follows one I/O: initiator on the attached node, NVMe-oF target,
+// then a healthy replica. It returns nil when the I/O succeeds. On
+// ProfileV112 the initiator runs in the attached node's IM and dies with it;
+// on ProfileInPlace it is a kernel client that does not depend on its
+// node's IM, which is why moving the target away first makes an IM restart
+// harmless there.
 func (s *Sim) ioPath(v *volume) *IOFailure {
 	if v.attached == "" {
 		return nil
@@ -202,6 +204,12 @@ func (s *Sim) ioPath(v *volume) *IOFailure {
 		return failure(true, v.attached, "", "initiator node %s deleted", v.attached)
 	} else if !n.ready {
 		return failure(true, v.attached, "", "initiator node %s NotReady", v.attached)
+	}
+	if f := s.initiatorDown(v); f != nil {
+		return f
+	}
+	if v.broken != "" {
+		return failure(false, v.target, "", "%s", v.broken)
 	}
 	if f := s.targetDown(v); f != nil {
 		return f
@@ -214,10 +222,24 @@ func (s *Sim) ioPath(v *volume) *IOFailure {
 	return failure(s.replicasLostToFault(v), "", "", "no healthy replica reachable (%s)", describeReplicas(v))
 }
 
+// initiatorDown reports, on ProfileV112, an initiator whose IM stopped or
+// restarted since the volume attached: Longhorn marks such a volume faulted
+// and the workload loses its device until it is attached again.
+func (s *Sim) initiatorDown(v *volume) *IOFailure {
+	if v.engine != EngineV2 || s.cfg.Profile.InitiatorsSurviveIM() || v.initiator.valid() {
+		return nil
+	}
+	m := v.initiator.im
+	if m == nil {
+		return failure(false, v.attached, "", "initiator on %s has no v2 instance manager", v.attached)
+	}
+	return failure(m.byFault, v.attached, m.name, "initiator on %s lost: instance manager %s was stopped", v.attached, m.name)
+}
+
 // targetDown reports why the volume's target cannot serve, or nil. NotReady
-// and deleted nodes only happen through injected faults; an IM that is not
-// running was deleted by an action (an IM that fails to start never gets a
-// target moved onto it), so that failure is the caller's.
+// and deleted nodes only happen through injected faults; an engine whose IM
+// stopped or restarted was lost by an action (an IM that fails to start
+// never gets an engine moved onto it), so that failure is the caller's.
 func (s *Sim) targetDown(v *volume) *IOFailure {
 	if v.target == "" {
 		return failure(false, "", "", "no target")
@@ -228,19 +250,13 @@ func (s *Sim) targetDown(v *volume) *IOFailure {
 		return failure(true, v.target, "", "target node %s deleted", v.target)
 	case !n.ready:
 		return failure(true, v.target, "", "target node %s NotReady", v.target)
-	case v.engine == EngineV2 && n.im == nil:
+	case v.engine != EngineV2 || v.targetIM.valid():
+		return nil
+	case v.targetIM.im == nil:
 		return failure(false, v.target, "", "target node %s has no v2 instance manager", v.target)
-	case v.engine == EngineV2 && n.im.state != dataplane.IMRunning:
-		if len(n.old) > 0 {
-			// The target lived in the IM that was running when the first of
-			// the listed stopped IMs was deleted: name that one.
-			held := n.old[0]
-			return failure(false, v.target, held.name, "target on %s: instance manager %s %s (replacement %s %s)",
-				v.target, held.name, held.state, n.im.name, n.im.state)
-		}
-		return failure(false, v.target, n.im.name, "target on %s: instance manager %s %s", v.target, n.im.name, n.im.state)
 	}
-	return nil
+	m := v.targetIM.im
+	return failure(m.byFault, v.target, m.name, "target on %s lost: instance manager %s was stopped", v.target, m.name)
 }
 
 func (s *Sim) replicaServes(v *volume, r *replica) bool {
@@ -295,14 +311,19 @@ type UnsafeKind string
 const (
 	// UnsafeTargetDown: an attached volume's target is on a down IM or node.
 	UnsafeTargetDown UnsafeKind = "target-down"
+	// UnsafeInitiatorDown: an attached volume's initiator died with its IM.
+	UnsafeInitiatorDown UnsafeKind = "initiator-down"
+	// UnsafePathBroken: the engine node changed while the initiator's path
+	// was being switched.
+	UnsafePathBroken UnsafeKind = "path-broken"
 	// UnsafeNoHealthyReplica: an attached volume has no reachable healthy replica.
 	UnsafeNoHealthyReplica UnsafeKind = "no-healthy-replica"
-	// UnsafeTargetAway: an attached volume's target is on another node than
-	// its attached node while that node is not the one being upgraded.
-	UnsafeTargetAway UnsafeKind = "target-away"
-	// UnsafeOverrideLeft: a target override is left set on a volume not
-	// attached to the node being upgraded.
-	UnsafeOverrideLeft UnsafeKind = "override-left"
+	// UnsafeEngineMoved: a volume's spec.engineNodeID differs from what its
+	// user set, while the node being upgraded is not its engine's home.
+	UnsafeEngineMoved UnsafeKind = "engine-moved"
+	// UnsafeSwitchover: a switch-over is under way on a volume whose
+	// engine's home is not the node being upgraded.
+	UnsafeSwitchover UnsafeKind = "switchover"
 )
 
 // Unsafe is one unsafe condition of the cluster.
@@ -321,8 +342,8 @@ func (u Unsafe) String() string {
 }
 
 // Unsafe lists the unsafe conditions right now, sorted by volume. inFlight is
-// the node being upgraded ("" for none): volumes attached there may have
-// their target elsewhere and an override set.
+// the node being upgraded ("" for none): volumes whose engine lives there may
+// have it elsewhere, their engine node changed and a switch-over under way.
 func (s *Sim) Unsafe(inFlight string) []Unsafe {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -334,7 +355,17 @@ func (s *Sim) Unsafe(inFlight string) []Unsafe {
 		if n := s.nodes[v.attached]; v.attached != "" && (n == nil || !n.ready) {
 			attachedLost = true
 		}
+		home := v.baseline
+		if home == "" {
+			home = v.attached
+		}
 		if v.attached != "" {
+			if f := s.initiatorDown(v); f != nil {
+				out = append(out, Unsafe{Kind: UnsafeInitiatorDown, Volume: name, Node: f.Node, Detail: f.Reason, Injected: f.Injected})
+			}
+			if v.broken != "" {
+				out = append(out, Unsafe{Kind: UnsafePathBroken, Volume: name, Node: v.target, Detail: v.broken})
+			}
 			if f := s.targetDown(v); f != nil {
 				out = append(out, Unsafe{Kind: UnsafeTargetDown, Volume: name, Node: f.Node, Detail: f.Reason, Injected: f.Injected})
 			}
@@ -342,14 +373,14 @@ func (s *Sim) Unsafe(inFlight string) []Unsafe {
 				inj := s.replicasLostToFault(v)
 				out = append(out, Unsafe{Kind: UnsafeNoHealthyReplica, Volume: name, Detail: failure(inj, "", "", "no healthy replica reachable (%s)", describeReplicas(v)).Reason, Injected: inj})
 			}
-			if v.target != v.attached && v.attached != inFlight {
-				out = append(out, Unsafe{Kind: UnsafeTargetAway, Volume: name, Node: v.target, Injected: attachedLost,
-					Detail: fmt.Sprintf("target on %s, attached to %s, upgrade in flight on %q", v.target, v.attached, inFlight)})
+			if v.sw != nil && (inFlight == "" || home != inFlight) {
+				out = append(out, Unsafe{Kind: UnsafeSwitchover, Volume: name, Node: v.sw.dest, Injected: attachedLost,
+					Detail: fmt.Sprintf("switch-over to %s %s (upgrade in flight on %q)", v.sw.dest, v.sw.state, inFlight)})
 			}
 		}
-		if v.override != "" && (v.attached == "" || v.attached != inFlight) {
-			out = append(out, Unsafe{Kind: UnsafeOverrideLeft, Volume: name, Node: v.override, Injected: attachedLost,
-				Detail: fmt.Sprintf("target override %s left set (attached to %q, upgrade in flight on %q)", v.override, v.attached, inFlight)})
+		if v.engineNode != v.baseline && (inFlight == "" || home != inFlight) {
+			out = append(out, Unsafe{Kind: UnsafeEngineMoved, Volume: name, Node: v.engineNode, Injected: attachedLost,
+				Detail: fmt.Sprintf("spec.engineNodeID %q, set by its user to %q (upgrade in flight on %q)", v.engineNode, v.baseline, inFlight)})
 		}
 	}
 	return out

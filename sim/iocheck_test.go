@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
 )
 
 func TestIO_CountsOneIOPerAttachedVolumePerRound(t *testing.T) {
@@ -19,26 +21,19 @@ func TestIO_CountsOneIOPerAttachedVolumePerRound(t *testing.T) {
 	require.Zero(t, st.Failed)
 }
 
-// The initiator is a kernel NVMe-oF initiator: an IM restart on its own node
-// does not touch it, only a target living in that IM.
-func TestIO_InitiatorSurvivesItsNodesIMRestart(t *testing.T) {
-	s, _ := cluster3(t, Config{IMStartLatency: time.Minute},
-		VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-1", TargetOn: "node-2"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
-	require.Zero(t, s.CheckIO())
-	require.Zero(t, s.IOStats().Failed)
-}
-
 // Failures are episodes: one log entry per volume and reason, with the
 // number of failed I/Os, and a new episode when the reason changes.
 func TestIO_FailureEpisodes(t *testing.T) {
-	s, fc := cluster3(t, Config{IMStartLatency: time.Minute},
+	s, fc := cluster3(t, Config{Profile: dataplane.ProfileInPlace, IMStartLatency: time.Minute},
 		VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-1"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.SetInstanceManagerImage(ctx, "im-node-1-1", NewIMImage))
 	start := fc.Now()
 	fc.Advance(time.Second)
 	require.Equal(t, 1, s.CheckIO())
 	s.Advance(time.Minute)
+	// The engine died with its IM's process: only attaching again helps.
+	require.NoError(t, s.DetachVolume("vol-1"))
+	require.NoError(t, s.AttachVolume("vol-1", "node-1"))
 	require.Zero(t, s.CheckIO())
 
 	st := s.IOStats()
@@ -46,12 +41,12 @@ func TestIO_FailureEpisodes(t *testing.T) {
 	f := st.Failures[0]
 	require.Equal(t, IOFailure{
 		Volume: "vol-1", Node: "node-1", InstanceManager: "im-node-1-1",
-		Reason: "target on node-1: instance manager im-node-1-1 stopped (replacement im-node-1-2 starting)",
-		First:  start, Last: start.Add(time.Second), Count: 2,
+		Reason: "target on node-1 lost: instance manager im-node-1-1 was stopped",
+		First:  start, Last: start.Add(time.Minute), Count: 3,
 	}, f)
-	require.Equal(t, uint64(2), st.Failed)
-	require.Equal(t, uint64(2), st.FailedByActions())
-	require.Contains(t, st.String(), "vol-1: target on node-1")
+	require.Equal(t, uint64(3), st.Failed)
+	require.Equal(t, uint64(3), st.FailedByActions())
+	require.Contains(t, st.String(), "vol-1: target on node-1 lost")
 
 	s.ResetIOStats()
 	require.Zero(t, s.IOStats().Issued)
@@ -69,12 +64,14 @@ func TestIO_LogIsBounded(t *testing.T) {
 }
 
 func TestUnsafe(t *testing.T) {
-	s, _ := cluster3(t, Config{IMStartLatency: time.Minute},
-		VolumeSpec{Name: "vol-away", ReplicasOn: three, AttachedTo: "node-1", TargetOn: "node-2"},
-		VolumeSpec{Name: "vol-down", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-3"},
+	s, fc := cluster3(t, Config{IMStartLatency: time.Minute, TargetMoveLatency: time.Minute},
+		VolumeSpec{Name: "vol-away", ReplicasOn: three, AttachedTo: "node-1", EngineOn: "node-2"},
+		VolumeSpec{Name: "vol-moved", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-3"},
+		VolumeSpec{Name: "vol-down", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-2", EngineOn: "node-1"},
 		VolumeSpec{Name: "vol-lost", ReplicasOn: []string{"node-3"}, AttachedTo: "node-2"},
 		VolumeSpec{Name: "vol-ok", ReplicasOn: three, AttachedTo: "node-2"})
-	require.NoError(t, s.SetTargetNode(ctx, "vol-down", "node-1"))
+	require.NoError(t, s.SetEngineNode(ctx, "vol-moved", "node-2"))
+	fc.Advance(time.Second)
 	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
 	require.NoError(t, s.FailReplica(ctx, "vol-lost", "vol-lost-r-1"))
 
@@ -87,18 +84,20 @@ func TestUnsafe(t *testing.T) {
 		return out
 	}
 	require.Equal(t, map[string][]UnsafeKind{
-		"vol-away": {UnsafeTargetAway, UnsafeOverrideLeft},
-		"vol-down": {UnsafeTargetDown, UnsafeTargetAway, UnsafeOverrideLeft},
-		"vol-lost": {UnsafeNoHealthyReplica},
+		"vol-away":  {UnsafeInitiatorDown},
+		"vol-moved": {UnsafeSwitchover, UnsafeEngineMoved},
+		"vol-down":  {UnsafeTargetDown},
+		"vol-lost":  {UnsafeNoHealthyReplica},
 	}, kinds(s.Unsafe("")))
-	// With node-1 in flight its volume may be switched over.
+	// With node-3 in flight its volume's engine may be moved.
 	require.Equal(t, map[string][]UnsafeKind{
-		"vol-down": {UnsafeTargetDown, UnsafeTargetAway, UnsafeOverrideLeft},
+		"vol-away": {UnsafeInitiatorDown},
+		"vol-down": {UnsafeTargetDown},
 		"vol-lost": {UnsafeNoHealthyReplica},
-	}, kinds(s.Unsafe("node-1")))
+	}, kinds(s.Unsafe("node-3")))
 
 	// Injected causes are flagged so a property test can tell them apart.
-	s2, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2", TargetOn: "node-1"})
+	s2, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2", EngineOn: "node-1"})
 	require.NoError(t, s2.InjectNodeNotReady("node-1"))
 	us := s2.Unsafe("node-2")
 	require.Len(t, us, 1)

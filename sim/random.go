@@ -81,7 +81,7 @@ func randomFault(rng *rand.Rand, nodes, vols []string) Fault {
 	f := Fault{Kind: kinds[rng.IntN(len(kinds))]}
 	if f.Kind.OnNode() {
 		f.Object = nodes[rng.IntN(len(nodes))]
-		f.When = []Trigger{TriggerNow, TriggerUpgradeRequested, TriggerIMDeleted, TriggerIMDeleted}[rng.IntN(4)]
+		f.When = []Trigger{TriggerNow, TriggerSchedulingDisabled, TriggerIMDeleted, TriggerIMDeleted}[rng.IntN(4)]
 	} else {
 		f.Object = vols[rng.IntN(len(vols))]
 	}

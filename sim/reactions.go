@@ -7,161 +7,54 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// This file is Longhorn's side: how the cluster reacts to actions and faults.
-
-// planMove (re)computes where the volume's target must go after its override
-// or attachment changed. A move to where the target already is completes at
-// once; otherwise it completes after TargetMoveLatency if the destination can
-// host a target then, and stays pending (a stuck volume) until it can.
-func (s *Sim) planMove(v *volume, now time.Time) {
-	dest := v.override
-	if dest == "" {
-		dest = v.attached
-	}
-	if v.attached == "" || dest == v.target {
-		v.move = nil
-		delete(s.pendingMoves, v.name)
-		return
-	}
-	v.moveGen++
-	v.move = &move{dest: dest, gen: v.moveGen}
-	delete(s.pendingMoves, v.name)
-	s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency), kind: timerMove, obj: v.name, gen: v.moveGen})
-}
-
-// tryMove completes a due move if the destination is Ready with a running IM
-// and no fault blocks it. Until then the old target keeps serving: the
-// initiator switches paths only once the new target exists.
-func (s *Sim) tryMove(volName string, gen uint64) bool {
-	v := s.vols[volName]
-	if v == nil || v.move == nil || v.move.gen != gen {
-		return false
-	}
-	dest := s.nodes[v.move.dest]
-	if s.faults.moveFail[volName] || dest == nil || !dest.ready ||
-		(v.engine == EngineV2 && (!dest.v2 || !dest.imRunning())) {
-		s.pendingMoves[volName] = struct{}{}
-		return false
-	}
-	delete(s.pendingMoves, volName)
-	v.move = nil
-	s.setTarget(v, dest.name)
-	if v.engine == EngineV2 {
-		// The engine now runs inside the destination IM, so it runs its image.
-		v.image = dest.im.image
-	}
-	return true
-}
-
-// newIM gives the node a fresh IM with the default image, starting.
-func (s *Sim) newIM(n *node, now time.Time) {
-	n.imSeq++
-	m := &im{
-		name:  fmt.Sprintf("im-%s-%d", n.name, n.imSeq),
-		node:  n.name,
-		image: s.cfg.DefaultIMImage,
-		state: dataplane.IMStarting,
-	}
-	n.im = m
-	s.ims[m.name] = m
-	s.schedule(&timer{due: now.Add(s.cfg.IMStartLatency), kind: timerIMStart, obj: n.name, sub: m.name, gen: m.gen})
-}
-
-// tryStartIM finishes starting the node's IM: running, or error when a
-// start failure is injected. A NotReady node cannot start pods, so the start
-// waits for the node.
-func (s *Sim) tryStartIM(nodeName, imName string, gen uint64, now time.Time) bool {
-	n := s.nodes[nodeName]
-	if n == nil || n.im == nil || n.im.name != imName || n.im.gen != gen || n.im.state != dataplane.IMStarting {
-		return false
-	}
-	if !n.ready {
-		s.blockedIMs[nodeName] = struct{}{}
-		return false
-	}
-	delete(s.blockedIMs, nodeName)
-	n.im.gen++
-	if s.faults.imStartFail[nodeName] {
-		n.im.state = dataplane.IMError
-		s.markNode(nodeName)
-		return true
-	}
-	n.im.state = dataplane.IMRunning
-	for _, m := range n.old {
-		delete(s.ims, m.name)
-		s.imGone[m.name] = true
-	}
-	n.old = nil
-	s.markNode(nodeName)
-	s.unblock = true
-	return true
-}
-
-// stopIM is what deleting an IM does: it stops at once, a replacement with
-// the default image starts, and everything the old one held is lost.
-func (s *Sim) stopIM(n *node, m *im, now time.Time) {
-	m.state = dataplane.IMStopped
-	m.gen++
-	delete(s.blockedIMs, n.name)
-	if n.im == m {
-		n.old = append(n.old, m)
-		s.newIM(n, now)
-	}
-	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
-		v := s.vols[volName]
-		if v.engine != EngineV2 {
-			continue // v1 replicas live in v1 instance managers
-		}
-		if r := v.replicaOn(n.name); r != nil {
-			s.loseReplica(v, r, dataplane.ReplicaError, m.name, false, false, now)
-		}
-	}
-	s.markNode(n.name)
-}
+// This file is Longhorn's replica handling: how lost replicas are reused or
+// replaced, as v1.12's volume controller and replica scheduler do it.
 
 // loseReplica takes a replica out of service and remembers where it was, so
 // that the rebuild prefers the same node.
-func (s *Sim) loseReplica(v *volume, r *replica, state dataplane.ReplicaState, imName string, deliberate, byFault bool, now time.Time) {
+func (s *Sim) loseReplica(v *volume, r *replica, state dataplane.ReplicaState, byFault bool, now time.Time) {
 	wasActive := r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding
 	r.state = state
 	r.gen++
 	r.byFault = byFault
 	r.salvage = false
 	if wasActive {
-		v.slots = append(v.slots, slot{node: r.node, im: imName, deliberate: deliberate, byFault: byFault, at: now})
-	} else if deliberate {
-		// An error replica the caller now stops on purpose: its slot turns
-		// deliberate so that it does not come back on the same IM.
-		for i := range v.slots {
-			if v.slots[i].node == r.node {
-				v.slots[i].deliberate, v.slots[i].im = true, imName
-			}
-		}
+		v.slots = append(v.slots, slot{node: r.node, byFault: byFault, at: now})
 	}
 	s.reconcile[v.name] = struct{}{}
+	s.imCheck[r.node] = struct{}{}
 	s.io.mark(v.name)
 }
 
-func (s *Sim) currentIMName(nodeName string) string {
-	if n := s.nodes[nodeName]; n != nil && n.im != nil {
-		return n.im.name
+// startReplicas starts an attaching volume's replicas: a copy at rest on a
+// node that cannot run it (NotReady, or no running v2 IM) fails to start.
+func (s *Sim) startReplicas(v *volume, now time.Time) {
+	for _, r := range v.replicas {
+		if r.state != dataplane.ReplicaRunning {
+			continue
+		}
+		if n := s.nodes[r.node]; n == nil || !n.ready || (v.engine == EngineV2 && !n.imRunning()) {
+			s.loseReplica(v, r, dataplane.ReplicaError, n == nil || !n.ready, now)
+		}
+		s.imCheck[r.node] = struct{}{}
 	}
-	return ""
+	s.reconcile[v.name] = struct{}{}
 }
 
-// placeReplicas starts one rebuild per missing replica. A lost replica comes
-// back on its own node as soon as that node is Ready with a running IM,
-// whatever the node's upgrade flag (the flag only keeps other volumes' new
-// replicas away), except that a replica stopped on purpose on a flagged node
-// waits for a new IM: restarting it in the IM about to be replaced would undo
-// the upgrade's failing-replicas step. Otherwise, once ReplicaReplenishWait
-// has passed, the rebuild goes to any eligible node without a replica of the
-// volume. Every rebuild needs a healthy source, except a salvage of a replica
-// that lost its IM but kept its data.
+// placeReplicas starts one rebuild per missing replica of an attached volume
+// (Longhorn does not replenish detached ones). A lost replica is reused on
+// its own node as soon as that node is eligible (Ready, scheduling allowed,
+// and for v2 a running IM of any image); otherwise, once
+// ReplicaReplenishWait has passed, another failed replica on an eligible
+// node is reused, or a new replica is rebuilt on an eligible node without a
+// replica of the volume. Every rebuild needs a healthy
+// source, except a salvage of a replica that lost its IM but kept its data.
 func (s *Sim) placeReplicas(v *volume, now time.Time) bool {
 	need := v.numReplicas - v.active()
-	if need <= 0 {
-		v.slots = nil
+	if need <= 0 || v.attached == "" {
+		if need <= 0 {
+			v.slots = nil
+		}
 		delete(s.waiting, v.name)
 		return false
 	}
@@ -176,7 +69,7 @@ func (s *Sim) placeReplicas(v *volume, now time.Time) bool {
 		n := s.nodes[sl.node]
 		existing := v.replicaOn(sl.node)
 		salvage := running == 0 && existing != nil && existing.state == dataplane.ReplicaError
-		if n != nil && s.canReturn(v, n, sl) && (running > 0 || salvage) {
+		if n != nil && s.canReturn(v, n) && (running > 0 || salvage) {
 			s.startRebuild(v, n, salvage, now)
 			need--
 			changed = true
@@ -191,7 +84,10 @@ func (s *Sim) placeReplicas(v *volume, now time.Time) bool {
 		expired = append(expired, sl)
 	}
 	for need > 0 && running > 0 {
-		n := s.pickNode(v)
+		n := s.reusable(v)
+		if n == nil {
+			n = s.pickNode(v)
+		}
 		if n == nil {
 			break
 		}
@@ -212,20 +108,20 @@ func (s *Sim) placeReplicas(v *volume, now time.Time) bool {
 	return changed
 }
 
-func (s *Sim) canReturn(v *volume, n *node, sl slot) bool {
+// eligible reports whether a replica of v may run on n: Ready, scheduling
+// allowed, and for v2 the v2 engine with a running IM.
+func (s *Sim) eligible(v *volume, n *node) bool {
+	if !n.ready || !n.allowSched {
+		return false
+	}
+	return v.engine == EngineV1 || (n.v2 && n.imRunning())
+}
+
+func (s *Sim) canReturn(v *volume, n *node) bool {
 	if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
 		return false
 	}
-	if !n.ready {
-		return false
-	}
-	if v.engine == EngineV1 {
-		return true
-	}
-	if !n.v2 || !n.imRunning() {
-		return false
-	}
-	return !(sl.deliberate && n.flag && n.im.name == sl.im)
+	return s.eligible(v, n)
 }
 
 // stillWaiting reports whether a lost replica still waits for its own node,
@@ -246,18 +142,30 @@ func (s *Sim) stillWaiting(sl *slot, volName string, now time.Time) bool {
 	return true
 }
 
-// pickNode chooses a node for a new replica of v: Ready, no replica of v,
-// and for v2 a running IM and no upgrade flag. A rotating cursor spreads
-// replicas and keeps the choice O(1) in the usual case.
+// reusable returns the node of a failed replica of v that may run again
+// there: Longhorn reuses such a replica (its data is a head start) before
+// creating a new one.
+func (s *Sim) reusable(v *volume) *node {
+	for _, r := range v.replicas {
+		if r.state != dataplane.ReplicaStopped && r.state != dataplane.ReplicaError {
+			continue
+		}
+		if n := s.nodes[r.node]; n != nil && s.eligible(v, n) {
+			return n
+		}
+	}
+	return nil
+}
+
+// pickNode chooses a node for a new replica of v: eligible and without a
+// replica of v. A rotating cursor spreads replicas and keeps the choice O(1)
+// in the usual case.
 func (s *Sim) pickNode(v *volume) *node {
 	count := len(s.nodeNames)
 	for i := range count {
 		idx := (s.placeCursor + i) % count
 		n := s.nodes[s.nodeNames[idx]]
-		if !n.ready || v.replicaOn(n.name) != nil {
-			continue
-		}
-		if v.engine == EngineV2 && (!n.v2 || n.flag || !n.imRunning()) {
+		if v.replicaOn(n.name) != nil || !s.eligible(v, n) {
 			continue
 		}
 		s.placeCursor = idx + 1
@@ -280,6 +188,7 @@ func (s *Sim) startRebuild(v *volume, n *node, salvage bool, now time.Time) {
 	r.gen++
 	r.byFault = false
 	r.salvage = salvage
+	s.imCheck[n.name] = struct{}{}
 	s.io.mark(v.name)
 	s.scheduleRebuild(v, r, now)
 }
@@ -308,13 +217,15 @@ func (s *Sim) finishRebuild(volName, replicaName string, gen uint64, now time.Ti
 		return false
 	}
 	if !r.salvage && v.count(dataplane.ReplicaRunning) == 0 {
-		s.loseReplica(v, r, dataplane.ReplicaError, s.currentIMName(r.node), false, false, now)
+		s.loseReplica(v, r, dataplane.ReplicaError, false, now)
 		return true
 	}
 	r.state = dataplane.ReplicaRunning
 	r.gen++
 	r.salvage = false
 	s.reconcile[v.name] = struct{}{}
+	// A switch-over reverted while this replica was rebuilding may go on.
+	s.unblock = true
 	s.io.mark(v.name)
 	return true
 }

@@ -9,37 +9,35 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// The upgrade's failing-replicas step on a 3-node cluster: a replica stopped
-// on a flagged node does not restart in the old IM, and comes back on the
-// same node once the new IM runs (the flag notwithstanding).
-func TestRebuild_ReturnsToItsNodeAfterTheIMReturns(t *testing.T) {
+// The upgrade's failing-replicas step on a 3-node cluster: a replica failed
+// on a node that does not allow scheduling is not reused in the old IM, and
+// comes back on the same node once scheduling is allowed again.
+func TestRebuild_ReturnsToItsNodeOnceSchedulingIsAllowed(t *testing.T) {
 	const imStart, rebuild = 20 * time.Second, time.Minute
 	s, fc := cluster3(t, Config{IMStartLatency: imStart, RebuildLatency: rebuild},
-		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"})
-	require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", true))
+		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2", EngineOn: "node-3"})
+	require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false))
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
-	require.NoError(t, s.DeleteReplica(ctx, "vol-1", "vol-1-r-1"))
 	s.Advance(time.Hour)
 	v := vol(t, s, "vol-1")
 	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
-	require.Len(t, v.Replicas, 2, "no rebuild in the IM about to be replaced, no spare node")
+	require.Equal(t, dataplane.ReplicaStopped, replicaOnNode(t, v, "node-1").State, "no reuse in the IM about to be replaced, no spare node")
+	im := currentIM(t, s, "node-1")
+	require.Equal(t, NewIMImage, im.Image, "node-1 ran nothing else: Longhorn replaced its IM")
 
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
-	fc.Advance(imStart)
-	v = vol(t, s, "vol-1")
-	require.Equal(t, dataplane.ReplicaRebuilding, replicaOnNode(t, v, "node-1").State)
-	require.True(t, nodeOf(t, s, "node-1").UpgradeRequested)
+	require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", true))
+	require.Equal(t, dataplane.ReplicaRebuilding, replicaOnNode(t, vol(t, s, "vol-1"), "node-1").State)
 	fc.Advance(rebuild)
 	v = vol(t, s, "vol-1")
 	require.Equal(t, dataplane.RobustnessHealthy, v.Robustness)
-	require.Equal(t, dataplane.ReplicaRunning, replicaOnNode(t, v, "node-1").State)
+	require.Equal(t, "vol-1-r-1", replicaOnNode(t, v, "node-1").Name)
 	require.Zero(t, s.IOStats().Failed)
 }
 
 // Advance applies chained latencies at their own due times.
 func TestAdvance_ChainsLatencies(t *testing.T) {
 	s, _ := cluster3(t, Config{IMStartLatency: 10 * time.Second, RebuildLatency: 10 * time.Second},
-		VolumeSpec{Name: "vol-1", ReplicasOn: three})
+		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"})
 	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
 	s.Advance(20 * time.Second)
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
@@ -66,8 +64,8 @@ func TestRebuild_Placement(t *testing.T) {
 			after:  map[string]dataplane.ReplicaState{"node-1": "stopped", "node-2": "running", "node-3": "running", "node-4": "running"},
 		},
 		{
-			name:   "flagged spare node is not used for another volume",
-			setup:  func(t *testing.T, s *Sim) { require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-4", true)) },
+			name:   "spare node without scheduling is not used",
+			setup:  func(t *testing.T, s *Sim) { require.NoError(t, s.SetReplicaScheduling(ctx, "node-4", false)) },
 			before: map[string]dataplane.ReplicaState{"node-1": "stopped", "node-2": "running", "node-3": "running"},
 			after:  map[string]dataplane.ReplicaState{"node-1": "stopped", "node-2": "running", "node-3": "running"},
 		},
@@ -84,7 +82,7 @@ func TestRebuild_Placement(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, s)
 			}
-			require.NoError(t, s.SetNodeUpgradeRequested(ctx, "node-1", true))
+			require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false))
 			require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
 			require.Equal(t, tc.before, replicaNodes(vol(t, s, "vol-1")))
 			if tc.after != nil {
@@ -112,7 +110,7 @@ func TestRebuild_SalvagesASingleReplicaAfterItsIMReturns(t *testing.T) {
 }
 
 func TestRebuild_DeletedSingleReplicaIsLost(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1"}})
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1"}, AttachedTo: "node-2"})
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
 	require.NoError(t, s.DeleteReplica(ctx, "vol-1", "vol-1-r-1"))
 	s.Settle()
@@ -128,7 +126,9 @@ func TestRobustness(t *testing.T) {
 		VolumeSpec{Name: "v1", Engine: EngineV1, ReplicasOn: three})
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "healthy").Robustness)
 	v := vol(t, s, "degraded")
-	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness, "3 nodes cannot hold 4 replicas")
-	require.Len(t, v.Replicas, 3)
-	require.Equal(t, V1EngineImage, vol(t, s, "v1").Image)
+	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
+	require.Len(t, v.Replicas, 1, "a detached volume is not replenished")
+	require.NoError(t, s.AttachVolume("degraded", "node-2"))
+	require.Len(t, vol(t, s, "degraded").Replicas, 3, "attached: 3 nodes cannot hold 4 replicas")
+	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "v1").Robustness)
 }

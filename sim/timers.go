@@ -9,7 +9,7 @@ import (
 type timerKind uint8
 
 const (
-	timerMove    timerKind = iota // a target move is due
+	timerSwitch  timerKind = iota // a switch-over phase is due
 	timerIMStart                  // a new IM finishes starting
 	timerRebuild                  // a replica rebuild finishes
 	timerRecheck                  // a lost replica's wait for its node ends
@@ -87,6 +87,14 @@ func (s *Sim) step(timers bool) {
 		case s.unblock:
 			s.unblock = false
 			s.retryBlocked()
+		case len(s.imCheck) > 0:
+			names := sortedKeys(s.imCheck)
+			s.imCheck = drained(s.imCheck)
+			for _, name := range names {
+				if s.replaceIfIdle(name, now) {
+					s.checkIO()
+				}
+			}
 		case len(s.reconcile) > 0:
 			names := sortedKeys(s.reconcile)
 			s.reconcile = drained(s.reconcile)
@@ -103,10 +111,10 @@ func (s *Sim) step(timers bool) {
 
 func (s *Sim) fire(t *timer, now time.Time) bool {
 	switch t.kind {
-	case timerMove:
-		return s.tryMove(t.obj, t.gen)
+	case timerSwitch:
+		return s.advanceSwitch(t.obj, t.gen, now)
 	case timerIMStart:
-		return s.tryStartIM(t.obj, t.sub, t.gen, now)
+		return s.tryStartIM(t.obj, t.sub, t.gen)
 	case timerRebuild:
 		return s.finishRebuild(t.obj, t.sub, t.gen, now)
 	case timerRecheck:
@@ -127,20 +135,20 @@ func (s *Sim) retryBlocked() {
 	now := s.now()
 	for _, name := range sortedKeys(s.blockedIMs) {
 		if n := s.nodes[name]; n != nil && n.im != nil {
-			if s.tryStartIM(name, n.im.name, n.im.gen, now) {
+			if s.tryStartIM(name, n.im.name, n.im.gen) {
 				s.checkIO()
 			}
 		} else {
 			delete(s.blockedIMs, name)
 		}
 	}
-	for _, name := range sortedKeys(s.pendingMoves) {
-		if v := s.vols[name]; v != nil && v.move != nil {
-			if s.tryMove(name, v.move.gen) {
+	for _, name := range sortedKeys(s.pendingSwitch) {
+		if v := s.vols[name]; v != nil && v.sw != nil {
+			if s.advanceSwitch(name, v.sw.gen, now) {
 				s.checkIO()
 			}
 		} else {
-			delete(s.pendingMoves, name)
+			delete(s.pendingSwitch, name)
 		}
 	}
 	for name := range s.waiting {
@@ -157,7 +165,7 @@ func (s *Sim) Sync() {
 }
 
 // NextDue returns when the next pending completion is due, if any. Work
-// blocked on a condition (a stuck move, a rebuild with no eligible node) has
+// blocked on a condition (a stuck switch-over, a rebuild with no eligible node) has
 // no due time and is not reported.
 func (s *Sim) NextDue() (time.Time, bool) {
 	s.mu.Lock()

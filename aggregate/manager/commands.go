@@ -40,6 +40,9 @@ type RecordPrechecks struct {
 	InstanceManagerImage string
 	// Order is the deterministic node order; required when all passed.
 	Order []string
+	// LonghornProfile and LonghornVersion say which Longhorn the prechecks
+	// read (dataplane.Platform).
+	LonghornProfile, LonghornVersion string
 }
 
 // RecordNodeOutcome records the terminal outcome of the node in flight and

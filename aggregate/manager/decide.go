@@ -134,7 +134,8 @@ func decidePrechecks(s State, c RecordPrechecks) ([]events.Event, error) {
 	if err := checkPlan(s.RequestedNodes, c.Order); err != nil {
 		return nil, refuse(s, c, nil, "%v", err)
 	}
-	return append(evs, events.UpgradePlanned{InstanceManagerImage: c.InstanceManagerImage, Nodes: cloneStrings(c.Order)}), nil
+	return append(evs, events.UpgradePlanned{InstanceManagerImage: c.InstanceManagerImage, Nodes: cloneStrings(c.Order),
+		LonghornProfile: c.LonghornProfile, LonghornVersion: c.LonghornVersion}), nil
 }
 
 func decideOutcome(s State, c RecordNodeOutcome) ([]events.Event, error) {

@@ -132,6 +132,7 @@ func applyPlanned(s State, e events.Envelope, d events.UpgradePlanned) (State, e
 		return s, illegal(s, e, "%v", err)
 	}
 	s.InstanceManagerImage = d.InstanceManagerImage
+	s.LonghornProfile, s.LonghornVersion = d.LonghornProfile, d.LonghornVersion
 	s.Plan = cloneStrings(d.Nodes)
 	s.Message = fmt.Sprintf("planned %d node(s) to %s", len(d.Nodes), d.InstanceManagerImage)
 	return s, nil

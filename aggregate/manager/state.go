@@ -28,6 +28,10 @@ type State struct {
 	Prechecks []PrecheckResult `json:"prechecks,omitempty"`
 	// InstanceManagerImage is the target image captured by the plan.
 	InstanceManagerImage string `json:"instanceManagerImage,omitempty"`
+	// LonghornProfile and LonghornVersion are the Longhorn the upgrade was
+	// planned against.
+	LonghornProfile string `json:"longhornProfile,omitempty"`
+	LonghornVersion string `json:"longhornVersion,omitempty"`
 	// Plan is the node order fixed by UpgradePlanned.
 	Plan []string `json:"plan,omitempty"`
 	// UpgradingNode is the node in flight: scheduled, outcome not yet

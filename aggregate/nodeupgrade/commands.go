@@ -25,6 +25,8 @@ type Start struct {
 	DataEngine           string
 	InstanceManagerImage string
 	Attempt              int
+	// Profile is the Longhorn profile the worker detected.
+	Profile string
 }
 
 // CompleteStep reports that step From is done; the node moves to the next
@@ -37,14 +39,16 @@ type CompleteStep struct {
 }
 
 // SetVolumeState moves one volume to To. An empty TargetNode keeps the
-// recorded one.
+// recorded one. EngineNodeBefore, given when a switch-over starts, records
+// the volume's spec.engineNodeID before it.
 type SetVolumeState struct {
-	ID         string
-	At         time.Time
-	Volume     string
-	To         events.VolumeState
-	TargetNode string
-	Message    string
+	ID               string
+	At               time.Time
+	Volume           string
+	To               events.VolumeState
+	TargetNode       string
+	Message          string
+	EngineNodeBefore *string
 }
 
 // SetVolumeStates applies several volume changes as one decision, so a step
@@ -100,6 +104,36 @@ type ConfirmCancelled struct {
 	Message string
 }
 
+// RecordScheduling keeps the node's spec.allowScheduling before the upgrade
+// turns it off. Only the first record counts: a repeat changes nothing.
+type RecordScheduling struct {
+	ID              string
+	At              time.Time
+	AllowScheduling bool
+}
+
+// ConfirmSchedulingRestored records that the value RecordScheduling kept
+// was written back.
+type ConfirmSchedulingRestored struct {
+	ID string
+	At time.Time
+}
+
+// RecordSnapshots records the snapshot taken of each of Volumes.
+type RecordSnapshots struct {
+	ID       string
+	At       time.Time
+	Snapshot string
+	Volumes  []string
+}
+
+// ConfirmSnapshotsRemoved records that the snapshots RecordSnapshots kept
+// were removed.
+type ConfirmSnapshotsRemoved struct {
+	ID string
+	At time.Time
+}
+
 // CommandID implements Command.
 func (c Start) CommandID() string { return c.ID }
 
@@ -126,6 +160,30 @@ func (c RequestCancel) CommandID() string { return c.ID }
 
 // CommandID implements Command.
 func (c ConfirmCancelled) CommandID() string { return c.ID }
+
+// CommandID implements Command.
+func (c RecordScheduling) CommandID() string { return c.ID }
+
+// CommandID implements Command.
+func (c ConfirmSchedulingRestored) CommandID() string { return c.ID }
+
+// CommandID implements Command.
+func (c RecordSnapshots) CommandID() string { return c.ID }
+
+// CommandID implements Command.
+func (c ConfirmSnapshotsRemoved) CommandID() string { return c.ID }
+
+// CommandTime implements Command.
+func (c RecordScheduling) CommandTime() time.Time { return c.At }
+
+// CommandTime implements Command.
+func (c ConfirmSchedulingRestored) CommandTime() time.Time { return c.At }
+
+// CommandTime implements Command.
+func (c RecordSnapshots) CommandTime() time.Time { return c.At }
+
+// CommandTime implements Command.
+func (c ConfirmSnapshotsRemoved) CommandTime() time.Time { return c.At }
 
 // CommandTime implements Command.
 func (c Start) CommandTime() time.Time { return c.At }
@@ -163,3 +221,9 @@ func (ReportProgress) commandName() string   { return "ReportProgress" }
 func (Fail) commandName() string             { return "Fail" }
 func (RequestCancel) commandName() string    { return "RequestCancel" }
 func (ConfirmCancelled) commandName() string { return "ConfirmCancelled" }
+func (RecordScheduling) commandName() string { return "RecordScheduling" }
+func (ConfirmSchedulingRestored) commandName() string {
+	return "ConfirmSchedulingRestored"
+}
+func (RecordSnapshots) commandName() string         { return "RecordSnapshots" }
+func (ConfirmSnapshotsRemoved) commandName() string { return "ConfirmSnapshotsRemoved" }

@@ -58,6 +58,20 @@ func Decide(s State, cmd Command) ([]events.Event, error) {
 		}
 	case ConfirmCancelled:
 		evs, err = decideConfirmCancelled(s, c)
+	case RecordScheduling:
+		if s.Scheduling == nil {
+			evs = []events.Event{events.SchedulingRecorded{AllowScheduling: c.AllowScheduling}}
+		}
+	case ConfirmSchedulingRestored:
+		if s.Scheduling.Pending() {
+			evs = []events.Event{events.SchedulingRestored{AllowScheduling: s.Scheduling.Previous}}
+		}
+	case RecordSnapshots:
+		evs, err = decideRecordSnapshots(s, c)
+	case ConfirmSnapshotsRemoved:
+		if s.Snapshots != nil && !s.Snapshots.Removed {
+			evs = []events.Event{events.SnapshotsRemoved{Snapshot: s.Snapshots.Name, Volumes: slices.Clone(s.Snapshots.Volumes)}}
+		}
 	default:
 		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
 	}
@@ -76,6 +90,7 @@ func decideStart(s State, c Start) ([]events.Event, error) {
 		DataEngine:           c.DataEngine,
 		InstanceManagerImage: c.InstanceManagerImage,
 		Attempt:              c.Attempt,
+		LonghornProfile:      c.Profile,
 	}
 	if !s.Exists {
 		return []events.Event{started}, nil
@@ -164,12 +179,25 @@ func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
 		return nil, refuse(s, c, nil, "volume %s: %q → %q is not allowed", c.Volume, cur.State, c.To)
 	}
 	return []events.Event{events.VolumeStateChanged{
-		Volume:     c.Volume,
-		From:       cur.State,
-		To:         c.To,
-		TargetNode: c.TargetNode,
-		Message:    c.Message,
+		Volume:           c.Volume,
+		From:             cur.State,
+		To:               c.To,
+		TargetNode:       c.TargetNode,
+		Message:          c.Message,
+		EngineNodeBefore: c.EngineNodeBefore,
 	}}, nil
+}
+
+// decideRecordSnapshots records the node's snapshots once; another name or
+// set of volumes than the recorded one is a conflict.
+func decideRecordSnapshots(s State, c RecordSnapshots) ([]events.Event, error) {
+	if s.Snapshots == nil {
+		return []events.Event{events.SnapshotsTaken{Snapshot: c.Snapshot, Volumes: slices.Clone(c.Volumes)}}, nil
+	}
+	if s.Snapshots.Name != c.Snapshot || !slices.Equal(s.Snapshots.Volumes, c.Volumes) {
+		return nil, refuse(s, c, ErrConflict, "snapshots already recorded as %s of %v", s.Snapshots.Name, s.Snapshots.Volumes)
+	}
+	return nil, nil
 }
 
 func decideVolumes(s State, c SetVolumeStates) ([]events.Event, error) {

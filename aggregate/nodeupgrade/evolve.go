@@ -2,6 +2,7 @@ package nodeupgrade
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate"
@@ -79,6 +80,33 @@ func evolve(s State, e events.Envelope, owned bool) (State, error) {
 		next.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
 	case events.VolumeStateChanged:
 		next, err = applyVolume(s, e, d, owned)
+	case events.SchedulingRecorded:
+		if s.Scheduling != nil {
+			return s, illegal(s, e, "scheduling was already recorded")
+		}
+		next = s
+		next.Scheduling = &Scheduling{Previous: d.AllowScheduling}
+	case events.SchedulingRestored:
+		if !s.Scheduling.Pending() {
+			return s, illegal(s, e, "no recorded scheduling is waiting to be restored")
+		}
+		if d.AllowScheduling != s.Scheduling.Previous {
+			return s, illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
+		}
+		next = s
+		next.Scheduling = &Scheduling{Previous: s.Scheduling.Previous, Restored: true}
+	case events.SnapshotsTaken:
+		if s.Snapshots != nil {
+			return s, illegal(s, e, "snapshots were already recorded")
+		}
+		next = s
+		next.Snapshots = &Snapshots{Name: d.Snapshot, Volumes: slices.Clone(d.Volumes)}
+	case events.SnapshotsRemoved:
+		if s.Snapshots == nil || s.Snapshots.Removed || s.Snapshots.Name != d.Snapshot {
+			return s, illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
+		}
+		next = s
+		next.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
 	case events.NodeCancelRequested:
 		if s.CancelRequested {
 			return s, illegal(s, e, "cancel was already requested")
@@ -133,6 +161,7 @@ func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (Stat
 		DataEngine:           d.DataEngine,
 		InstanceManagerImage: d.InstanceManagerImage,
 		Attempt:              d.Attempt,
+		Profile:              d.LonghornProfile,
 		Transitions:          s.Transitions,
 	}, nil
 }
@@ -180,9 +209,13 @@ func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged, owned 
 	if !VolumeTransitionAllowed(cur.State, d.To) {
 		return s, illegal(s, e, "volume %s: %q → %q is not allowed", d.Volume, cur.State, d.To)
 	}
-	v := Volume{State: d.To, TargetNode: cur.TargetNode, Message: d.Message}
+	v := Volume{State: d.To, TargetNode: cur.TargetNode, Message: d.Message, EngineNodeBefore: cur.EngineNodeBefore}
 	if d.TargetNode != "" {
 		v.TargetNode = d.TargetNode
+	}
+	if d.EngineNodeBefore != nil {
+		before := *d.EngineNodeBefore
+		v.EngineNodeBefore = &before
 	}
 	// Copy on write: older states may still share the map.
 	vols := s.Volumes

@@ -19,10 +19,18 @@ type State struct {
 	Node    string            `json:"node,omitempty"`
 	// State is the current step or terminal state.
 	State events.NodeState `json:"state,omitempty"`
-	// DataEngine, InstanceManagerImage and Attempt come from NodeUpgradeStarted.
+	// DataEngine, InstanceManagerImage, Attempt and Profile come from
+	// NodeUpgradeStarted.
 	DataEngine           string `json:"dataEngine,omitempty"`
 	InstanceManagerImage string `json:"instanceManagerImage,omitempty"`
 	Attempt              int    `json:"attempt,omitempty"`
+	Profile              string `json:"profile,omitempty"`
+	// Scheduling is the node's spec.allowScheduling the upgrade recorded
+	// before turning it off, nil until then.
+	Scheduling *Scheduling `json:"scheduling,omitempty"`
+	// Snapshots are the upgrade's snapshots of the node's volumes, nil until
+	// taken.
+	Snapshots *Snapshots `json:"snapshots,omitempty"`
 	// Volumes holds every v2 volume concerned by the node.
 	Volumes map[string]Volume `json:"volumes,omitempty"`
 	// Stalled is set while the current step makes no progress; the other
@@ -49,6 +57,25 @@ type State struct {
 	Transitions int `json:"transitions,omitempty"`
 }
 
+// Scheduling is the node's replica scheduling as the upgrade recorded it.
+type Scheduling struct {
+	// Previous is spec.allowScheduling before the upgrade changed it.
+	Previous bool `json:"previous"`
+	// Restored is set once Previous was written back.
+	Restored bool `json:"restored,omitempty"`
+}
+
+// Pending reports whether scheduling was recorded and not yet restored.
+func (s *Scheduling) Pending() bool { return s != nil && !s.Restored }
+
+// Snapshots are the snapshots the upgrade took on the node.
+type Snapshots struct {
+	Name    string   `json:"name"`
+	Volumes []string `json:"volumes"`
+	// Removed is set once they were removed.
+	Removed bool `json:"removed,omitempty"`
+}
+
 // Volume is the state of one volume inside the node upgrade.
 type Volume struct {
 	State events.VolumeState `json:"state"`
@@ -56,6 +83,9 @@ type Volume struct {
 	// that named it.
 	TargetNode string `json:"targetNode,omitempty"`
 	Message    string `json:"message,omitempty"`
+	// EngineNodeBefore is the volume's spec.engineNodeID before its
+	// switch-over ("" = follow the attached node), nil while none started.
+	EngineNodeBefore *string `json:"engineNodeBefore,omitempty"`
 }
 
 // TargetAway reports whether the volume's target may be off its own node: a

@@ -1,26 +1,33 @@
 package longhornsim
 
 import (
+	"hash/fnv"
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/sim"
 )
 
-// This file renders the simulator's state as Longhorn would show it in its
-// objects: pure functions from sim's views to longhorn's typed structs. The
-// adapter's mapping (longhorn/fields.go) reads these back; the tests check
-// that the round trip gives the simulator's own view.
+// This file renders the simulator's state as Longhorn v1.12.1 shows it in
+// its objects: pure functions from sim's views to longhorn's typed structs.
+// The adapter's mapping (longhorn/mapping.go) reads these back; the tests
+// check that the round trip gives the simulator's own view.
 
 // finalizer keeps Longhorn's objects until the manager has cleaned up, as
 // Longhorn's controllers do, so a deleted IM or replica is visible while
 // its deletion is in progress.
-const finalizer = "longhorn.io/cleanup"
+const finalizer = "longhorn.io"
 
 // ManagedByLabel marks the Kubernetes Nodes a Manager created, with its
 // namespace as value: Nodes are cluster-scoped, and the manager touches
 // only its own.
 const ManagedByLabel = "switchback.dev/longhornsim"
+
+// enginePort is the NVMe/TCP port of every simulated engine.
+const enginePort = 20001
 
 func condition(typ string, ok bool) longhorn.Condition {
 	status := "False"
@@ -44,13 +51,15 @@ func kubeNode(n dataplane.Node, namespace string) *longhorn.KubeNode {
 func longhornNode(n dataplane.Node, namespace string) *longhorn.LonghornNode {
 	return &longhorn.LonghornNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace},
-		Spec:       longhorn.LonghornNodeSpec{Name: n.Name, DataEngineUpgradeRequested: n.UpgradeRequested},
+		Spec:       longhorn.LonghornNodeSpec{Name: n.Name, AllowScheduling: n.AllowScheduling},
 		Status:     longhorn.LonghornNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)}},
 	}
 }
 
-func instanceManager(im dataplane.InstanceManager, namespace string) *longhorn.InstanceManager {
-	return &longhorn.InstanceManager{
+// instanceManager renders an IM with its status maps: Longhorn reports the
+// instances of a running IM only.
+func instanceManager(im dataplane.InstanceManager, in sim.IMInstances, namespace string) *longhorn.InstanceManager {
+	out := &longhorn.InstanceManager{
 		ObjectMeta: metav1.ObjectMeta{Name: im.Name, Namespace: namespace, Finalizers: []string{finalizer}},
 		Spec: longhorn.InstanceManagerSpec{
 			NodeID: im.Node, Image: im.Image, DataEngine: dataplane.DataEngineV2, Type: longhorn.InstanceManagerTypeAllInOne,
@@ -58,44 +67,110 @@ func instanceManager(im dataplane.InstanceManager, namespace string) *longhorn.I
 		// The simulator's IM states are Longhorn's words.
 		Status: longhorn.InstanceManagerStatus{CurrentState: string(im.State)},
 	}
+	if im.State != dataplane.IMRunning {
+		return out
+	}
+	procs := func(names []string) map[string]longhorn.InstanceProcess {
+		if len(names) == 0 {
+			return nil
+		}
+		m := make(map[string]longhorn.InstanceProcess, len(names))
+		for _, n := range names {
+			m[n] = longhorn.InstanceProcess{
+				Spec:   longhorn.InstanceProcessSpec{Name: n, DataEngine: dataplane.DataEngineV2},
+				Status: longhorn.InstanceProcessStatus{State: longhorn.StateRunning},
+			}
+		}
+		return m
+	}
+	var engines, frontends []string
+	for _, v := range in.Engines {
+		engines = append(engines, engineName(v, im.Node))
+	}
+	for _, v := range in.NewEngines {
+		engines = append(engines, engineName(v, im.Node))
+	}
+	for _, v := range in.Frontends {
+		frontends = append(frontends, frontendName(v))
+	}
+	out.Status.InstanceEngines = procs(engines)
+	out.Status.InstanceEngineFrontends = procs(frontends)
+	out.Status.InstanceReplicas = procs(in.Replicas)
+	return out
 }
 
-// engineName is the name of a volume's single engine.
-func engineName(volume string) string { return volume + "-e-0" }
+// engineName is the name of a volume's engine on a node: Longhorn names
+// engines <volume>-e-<suffix>, and a switch-over creates a second engine on
+// the destination, which then stays. A detached volume's engine, stopped,
+// is on no node.
+func engineName(volume, node string) string {
+	if node == "" {
+		return volume + "-e-0"
+	}
+	return volume + "-e-" + node
+}
+
+// frontendName is the name of a volume's EngineFrontend (Longhorn names them
+// <volume>-ef-<n>).
+func frontendName(volume string) string { return volume + "-ef-0" }
+
+// engineIP is the made-up storage IP of a node: the target address engines
+// and EngineFrontends name.
+func engineIP(node string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(node)) // hash writes never fail
+	sum := h.Sum32()
+	return fmt.Sprintf("10.%d.%d.%d", byte(sum>>16), byte(sum>>8), byte(sum)|1)
+}
+
+// dataEngine is the value Longhorn stores: "v1" or "v2", never empty.
+func dataEngine(v dataplane.Volume) string {
+	if v.DataEngine == dataplane.DataEngineV2 {
+		return dataplane.DataEngineV2
+	}
+	return longhorn.DataEngineV1
+}
 
 // volume renders a volume. Longhorn reports robustness "unknown" for a
-// detached volume.
+// detached volume, and no engine node.
 func volume(v dataplane.Volume, namespace string) *longhorn.Volume {
 	out := &longhorn.Volume{
 		ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: namespace},
 		Spec: longhorn.VolumeSpec{
-			NodeID: v.AttachedNode, NumberOfReplicas: v.NumberOfReplicas, DataEngine: v.DataEngine,
-			Image: v.Image, TargetNodeID: v.DesiredTargetNode,
+			NodeID: v.AttachedNode, EngineNodeID: v.EngineNode, NumberOfReplicas: v.NumberOfReplicas,
+			DataEngine: dataEngine(v), Frontend: v.Frontend, DisableFrontend: v.Frontend == "",
 		},
-		Status: longhorn.VolumeStatus{
-			State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown),
-			CurrentImage: v.Image,
-		},
+		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown)},
 	}
 	if v.Attached() {
 		out.Status.State = longhorn.VolumeAttached
 		out.Status.Robustness = string(v.Robustness)
 		out.Status.CurrentNodeID = v.AttachedNode
-		out.Status.CurrentTargetNodeID = v.TargetNode
+		out.Status.CurrentEngineNodeID = v.TargetNode
+		out.Status.SwitchoverState = string(v.Switchover)
 	}
 	return out
 }
 
-// engine renders the volume's engine: the replicas in service or
-// rebuilding are in its address map, with RW or WO modes while attached.
-func engine(v dataplane.Volume, namespace string) *longhorn.Engine {
-	out := &longhorn.Engine{
-		ObjectMeta: metav1.ObjectMeta{Name: engineName(v.Name), Namespace: namespace},
-		Spec:       longhorn.EngineSpec{VolumeName: v.Name, NodeID: v.AttachedNode, DataEngine: v.DataEngine, Active: true},
-		Status:     longhorn.EngineStatus{CurrentState: longhorn.StateStopped},
+// engines renders the volume's engines: one, and during a switch-over a
+// second on the destination, not active until it ends. The replicas in
+// service or rebuilding are in the active engine's address map, with RW or
+// WO modes while attached.
+func engines(v dataplane.Volume, vi sim.VolumeInstances, namespace string) []*longhorn.Engine {
+	cur := &longhorn.Engine{
+		ObjectMeta: metav1.ObjectMeta{Name: engineName(v.Name, v.TargetNode), Namespace: namespace,
+			Labels: map[string]string{longhorn.VolumeLabel: v.Name}},
+		Spec: longhorn.EngineSpec{VolumeName: v.Name, NodeID: v.TargetNode, DataEngine: dataEngine(v),
+			DesireState: longhorn.StateStopped, Active: true},
+		Status: longhorn.EngineStatus{CurrentState: longhorn.StateStopped},
 	}
 	if v.Attached() {
-		out.Status.CurrentState = longhorn.StateRunning
+		cur.Spec.DesireState = longhorn.StateRunning
+		cur.Status.CurrentState = longhorn.StateRunning
+		if !vi.EngineRunning {
+			cur.Status.CurrentState = longhorn.StateError
+		}
+		cur.Status.StorageIP, cur.Status.Port = engineIP(v.TargetNode), enginePort
 	}
 	for _, r := range v.Replicas {
 		mode := ""
@@ -107,16 +182,54 @@ func engine(v dataplane.Volume, namespace string) *longhorn.Engine {
 		default:
 			continue
 		}
-		if out.Spec.ReplicaAddressMap == nil {
-			out.Spec.ReplicaAddressMap = map[string]string{}
+		if cur.Spec.ReplicaAddressMap == nil {
+			cur.Spec.ReplicaAddressMap = map[string]string{}
 		}
-		out.Spec.ReplicaAddressMap[r.Name] = "tcp://" + r.Node + ":20001"
+		cur.Spec.ReplicaAddressMap[r.Name] = engineIP(r.Node) + ":20002"
 		if v.Attached() {
-			if out.Status.ReplicaModeMap == nil {
-				out.Status.ReplicaModeMap = map[string]string{}
+			if cur.Status.ReplicaModeMap == nil {
+				cur.Status.ReplicaModeMap = map[string]string{}
 			}
-			out.Status.ReplicaModeMap[r.Name] = mode
+			cur.Status.ReplicaModeMap[r.Name] = mode
 		}
+	}
+	out := []*longhorn.Engine{cur}
+	if vi.SwitchoverTo != "" {
+		next := &longhorn.Engine{
+			ObjectMeta: metav1.ObjectMeta{Name: engineName(v.Name, vi.SwitchoverTo), Namespace: namespace,
+				Labels: map[string]string{longhorn.VolumeLabel: v.Name}},
+			Spec: longhorn.EngineSpec{VolumeName: v.Name, NodeID: vi.SwitchoverTo, DataEngine: dataEngine(v),
+				DesireState: longhorn.StateRunning, ReplicaAddressMap: cur.Spec.ReplicaAddressMap},
+			Status: longhorn.EngineStatus{CurrentState: longhorn.StateStarting},
+		}
+		if v.Switchover == dataplane.SwitchoverSwitchingOver {
+			next.Status.CurrentState = longhorn.StateRunning
+			next.Status.StorageIP, next.Status.Port = engineIP(vi.SwitchoverTo), enginePort
+		}
+		out = append(out, next)
+	}
+	return out
+}
+
+// frontend renders an attached v2 volume's EngineFrontend: on the attached
+// node, connected to the current engine; while the path is switched it
+// names the new engine in spec and reports the switch's phase.
+func frontend(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longhorn.EngineFrontend {
+	target := v.TargetNode
+	out := &longhorn.EngineFrontend{
+		ObjectMeta: metav1.ObjectMeta{Name: frontendName(v.Name), Namespace: namespace},
+		Spec: longhorn.EngineFrontendSpec{VolumeName: v.Name, NodeID: v.AttachedNode, DataEngine: dataplane.DataEngineV2,
+			DesireState: longhorn.StateRunning, Frontend: v.Frontend, Active: true,
+			EngineName: engineName(v.Name, target), TargetIP: engineIP(target), TargetPort: enginePort},
+		Status: longhorn.EngineFrontendStatus{CurrentState: longhorn.StateRunning, TargetIP: engineIP(target), TargetPort: enginePort},
+	}
+	if !vi.InitiatorRunning {
+		out.Status.CurrentState = longhorn.StateError
+	}
+	if v.Switchover == dataplane.SwitchoverSwitchingOver && vi.SwitchoverTo != "" {
+		out.Spec.EngineName = engineName(v.Name, vi.SwitchoverTo)
+		out.Spec.TargetIP = engineIP(vi.SwitchoverTo)
+		out.Status.SwitchoverPhase = "switching"
 	}
 	return out
 }
@@ -131,13 +244,17 @@ func engine(v dataplane.Volume, namespace string) *longhorn.Engine {
 //
 // Stamps already set on the existing object are kept, so a replica does not
 // change on every round; now is the stamp for new ones.
-func replica(v dataplane.Volume, r dataplane.Replica, imName string, existing *longhorn.Replica, now, namespace string) *longhorn.Replica {
+func replica(v dataplane.Volume, vi sim.VolumeInstances, r dataplane.Replica, imName string, existing *longhorn.Replica, now, namespace string) *longhorn.Replica {
 	out := &longhorn.Replica{
-		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: namespace, Finalizers: []string{finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: namespace, Finalizers: []string{finalizer},
+			Labels: map[string]string{longhorn.VolumeLabel: v.Name}},
 		Spec: longhorn.ReplicaSpec{
-			NodeID: r.Node, VolumeName: v.Name, EngineName: engineName(v.Name), DataEngine: v.DataEngine,
+			NodeID: r.Node, VolumeName: v.Name, EngineName: engineName(v.Name, v.TargetNode), DataEngine: dataEngine(v),
 		},
 		Status: longhorn.ReplicaStatus{InstanceManagerName: imName},
+	}
+	if vi.SwitchoverTo != "" {
+		out.Spec.MigrationEngineName = engineName(v.Name, vi.SwitchoverTo)
 	}
 	keep := func(old, fresh string) string {
 		if old != "" {
@@ -162,9 +279,11 @@ func replica(v dataplane.Volume, r dataplane.Replica, imName string, existing *l
 	case dataplane.ReplicaStopped:
 		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateStopped
 		out.Spec.FailedAt, out.Spec.HealthyAt = keep(failedAt, now), healthyAt
+		out.Spec.LastFailedAt = out.Spec.FailedAt
 	default: // error
 		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateError
 		out.Spec.FailedAt, out.Spec.HealthyAt = keep(failedAt, now), healthyAt
+		out.Spec.LastFailedAt = out.Spec.FailedAt
 	}
 	return out
 }
@@ -173,5 +292,6 @@ func replica(v dataplane.Volume, r dataplane.Replica, imName string, existing *l
 // stamps are compared by presence only.
 func sameReplicaSpec(a, b longhorn.ReplicaSpec) bool {
 	return a.DesireState == b.DesireState && (a.FailedAt == "") == (b.FailedAt == "") &&
-		(a.HealthyAt == "") == (b.HealthyAt == "") && a.NodeID == b.NodeID && a.VolumeName == b.VolumeName
+		(a.HealthyAt == "") == (b.HealthyAt == "") && a.NodeID == b.NodeID && a.VolumeName == b.VolumeName &&
+		a.EngineName == b.EngineName && a.MigrationEngineName == b.MigrationEngineName
 }

@@ -4,13 +4,16 @@
 // planes share.
 //
 // Each round it mirrors what others changed in the objects into simulator
-// actions, the way Longhorn's controllers react to them (a node's upgrade
-// flag, a volume's target override or image, a replica failed or deleted,
-// an instance manager deleted, a snapshot requested), then writes the
-// simulator's resulting state back (targets moved, replicas rebuilt, IMs
-// recreated with the default image, robustness), like Longhorn's status
-// updates. The simulator's I/O checker therefore judges an upgrade driven
-// through the longhorn adapter exactly as one driven through the simulator.
+// actions, the way Longhorn v1.12.1's controllers react to them (a node's
+// replica scheduling, a volume's engine node, a replica failed or deleted,
+// an instance manager deleted or re-imaged, a snapshot requested or
+// deleted), then writes the simulator's resulting state back, like
+// Longhorn's status updates: switch-overs with their second engine, the
+// EngineFrontend's path switch and FailedSwitchover Events, replicas
+// rebuilt, old IMs replaced once they run nothing, the IMs' instance maps,
+// robustness. Status is written only through the /status subresource. The
+// simulator's I/O checker therefore judges an upgrade driven through the
+// longhorn adapter exactly as one driven through the simulator.
 //
 // Spec changes are told apart from the manager's own by metadata.generation:
 // a spec the manager has not applied yet is mirrored, never overwritten, and
@@ -52,11 +55,17 @@ type Manager struct {
 	log  *slog.Logger
 	opts Options
 
-	lhNodes, kubeNodes, volumes, engines, replicas, ims, settings, snapshots *watchedKind
+	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, snapshots *watchedKind
 
 	kick    chan struct{}
 	applied map[string]int64 // resource/name → generation whose spec the simulator has
-	snapped map[string]bool  // snapshot objects mirrored and answered
+	// snapped are the snapshot objects mirrored and answered: object name →
+	// the volume and snapshot, so that a deleted object is mirrored too.
+	snapped map[string][2]string
+	// failures and switchovers are, by volume, the last FailedSwitchover
+	// text and the switch-over count Events were recorded for.
+	failures    map[string]string
+	switchovers map[string]uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -78,7 +87,8 @@ func Start(ctx context.Context, dyn dynamic.Interface, s *sim.Sim, opts Options)
 	}
 	m := &Manager{
 		dyn: dyn, ns: opts.Namespace, sim: s, log: opts.Log.With("component", "longhornsim"), opts: opts,
-		kick: make(chan struct{}, 1), applied: map[string]int64{}, snapped: map[string]bool{},
+		kick: make(chan struct{}, 1), applied: map[string]int64{}, snapped: map[string][2]string{},
+		failures: map[string]string{}, switchovers: map[string]uint64{},
 		done: make(chan struct{}),
 	}
 	if err := m.buildInformers(); err != nil {
@@ -126,6 +136,9 @@ func (m *Manager) buildInformers() error {
 	set(&m.engines, func() (*watchedKind, error) {
 		return newWatchedKind[longhorn.Engine](m.dyn, longhorn.EnginesResource, ns, nil, kick)
 	})
+	set(&m.frontends, func() (*watchedKind, error) {
+		return newWatchedKind[longhorn.EngineFrontend](m.dyn, longhorn.EngineFrontendsResource, ns, nil, kick)
+	})
 	set(&m.replicas, func() (*watchedKind, error) {
 		return newWatchedKind[longhorn.Replica](m.dyn, longhorn.ReplicasResource, ns, nil, kick)
 	})
@@ -145,7 +158,7 @@ func (m *Manager) buildInformers() error {
 }
 
 func (m *Manager) allKinds() []*watchedKind {
-	return []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.replicas, m.ims, m.settings, m.snapshots}
+	return []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots}
 }
 
 // Kick asks for a round now, e.g. after a test changed the simulator

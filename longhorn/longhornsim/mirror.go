@@ -12,22 +12,30 @@ import (
 
 // mirror turns what others changed in the objects into simulator actions,
 // as Longhorn's controllers react to the same changes. A refusal by the
-// simulator (say, an image for an attached volume) is logged and dropped,
-// as Longhorn would ignore or reject it; the object keeps what was asked.
+// simulator is logged and dropped, as Longhorn would ignore or reject it;
+// the object keeps what was asked.
 func (m *Manager) mirror(ctx context.Context) error {
 	var errs []error
 	// Snapshots first: the adapter takes them before it touches anything.
+	present := map[string]bool{}
 	for _, s := range all[longhorn.Snapshot](m.snapshots) {
+		present[s.Name] = true
 		if err := m.mirrorSnapshot(ctx, s); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for obj, vs := range m.snapped {
+		if !present[obj] {
+			m.act("DeleteSnapshot", obj, m.sim.DeleteSnapshot(ctx, vs[0], vs[1]))
+			delete(m.snapped, obj)
 		}
 	}
 	for _, n := range all[longhorn.LonghornNode](m.lhNodes) {
 		if !m.pending(longhorn.NodesResource.Resource, n.Name, n.Generation) {
 			continue
 		}
-		if sn, err := m.sim.Node(ctx, n.Name); err == nil && sn.UpgradeRequested != n.Spec.DataEngineUpgradeRequested {
-			m.act("SetNodeUpgradeRequested", n.Name, m.sim.SetNodeUpgradeRequested(ctx, n.Name, n.Spec.DataEngineUpgradeRequested))
+		if sn, err := m.sim.Node(ctx, n.Name); err == nil && sn.AllowScheduling != n.Spec.AllowScheduling {
+			m.act("SetReplicaScheduling", n.Name, m.sim.SetReplicaScheduling(ctx, n.Name, n.Spec.AllowScheduling))
 		}
 		m.applied[longhorn.NodesResource.Resource+"/"+n.Name] = n.Generation
 	}
@@ -35,13 +43,8 @@ func (m *Manager) mirror(ctx context.Context) error {
 		if !m.pending(longhorn.VolumesResource.Resource, v.Name, v.Generation) {
 			continue
 		}
-		if sv, err := m.sim.Volume(ctx, v.Name); err == nil {
-			if sv.DesiredTargetNode != v.Spec.TargetNodeID {
-				m.act("SetTargetNode", v.Name, m.sim.SetTargetNode(ctx, v.Name, v.Spec.TargetNodeID))
-			}
-			if sv.Image != v.Spec.Image && !sv.Attached() {
-				m.act("SetVolumeImage", v.Name, m.sim.SetVolumeImage(ctx, v.Name, v.Spec.Image))
-			}
+		if sv, err := m.sim.Volume(ctx, v.Name); err == nil && sv.EngineNode != v.Spec.EngineNodeID {
+			m.act("SetEngineNode", v.Name, m.sim.SetEngineNode(ctx, v.Name, v.Spec.EngineNodeID))
 		}
 		m.applied[longhorn.VolumesResource.Resource+"/"+v.Name] = v.Generation
 	}
@@ -68,9 +71,21 @@ func (m *Manager) mirror(ctx context.Context) error {
 	for _, im := range simIMs {
 		stateOf[im.Name] = im.State
 	}
+	imageOf := map[string]string{}
+	for _, im := range simIMs {
+		imageOf[im.Name] = im.Image
+	}
 	for _, im := range all[longhorn.InstanceManager](m.ims) {
-		if st, ok := stateOf[im.Name]; ok && im.DeletionTimestamp != nil && st != dataplane.IMStopped {
+		st, ok := stateOf[im.Name]
+		switch {
+		case !ok:
+		case im.DeletionTimestamp != nil:
 			m.act("DeleteInstanceManager", im.Name, m.sim.DeleteInstanceManager(ctx, im.Name))
+		case m.pending(longhorn.InstanceManagersResource.Resource, im.Name, im.Generation):
+			if imageOf[im.Name] != im.Spec.Image && st != dataplane.IMStopped {
+				m.act("SetInstanceManagerImage", im.Name, m.sim.SetInstanceManagerImage(ctx, im.Name, im.Spec.Image))
+			}
+			m.applied[longhorn.InstanceManagersResource.Resource+"/"+im.Name] = im.Generation
 		}
 	}
 	return errors.Join(errs...)
@@ -107,7 +122,7 @@ func (m *Manager) act(action, object string, err error) {
 // mirrorSnapshot takes the snapshot a Snapshot object asks for, once, and
 // reports it ready in the object's status.
 func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) error {
-	if m.snapped[s.Name] || !s.Spec.CreateSnapshot {
+	if _, done := m.snapped[s.Name]; done || !s.Spec.CreateSnapshot || s.DeletionTimestamp != nil {
 		return nil
 	}
 	name := s.Annotations[longhorn.SnapshotNameAnnotation]
@@ -121,6 +136,6 @@ func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) erro
 	if err := m.putStatus(ctx, longhorn.SnapshotsResource, s.Name, status); err != nil {
 		return fmt.Errorf("snapshot %s: %w", s.Name, err)
 	}
-	m.snapped[s.Name] = true
+	m.snapped[s.Name] = [2]string{s.Spec.Volume, name}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/sim"
 )
 
 // write brings the objects in line with the simulator: creates what it
@@ -40,26 +42,35 @@ func (m *Manager) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	platform, err := m.sim.Platform(ctx)
+	if err != nil {
+		return err
+	}
+	byIM, byVolume := m.sim.Instances()
 	return errors.Join(
-		m.writeSetting(ctx, image),
+		m.writeSetting(ctx, longhorn.SettingDefaultInstanceManagerImage, image),
+		m.writeSetting(ctx, longhorn.SettingCurrentLonghornVersion, platform.LonghornVersion),
 		m.writeNodes(ctx, nodes),
-		m.writeIMs(ctx, ims),
-		m.writeVolumes(ctx, vols, ims),
+		m.writeIMs(ctx, ims, byIM),
+		m.writeVolumes(ctx, vols, ims, byVolume),
 	)
 }
 
-func (m *Manager) writeSetting(ctx context.Context, image string) error {
-	name := longhorn.SettingDefaultInstanceManagerImage
+// writeSetting keeps a setting at value; an empty value means no such
+// setting.
+func (m *Manager) writeSetting(ctx context.Context, name, value string) error {
 	have := byName[longhorn.Setting](m.settings)[name]
-	if have == nil {
+	switch {
+	case value == "":
+		return nil
+	case have == nil:
 		_, err := m.create(ctx, longhorn.SettingsResource, longhorn.KindSetting,
-			&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.ns}, Value: image}, nil)
+			&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.ns}, Value: value}, nil)
 		return err
-	}
-	if have.Value == image {
+	case have.Value == value:
 		return nil
 	}
-	return m.patch(ctx, longhorn.SettingsResource, name, map[string]any{"value": image})
+	return m.patch(ctx, longhorn.SettingsResource, name, map[string]any{"value": value})
 }
 
 func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error {
@@ -86,9 +97,9 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 		if !apiequality.Semantic.DeepEqual(have.Status, wantLH.Status) {
 			errs = append(errs, m.putStatus(ctx, longhorn.NodesResource, n.Name, wantLH.Status))
 		}
-		if have.Spec.DataEngineUpgradeRequested != n.UpgradeRequested {
+		if have.Spec.AllowScheduling != n.AllowScheduling {
 			errs = append(errs, m.writeSpec(ctx, longhorn.NodesResource, have.Name, have.ResourceVersion, have.Generation,
-				map[string]any{"dataEngineUpgradeRequested": n.UpgradeRequested}))
+				map[string]any{"allowScheduling": n.AllowScheduling}))
 		}
 	}
 	// Nodes the simulator deleted (a fault) disappear from both APIs.
@@ -105,21 +116,28 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 	return errors.Join(errs...)
 }
 
-func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager) error {
+func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager, byIM map[string]sim.IMInstances) error {
 	var errs []error
 	have := byName[longhorn.InstanceManager](m.ims)
 	exists := map[string]bool{}
 	for _, im := range ims {
 		exists[im.Name] = true
-		want := instanceManager(im, m.ns)
-		if h := have[im.Name]; h == nil {
+		want := instanceManager(im, byIM[im.Name], m.ns)
+		h := have[im.Name]
+		if h == nil {
 			_, err := m.create(ctx, longhorn.InstanceManagersResource, longhorn.KindInstanceManager, want, want.Status)
 			errs = append(errs, err)
-		} else if !apiequality.Semantic.DeepEqual(h.Status, want.Status) {
+			continue
+		}
+		if !apiequality.Semantic.DeepEqual(h.Status, want.Status) {
 			errs = append(errs, m.putStatus(ctx, longhorn.InstanceManagersResource, im.Name, want.Status))
 		}
+		if h.Spec.Image != want.Spec.Image {
+			errs = append(errs, m.writeSpec(ctx, longhorn.InstanceManagersResource, h.Name, h.ResourceVersion, h.Generation,
+				map[string]any{"image": want.Spec.Image}))
+		}
 	}
-	// An IM the simulator dropped (its replacement runs, or its node is
+	// An IM the simulator dropped (Longhorn removed it, or its node is
 	// gone): Longhorn's cleanup is done, the finalizer goes.
 	for name, h := range have {
 		if !exists[name] {
@@ -129,10 +147,11 @@ func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager)
 	return errors.Join(errs...)
 }
 
-func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims []dataplane.InstanceManager) error {
+func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims []dataplane.InstanceManager, byVolume map[string]sim.VolumeInstances) error {
 	var errs []error
 	haveVols := byName[longhorn.Volume](m.volumes)
 	haveEngines := byName[longhorn.Engine](m.engines)
+	haveFrontends := byName[longhorn.EngineFrontend](m.frontends)
 	haveReplicas := byName[longhorn.Replica](m.replicas)
 	// The IM serving each node now: the one not stopped.
 	imOn := map[string]string{}
@@ -142,23 +161,45 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 		}
 	}
 	now := time.Now().UTC().Format(time.RFC3339)
-	simReplicas := map[string]bool{}
+	want := map[string]bool{}
 	for _, v := range vols {
+		vi := byVolume[v.Name]
 		errs = append(errs, m.writeVolume(ctx, v, haveVols[v.Name]))
-		errs = append(errs, m.writeEngine(ctx, v, haveEngines[engineName(v.Name)]))
+		for _, e := range engines(v, vi, m.ns) {
+			want[longhorn.EnginesResource.Resource+"/"+e.Name] = true
+			errs = append(errs, m.writeEngine(ctx, e, haveEngines[e.Name]))
+		}
+		if v.Attached() && v.DataEngine == dataplane.DataEngineV2 {
+			ef := frontend(v, vi, m.ns)
+			want[longhorn.EngineFrontendsResource.Resource+"/"+ef.Name] = true
+			errs = append(errs, m.writeFrontend(ctx, ef, haveFrontends[ef.Name]))
+			errs = append(errs, m.writeSwitchoverEvents(ctx, v, vi, ef.Name))
+		}
 		for _, r := range v.Replicas {
-			simReplicas[r.Name] = true
+			want[longhorn.ReplicasResource.Resource+"/"+r.Name] = true
 			imName := imOn[r.Node]
 			if v.DataEngine != dataplane.DataEngineV2 {
 				// v1 replicas live in v1 IMs, which the simulator does not
 				// model; a fixed name keeps them untouched by v2 changes.
 				imName = "instance-manager-v1-" + r.Node
 			}
-			errs = append(errs, m.writeReplica(ctx, replica(v, r, imName, haveReplicas[r.Name], now, m.ns), haveReplicas[r.Name]))
+			errs = append(errs, m.writeReplica(ctx, replica(v, vi, r, imName, haveReplicas[r.Name], now, m.ns), haveReplicas[r.Name]))
+		}
+	}
+	// What the simulator no longer has: an engine replaced by a switch-over,
+	// the engine frontend of a detached volume, a deleted replica.
+	for name, h := range haveEngines {
+		if !want[longhorn.EnginesResource.Resource+"/"+name] {
+			errs = append(errs, m.remove(ctx, longhorn.EnginesResource, name, h.DeletionTimestamp != nil))
+		}
+	}
+	for name, h := range haveFrontends {
+		if !want[longhorn.EngineFrontendsResource.Resource+"/"+name] {
+			errs = append(errs, m.remove(ctx, longhorn.EngineFrontendsResource, name, h.DeletionTimestamp != nil))
 		}
 	}
 	for name, h := range haveReplicas {
-		if !simReplicas[name] {
+		if !want[longhorn.ReplicasResource.Resource+"/"+name] {
 			errs = append(errs, m.remove(ctx, longhorn.ReplicasResource, name, h.DeletionTimestamp != nil))
 		}
 	}
@@ -175,17 +216,19 @@ func (m *Manager) writeVolume(ctx context.Context, v dataplane.Volume, have *lon
 	if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
 		errs = append(errs, m.putStatus(ctx, longhorn.VolumesResource, v.Name, want.Status))
 	}
-	// The simulator changes a volume's image when its target moves (the
-	// engine then runs in the destination IM) and its attachment.
-	if have.Spec.Image != want.Spec.Image || have.Spec.NodeID != want.Spec.NodeID {
+	// The simulator changes a volume's attachment (Longhorn's
+	// VolumeAttachment controller sets spec.nodeID), and its engine node
+	// when its user placed the engine.
+	if have.Spec.NodeID != want.Spec.NodeID || have.Spec.EngineNodeID != want.Spec.EngineNodeID {
 		errs = append(errs, m.writeSpec(ctx, longhorn.VolumesResource, have.Name, have.ResourceVersion, have.Generation,
-			map[string]any{"image": want.Spec.Image, "nodeID": want.Spec.NodeID}))
+			map[string]any{"nodeID": want.Spec.NodeID, "engineNodeID": want.Spec.EngineNodeID}))
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Manager) writeEngine(ctx context.Context, v dataplane.Volume, have *longhorn.Engine) error {
-	want := engine(v, m.ns)
+// writeEngine keeps an engine as rendered: its spec and status are
+// Longhorn's own, replaced whole.
+func (m *Manager) writeEngine(ctx context.Context, want, have *longhorn.Engine) error {
 	if have == nil {
 		_, err := m.create(ctx, longhorn.EnginesResource, longhorn.KindEngine, want, want.Status)
 		return err
@@ -195,9 +238,23 @@ func (m *Manager) writeEngine(ctx context.Context, v dataplane.Volume, have *lon
 		errs = append(errs, m.putStatus(ctx, longhorn.EnginesResource, want.Name, want.Status))
 	}
 	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		// The engine's spec is Longhorn's own (the adapter only removes a
-		// failed replica, which the simulator drops too): replaced whole.
 		errs = append(errs, m.replace(ctx, longhorn.EnginesResource, want.Name, "/spec", want.Spec, ""))
+	}
+	return errors.Join(errs...)
+}
+
+// writeFrontend keeps an EngineFrontend as rendered, like writeEngine.
+func (m *Manager) writeFrontend(ctx context.Context, want, have *longhorn.EngineFrontend) error {
+	if have == nil {
+		_, err := m.create(ctx, longhorn.EngineFrontendsResource, longhorn.KindEngineFrontend, want, want.Status)
+		return err
+	}
+	var errs []error
+	if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
+		errs = append(errs, m.putStatus(ctx, longhorn.EngineFrontendsResource, want.Name, want.Status))
+	}
+	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		errs = append(errs, m.replace(ctx, longhorn.EngineFrontendsResource, want.Name, "/spec", want.Spec, ""))
 	}
 	return errors.Join(errs...)
 }
@@ -213,9 +270,62 @@ func (m *Manager) writeReplica(ctx context.Context, want, have *longhorn.Replica
 	}
 	if !sameReplicaSpec(have.Spec, want.Spec) {
 		errs = append(errs, m.writeSpec(ctx, longhorn.ReplicasResource, have.Name, have.ResourceVersion, have.Generation,
-			map[string]any{"desireState": want.Spec.DesireState, "failedAt": want.Spec.FailedAt, "healthyAt": want.Spec.HealthyAt}))
+			map[string]any{"desireState": want.Spec.DesireState, "failedAt": want.Spec.FailedAt, "lastFailedAt": want.Spec.LastFailedAt,
+				"healthyAt": want.Spec.HealthyAt, "engineName": want.Spec.EngineName, "migrationEngineName": want.Spec.MigrationEngineName}))
 	}
 	return errors.Join(errs...)
+}
+
+// writeSwitchoverEvents records Longhorn's EngineFrontend controller's
+// Events about a volume's switch-overs on its EngineFrontend: a Warning
+// FailedSwitchover with the failure's text while attempts fail, a Normal
+// Switchover when one succeeded. Like client-go's recorder, a repeat
+// updates the Event's count and last time.
+func (m *Manager) writeSwitchoverEvents(ctx context.Context, v dataplane.Volume, vi sim.VolumeInstances, ef string) error {
+	key := v.Name
+	var errs []error
+	if v.SwitchoverError != "" && m.failures[key] != v.SwitchoverError {
+		errs = append(errs, m.event(ctx, ef, corev1EventWarning, longhorn.ReasonFailedSwitchover, v.SwitchoverError))
+		m.failures[key] = v.SwitchoverError
+	}
+	if v.SwitchoverError == "" {
+		delete(m.failures, key)
+	}
+	if vi.Switchovers > m.switchovers[key] {
+		errs = append(errs, m.event(ctx, ef, corev1EventNormal, longhorn.ReasonSwitchover, "Successfully switched over target to "+engineIP(v.TargetNode)))
+		m.switchovers[key] = vi.Switchovers
+	}
+	return errors.Join(errs...)
+}
+
+// Event types of core Events.
+const (
+	corev1EventNormal  = "Normal"
+	corev1EventWarning = "Warning"
+)
+
+// event records (or repeats) one Event on an EngineFrontend.
+func (m *Manager) event(ctx context.Context, ef, typ, reason, message string) error {
+	name := ef + "." + strings.ToLower(reason)
+	now := metav1.NewTime(time.Now())
+	have, err := m.ri(longhorn.EventsResource).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		e := &longhorn.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: m.ns},
+			InvolvedObject: longhorn.ObjectReference{Kind: longhorn.KindEngineFrontend, Namespace: m.ns, Name: ef},
+			Reason:         reason, Message: message, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		}
+		_, err := m.create(ctx, longhorn.EventsResource, longhorn.KindEvent, e, nil)
+		return err
+	case err != nil:
+		return fmt.Errorf("get event %s: %w", name, err)
+	}
+	var e longhorn.Event
+	if err := longhorn.FromUnstructured(have, &e); err != nil {
+		return err
+	}
+	return m.patch(ctx, longhorn.EventsResource, name, map[string]any{"message": message, "count": e.Count + 1, "lastTimestamp": now})
 }
 
 // ---- apiserver writes ----

@@ -21,11 +21,11 @@ const DefaultPrefix = "sb.sim"
 
 // request is the body of every call.
 type request struct {
-	Node      string `json:"node,omitempty"`
-	Volume    string `json:"volume,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Image     string `json:"image,omitempty"`
-	Requested bool   `json:"requested,omitempty"`
+	Node   string `json:"node,omitempty"`
+	Volume string `json:"volume,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Image  string `json:"image,omitempty"`
+	Allow  bool   `json:"allow,omitempty"`
 }
 
 // reply carries a result or an error kind that maps back to the
@@ -84,6 +84,7 @@ type handler func(context.Context, request) (any, error)
 
 func handlers(dp dataplane.DataPlane) map[string]handler {
 	return map[string]handler{
+		"platform":  func(ctx context.Context, _ request) (any, error) { return dp.Platform(ctx) },
 		"nodes":     func(ctx context.Context, _ request) (any, error) { return dp.Nodes(ctx) },
 		"node":      func(ctx context.Context, r request) (any, error) { return dp.Node(ctx, r.Node) },
 		"image":     func(ctx context.Context, _ request) (any, error) { return dp.DefaultInstanceManagerImage(ctx) },
@@ -92,18 +93,20 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volume":    func(ctx context.Context, r request) (any, error) { return dp.Volume(ctx, r.Volume) },
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
-		"flag": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.SetNodeUpgradeRequested(ctx, r.Node, r.Requested)
+		"scheduling": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.SetReplicaScheduling(ctx, r.Node, r.Allow)
 		},
 		"snapshot": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.CreateSnapshot(ctx, r.Volume, r.Name)
 		},
-		"failReplica":   func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
-		"deleteReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteReplica(ctx, r.Volume, r.Name) },
-		"target":        func(ctx context.Context, r request) (any, error) { return nil, dp.SetTargetNode(ctx, r.Volume, r.Node) },
-		"deleteIM":      func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
-		"volumeImage": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.SetVolumeImage(ctx, r.Volume, r.Image)
+		"deleteSnapshot": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.DeleteSnapshot(ctx, r.Volume, r.Name)
+		},
+		"failReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
+		"engineNode":  func(ctx context.Context, r request) (any, error) { return nil, dp.SetEngineNode(ctx, r.Volume, r.Node) },
+		"deleteIM":    func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
+		"imImage": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.SetInstanceManagerImage(ctx, r.Name, r.Image)
 		},
 	}
 }
@@ -151,6 +154,11 @@ func (c *Client) call(ctx context.Context, method string, req request, out any) 
 	return nil
 }
 
+// Platform implements dataplane.Reader.
+func (c *Client) Platform(ctx context.Context) (out dataplane.Platform, err error) {
+	return out, c.call(ctx, "platform", request{}, &out)
+}
+
 // Nodes implements dataplane.Reader.
 func (c *Client) Nodes(ctx context.Context) (out []dataplane.Node, err error) {
 	return out, c.call(ctx, "nodes", request{}, &out)
@@ -191,9 +199,9 @@ func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err erro
 	return out, c.call(ctx, "targets", request{}, &out)
 }
 
-// SetNodeUpgradeRequested implements dataplane.Actions.
-func (c *Client) SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error {
-	return c.call(ctx, "flag", request{Node: node, Requested: requested}, nil)
+// SetReplicaScheduling implements dataplane.Actions.
+func (c *Client) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	return c.call(ctx, "scheduling", request{Node: node, Allow: allow}, nil)
 }
 
 // CreateSnapshot implements dataplane.Actions.
@@ -201,19 +209,19 @@ func (c *Client) CreateSnapshot(ctx context.Context, volume, name string) error 
 	return c.call(ctx, "snapshot", request{Volume: volume, Name: name}, nil)
 }
 
+// DeleteSnapshot implements dataplane.Actions.
+func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error {
+	return c.call(ctx, "deleteSnapshot", request{Volume: volume, Name: name}, nil)
+}
+
 // FailReplica implements dataplane.Actions.
 func (c *Client) FailReplica(ctx context.Context, volume, replica string) error {
 	return c.call(ctx, "failReplica", request{Volume: volume, Name: replica}, nil)
 }
 
-// DeleteReplica implements dataplane.Actions.
-func (c *Client) DeleteReplica(ctx context.Context, volume, replica string) error {
-	return c.call(ctx, "deleteReplica", request{Volume: volume, Name: replica}, nil)
-}
-
-// SetTargetNode implements dataplane.Actions.
-func (c *Client) SetTargetNode(ctx context.Context, volume, node string) error {
-	return c.call(ctx, "target", request{Volume: volume, Node: node}, nil)
+// SetEngineNode implements dataplane.Actions.
+func (c *Client) SetEngineNode(ctx context.Context, volume, node string) error {
+	return c.call(ctx, "engineNode", request{Volume: volume, Node: node}, nil)
 }
 
 // DeleteInstanceManager implements dataplane.Actions.
@@ -221,7 +229,7 @@ func (c *Client) DeleteInstanceManager(ctx context.Context, name string) error {
 	return c.call(ctx, "deleteIM", request{Name: name}, nil)
 }
 
-// SetVolumeImage implements dataplane.Actions.
-func (c *Client) SetVolumeImage(ctx context.Context, volume, image string) error {
-	return c.call(ctx, "volumeImage", request{Volume: volume, Image: image}, nil)
+// SetInstanceManagerImage implements dataplane.Actions.
+func (c *Client) SetInstanceManagerImage(ctx context.Context, name, image string) error {
+	return c.call(ctx, "imImage", request{Name: name, Image: image}, nil)
 }

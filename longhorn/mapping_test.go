@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,7 @@ func TestIMState(t *testing.T) {
 		{StateStopped, false, dataplane.IMStopped},
 		{StateError, false, dataplane.IMError},
 		{StateUnknown, false, dataplane.IMStarting},
+		{StateUpgrading, false, dataplane.IMStarting},
 		{"", false, dataplane.IMStarting},
 		{"hibernating", false, dataplane.IMStarting},
 		{StateRunning, true, dataplane.IMStopped},
@@ -76,6 +78,24 @@ func TestIMState(t *testing.T) {
 		}
 		assert.Equal(t, tt.want, imState(im), "state %q deleting %v", tt.current, tt.deleting)
 	}
+}
+
+// The instance counts are Longhorn's own test before it removes an old IM:
+// instances running or starting in its status maps.
+func TestInstanceManagerInstances(t *testing.T) {
+	proc := func(state string) InstanceProcess { return InstanceProcess{Status: InstanceProcessStatus{State: state}} }
+	im := &InstanceManager{Status: InstanceManagerStatus{
+		CurrentState:            StateRunning,
+		InstanceEngines:         map[string]InstanceProcess{"v-e-1": proc(StateRunning), "v-e-2": proc(StateStopped)},
+		InstanceEngineFrontends: map[string]InstanceProcess{"v-ef-0": proc(StateStarting)},
+		InstanceReplicas:        map[string]InstanceProcess{"v-r-1": proc(StateRunning), "v-r-2": proc(StateRunning), "v-r-3": proc(StateError)},
+	}}
+	got := toInstanceManager(im)
+	assert.Equal(t, []int{1, 1, 2}, []int{got.Engines, got.Frontends, got.Replicas})
+	assert.True(t, got.Busy())
+	now := metav1.Now()
+	im.DeletionTimestamp = &now
+	assert.False(t, toInstanceManager(im).Busy(), "an IM being deleted runs nothing worth counting")
 }
 
 func rep(name, node string) *Replica {
@@ -97,19 +117,22 @@ func TestToVolume(t *testing.T) {
 		st   VolumeStatus
 		want func(*testing.T, dataplane.Volume)
 	}{
-		{"attached, target switched over", VolumeSpec{NodeID: "n1", DataEngine: "v2", TargetNodeID: "n2", NumberOfReplicas: 3},
-			VolumeStatus{State: VolumeAttached, CurrentNodeID: "n1", CurrentTargetNodeID: "n3", Robustness: "degraded"},
+		{"attached, engine switching over", VolumeSpec{NodeID: "n1", DataEngine: "v2", EngineNodeID: "n2", NumberOfReplicas: 3, Frontend: "blockdev"},
+			VolumeStatus{State: VolumeAttached, CurrentNodeID: "n1", CurrentEngineNodeID: "n3", SwitchoverState: "preparing", Robustness: "degraded"},
 			func(t *testing.T, v dataplane.Volume) {
 				assert.Equal(t, "n1", v.AttachedNode)
 				assert.Equal(t, "n3", v.TargetNode, "where it runs")
-				assert.Equal(t, "n2", v.DesiredTargetNode, "where it is asked to go")
+				assert.Equal(t, "n2", v.EngineNode, "where it is asked to go")
+				assert.Equal(t, dataplane.SwitchoverPreparing, v.Switchover)
+				assert.False(t, v.TargetReady, "two engines")
 				assert.Equal(t, dataplane.RobustnessDegraded, v.Robustness, "Longhorn's word while attached")
+				assert.True(t, v.CanSwitchTarget())
 			}},
-		{"attached, target not reported (released Longhorn): on the attached node", VolumeSpec{NodeID: "n1", DataEngine: "v2"},
+		{"attached, engine node not reported yet: the active engine's node", VolumeSpec{NodeID: "n1", DataEngine: "v2"},
 			VolumeStatus{State: VolumeAttached, Robustness: "healthy"},
 			func(t *testing.T, v dataplane.Volume) {
 				assert.Equal(t, "n1", v.TargetNode)
-				assert.Empty(t, v.DesiredTargetNode)
+				assert.Empty(t, v.EngineNode, "follows the attached node")
 			}},
 		{"spec.nodeID cleared, still attached: currentNodeID", VolumeSpec{DataEngine: "v2"},
 			VolumeStatus{State: VolumeAttached, CurrentNodeID: "n2"},
@@ -117,13 +140,19 @@ func TestToVolume(t *testing.T) {
 				assert.Equal(t, "n2", v.AttachedNode)
 				assert.Equal(t, dataplane.RobustnessUnknown, v.Robustness, "not reported")
 			}},
-		{"detached: no target, robustness from the replicas", VolumeSpec{DataEngine: "v2", NumberOfReplicas: 3},
-			VolumeStatus{State: VolumeDetached, CurrentNodeID: "n1", CurrentTargetNodeID: "n1", Robustness: "unknown"},
+		{"detached: no target, no switch-over, robustness from the replicas", VolumeSpec{DataEngine: "v2", NumberOfReplicas: 3, EngineNodeID: "n2"},
+			VolumeStatus{State: VolumeDetached, CurrentNodeID: "n1", CurrentEngineNodeID: "n1", SwitchoverState: "preparing", Robustness: "unknown"},
 			func(t *testing.T, v dataplane.Volume) {
 				assert.False(t, v.Attached())
 				assert.Empty(t, v.TargetNode)
+				assert.Equal(t, "n2", v.EngineNode, "persists across detach")
+				assert.Equal(t, dataplane.SwitchoverNone, v.Switchover, "a stale state is not reported")
 				assert.Equal(t, dataplane.RobustnessHealthy, v.Robustness, "three healthy copies at rest")
 			}},
+		{"frontend disabled", VolumeSpec{NodeID: "n1", DataEngine: "v2", Frontend: "blockdev", DisableFrontend: true}, VolumeStatus{State: VolumeAttached},
+			func(t *testing.T, v dataplane.Volume) { assert.False(t, v.CanSwitchTarget()) }},
+		{"ublk cannot switch", VolumeSpec{NodeID: "n1", DataEngine: "v2", Frontend: "ublk"}, VolumeStatus{State: VolumeAttached},
+			func(t *testing.T, v dataplane.Volume) { assert.False(t, v.CanSwitchTarget()) }},
 		{"no data engine is v1", VolumeSpec{NodeID: "n1"}, VolumeStatus{State: VolumeAttached},
 			func(t *testing.T, v dataplane.Volume) { assert.Equal(t, "v1", v.DataEngine) }},
 	}
@@ -131,7 +160,7 @@ func TestToVolume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vol := &Volume{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: tt.spec, Status: tt.st}
 			// Given in reverse order: the result is sorted by name.
-			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines)
+			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines, nil, nil)
 			var names []string
 			for _, r := range got.Replicas {
 				names = append(names, r.Name)
@@ -140,10 +169,62 @@ func TestToVolume(t *testing.T) {
 			tt.want(t, got)
 		})
 	}
-	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines)
+	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines, nil, nil)
 	assert.Equal(t, []dataplane.ReplicaState{dataplane.ReplicaRunning, dataplane.ReplicaRebuilding, dataplane.ReplicaRunning},
 		[]dataplane.ReplicaState{attached.Replicas[0].State, attached.Replicas[1].State, attached.Replicas[2].State},
 		"modes from the active engine")
+}
+
+// TargetReady is Longhorn's own end of a switch-over: one engine, active,
+// running where the volume says, and the active EngineFrontend running,
+// connected to it, with no path switch under way.
+func TestTargetReady(t *testing.T) {
+	engine := func(name, node string, active bool, state string) *Engine {
+		return &Engine{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: EngineSpec{NodeID: node, Active: active},
+			Status: EngineStatus{CurrentState: state, StorageIP: "10.0.0." + node[1:], Port: 20001}}
+	}
+	ef := func(engine, ip, phase, state string) *EngineFrontend {
+		return &EngineFrontend{Spec: EngineFrontendSpec{NodeID: "n1", Active: true, EngineName: engine},
+			Status: EngineFrontendStatus{CurrentState: state, TargetIP: ip, TargetPort: 20001, SwitchoverPhase: phase}}
+	}
+	now := metav1.Now()
+	deleting := engine("v-e-a", "n2", false, StateRunning)
+	deleting.DeletionTimestamp = &now
+	vol := &Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}, Status: VolumeStatus{State: VolumeAttached, CurrentEngineNodeID: "n3"}}
+	for _, tt := range []struct {
+		name    string
+		engines []*Engine
+		efs     []*EngineFrontend
+		want    bool
+	}{
+		{"done", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateRunning)}, true},
+		{"the old engine being deleted does not count", []*Engine{deleting, engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateRunning)}, true},
+		{"two engines", []*Engine{engine("v-e-a", "n2", false, StateRunning), engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateRunning)}, false},
+		{"engine not active yet", []*Engine{engine("v-e-b", "n3", false, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateRunning)}, false},
+		{"engine not running", []*Engine{engine("v-e-b", "n3", true, StateError)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateRunning)}, false},
+		{"initiator still on the old target", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.2", "", StateRunning)}, false},
+		{"path switch under way", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "switching", StateRunning)}, false},
+		{"initiator in error", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, []*EngineFrontend{ef("v-e-b", "10.0.0.3", "", StateError)}, false},
+		{"no engine frontend", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, toVolume(vol, nil, tt.engines, tt.efs, nil).TargetReady)
+		})
+	}
+}
+
+// A failed switch-over is reported only as a Warning on the EngineFrontend;
+// a later success, or no switch-over under way, clears it.
+func TestSwitchoverError(t *testing.T) {
+	at := func(sec int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC)) }
+	failed := &Event{Reason: ReasonFailedSwitchover, Message: "Failed to switch over target to 10.0.0.3:20001: boom", LastTimestamp: at(10)}
+	older := &Event{Reason: ReasonFailedSwitchover, Message: "older", LastTimestamp: at(5)}
+	ok := func(sec int) *Event { return &Event{Reason: ReasonSwitchover, LastTimestamp: at(sec)} }
+	switching := &Volume{Status: VolumeStatus{SwitchoverState: "reverting"}}
+	assert.Equal(t, failed.Message, switchoverError(switching, []*Event{older, failed, ok(1)}))
+	assert.Empty(t, switchoverError(switching, []*Event{failed, ok(11)}), "succeeded since")
+	assert.Empty(t, switchoverError(&Volume{}, []*Event{failed}), "no switch-over under way")
+	assert.Empty(t, switchoverError(switching, nil))
 }
 
 func TestComputedRobustness(t *testing.T) {
@@ -163,8 +244,8 @@ func TestComputedRobustness(t *testing.T) {
 func TestToNode(t *testing.T) {
 	ready := []Condition{{Type: ConditionReady, Status: "True"}}
 	notReady := []Condition{{Type: ConditionReady, Status: "False"}}
-	ln := func(conds []Condition, flag bool) *LonghornNode {
-		return &LonghornNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: LonghornNodeSpec{DataEngineUpgradeRequested: flag}, Status: LonghornNodeStatus{Conditions: conds}}
+	ln := func(conds []Condition, allow bool) *LonghornNode {
+		return &LonghornNode{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: LonghornNodeSpec{AllowScheduling: allow}, Status: LonghornNodeStatus{Conditions: conds}}
 	}
 	kn := func(conds []Condition, labels map[string]string, images ...string) *KubeNode {
 		k := &KubeNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: labels}, Status: KubeNodeStatus{Conditions: conds}}
@@ -197,7 +278,8 @@ func TestToNode(t *testing.T) {
 		})
 	}
 	n := toNode(ln(ready, true), kn(ready, nil, "docker.io/longhornio/longhorn-instance-manager:v1.9.0", "docker.io/library/busybox:1"), true)
-	assert.True(t, n.UpgradeRequested)
+	assert.True(t, n.AllowScheduling)
+	assert.False(t, toNode(ln(ready, false), kn(ready, nil), true).AllowScheduling)
 	assert.Contains(t, n.Images, "longhornio/longhorn-instance-manager:v1.9.0", "the setting's short form matches the kubelet's")
 	assert.Contains(t, n.Images, "docker.io/longhornio/longhorn-instance-manager:v1.9.0")
 	assert.Contains(t, n.Images, "busybox:1")
@@ -219,12 +301,12 @@ func TestPatches(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{patchNodeUpgradeRequested(true), `{"spec":{"dataEngineUpgradeRequested":true}}`},
-		{patchTargetNode(""), `{"spec":{"targetNodeID":""}}`},
-		{patchVolumeImage("im:v2", "42"), `{"metadata":{"resourceVersion":"42"},"spec":{"image":"im:v2"}}`},
-		{patchFailReplica("2026-01-01T00:00:00Z", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped","failedAt":"2026-01-01T00:00:00Z"}}`},
+		{patchAllowScheduling(false), `{"spec":{"allowScheduling":false}}`},
+		{patchEngineNode("", "42"), `{"metadata":{"resourceVersion":"42"},"spec":{"engineNodeID":""}}`},
+		{patchEngineNode("n2", "42"), `{"metadata":{"resourceVersion":"42"},"spec":{"engineNodeID":"n2"}}`},
+		{patchIMImage("im:v2", "9"), `{"metadata":{"resourceVersion":"9"},"spec":{"image":"im:v2"}}`},
+		{patchFailReplica("2026-01-01T00:00:00Z", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped","failedAt":"2026-01-01T00:00:00Z","lastFailedAt":"2026-01-01T00:00:00Z"}}`},
 		{patchFailReplica("", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped"}}`},
-		{patchEngineDropReplica("r-1"), `{"spec":{"replicaAddressMap":{"r-1":null}}}`},
 	}
 	for _, tt := range tests {
 		assert.JSONEq(t, tt.want, string(tt.got))

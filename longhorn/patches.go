@@ -1,0 +1,81 @@
+package longhorn
+
+// This file holds the bodies the actions write: JSON merge patches (RFC
+// 7386) of the fields the adapter owns, and the Snapshot objects it creates.
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Fields the actions write; a written value that comes back otherwise
+// means the apiserver pruned the field (see errFieldPruned).
+const (
+	fieldNodeAllowScheduling = "spec.allowScheduling"
+	fieldVolumeEngineNode    = "spec.engineNodeID"
+	fieldIMImage             = "spec.image"
+)
+
+// mergePatch marshals a JSON merge patch. The maps are built here from
+// literals, so marshalling cannot fail.
+func mergePatch(m map[string]any) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("longhorn: marshal patch: %v", err))
+	}
+	return b
+}
+
+// withResourceVersion adds a resourceVersion precondition to a merge patch:
+// the apiserver refuses it with a Conflict if the object changed since it
+// was read, so a decision taken on the object read holds when applied.
+func withResourceVersion(m map[string]any, rv string) map[string]any {
+	m["metadata"] = map[string]any{"resourceVersion": rv}
+	return m
+}
+
+func patchAllowScheduling(allow bool) []byte {
+	return mergePatch(map[string]any{"spec": map[string]any{"allowScheduling": allow}})
+}
+
+// patchEngineNode carries the resourceVersion the volume was seen at: the
+// decision not to change it mid-switch must hold on the object patched.
+func patchEngineNode(node, rv string) []byte {
+	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"engineNodeID": node}}, rv))
+}
+
+func patchIMImage(image, rv string) []byte {
+	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"image": image}}, rv))
+}
+
+// patchFailReplica is what Longhorn itself does to fail a replica: stop its
+// instance (desireState) and stamp it failed (failedAt and lastFailedAt),
+// which keeps it from being counted healthy, and out of its engine, until
+// Longhorn decides to reuse it. The stamps are only written when not set,
+// so repeating the call keeps the first; the resourceVersion makes the
+// decision atomic.
+func patchFailReplica(failedAt, rv string) []byte {
+	spec := map[string]any{"desireState": StateStopped}
+	if failedAt != "" {
+		spec["failedAt"] = failedAt
+		spec["lastFailedAt"] = failedAt
+	}
+	return mergePatch(withResourceVersion(map[string]any{"spec": spec}, rv))
+}
+
+// newSnapshot is the Snapshot object asking Longhorn for a snapshot named
+// name of volume. The volume label is set here because Longhorn's webhook,
+// which adds it, may not run first.
+func newSnapshot(namespace, volume, name string) *Snapshot {
+	return &Snapshot{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        SnapshotObjectName(volume, name),
+			Namespace:   namespace,
+			Labels:      map[string]string{VolumeLabel: volume},
+			Annotations: map[string]string{SnapshotNameAnnotation: name},
+		},
+		Spec: SnapshotSpec{Volume: volume, CreateSnapshot: true},
+	}
+}

@@ -1,0 +1,420 @@
+package longhorn
+
+// This file is the adapter's knowledge of Longhorn's API objects: resources,
+// names with a meaning, and the wire types, reduced to the fields read or
+// written. mapping.go turns them into dataplane's types; patches.go holds
+// the bodies the actions write; detect.go tells the Longhorn versions apart.
+// Field names and types are Longhorn v1.12.1's (docs/longhorn-evidence.md).
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is Longhorn's API group and version.
+var GroupVersion = schema.GroupVersion{Group: "longhorn.io", Version: "v1beta2"}
+
+// Resources read or written by the adapter. KubeNodesResource and
+// EventsResource are core Kubernetes resources; the others live in
+// Longhorn's namespace.
+var (
+	NodesResource            = GroupVersion.WithResource("nodes")
+	VolumesResource          = GroupVersion.WithResource("volumes")
+	EnginesResource          = GroupVersion.WithResource("engines")
+	EngineFrontendsResource  = GroupVersion.WithResource("enginefrontends")
+	ReplicasResource         = GroupVersion.WithResource("replicas")
+	InstanceManagersResource = GroupVersion.WithResource("instancemanagers")
+	SettingsResource         = GroupVersion.WithResource("settings")
+	SnapshotsResource        = GroupVersion.WithResource("snapshots")
+	KubeNodesResource        = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	EventsResource           = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+)
+
+// Resources of Longhorn's own instance-manager upgrader (a Longhorn that
+// updates IMs in place); only their presence is read.
+var (
+	InstanceManagerUpgradesResource        = GroupVersion.WithResource("instancemanagerupgrades")
+	InstanceManagerUpgradeControlsResource = GroupVersion.WithResource("instancemanagerupgradecontrols")
+)
+
+// Kind names, for objects built by the simulated manager.
+const (
+	KindNode            = "Node"
+	KindVolume          = "Volume"
+	KindEngine          = "Engine"
+	KindEngineFrontend  = "EngineFrontend"
+	KindReplica         = "Replica"
+	KindInstanceManager = "InstanceManager"
+	KindSetting         = "Setting"
+	KindSnapshot        = "Snapshot"
+	KindEvent           = "Event"
+)
+
+// Names and values with a meaning in Longhorn.
+const (
+	// SettingDefaultInstanceManagerImage names the setting whose value is the
+	// image new instance managers get: the upgrade's target.
+	SettingDefaultInstanceManagerImage = "default-instance-manager-image"
+	// SettingCurrentLonghornVersion names the setting holding the installed
+	// version ("v1.12.1"), written by Longhorn once its upgrade is done.
+	SettingCurrentLonghornVersion = "current-longhorn-version"
+	// ConditionReady is the Ready condition of Longhorn and Kubernetes nodes.
+	ConditionReady = "Ready"
+	// DisableV2Label on a Kubernetes node turns the v2 data engine off there.
+	DisableV2Label = "node.longhorn.io/disable-v2-data-engine"
+	// VolumeLabel is the label Longhorn puts on a volume's engines,
+	// replicas and snapshots.
+	VolumeLabel = "longhornvolume"
+	// SnapshotNameAnnotation keeps the snapshot name the upgrade asked for on
+	// the Snapshot object, whose own name must be unique per namespace
+	// (see SnapshotObjectName).
+	SnapshotNameAnnotation = "switchback.dev/snapshot-name"
+	// InstanceManagerTypeAllInOne is the type of v2 instance managers: one
+	// process holds the node's engines, engine frontends and replicas.
+	InstanceManagerTypeAllInOne = "aio"
+	// DataEngineV1 is Longhorn's v1 engine; an empty spec.dataEngine means it.
+	DataEngineV1 = "v1"
+	// ReasonFailedSwitchover is the reason of the Warning Longhorn's
+	// EngineFrontend controller records on an EngineFrontend whose target
+	// switch failed; ReasonSwitchover that of the Normal one on success.
+	ReasonFailedSwitchover = "FailedSwitchover"
+	ReasonSwitchover       = "Switchover"
+)
+
+// Longhorn's instance states (replicas, engines, engine frontends:
+// spec.desireState, status.currentState) and instance-manager states.
+const (
+	StateRunning   = "running"
+	StateStarting  = "starting"
+	StateStopping  = "stopping"
+	StateStopped   = "stopped"
+	StateError     = "error"
+	StateUnknown   = "unknown"
+	StateUpgrading = "upgrading" // an IM updating its image in place
+)
+
+// Volume states (status.state) that matter here.
+const (
+	VolumeAttached = "attached"
+	VolumeDetached = "detached"
+)
+
+// Replica modes in an engine's status.replicaModeMap.
+const (
+	ModeRW  = "RW"  // in service
+	ModeWO  = "WO"  // rebuilding: written to, not read from
+	ModeERR = "ERR" // failed in the engine
+)
+
+// Condition is a status condition (Longhorn's and Kubernetes' share these
+// fields).
+type Condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// LonghornNode is a nodes.longhorn.io object, reduced to the fields used.
+type LonghornNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              LonghornNodeSpec   `json:"spec"`
+	Status            LonghornNodeStatus `json:"status"`
+}
+
+// LonghornNodeSpec holds the node's replica scheduling switch.
+type LonghornNodeSpec struct {
+	Name string `json:"name"`
+	// AllowScheduling: new replicas, and reuses of failed ones, may land on
+	// the node.
+	AllowScheduling bool `json:"allowScheduling"`
+}
+
+// LonghornNodeStatus holds the node's conditions (Ready).
+type LonghornNodeStatus struct {
+	Conditions []Condition `json:"conditions"`
+}
+
+// KubeNode is a core Kubernetes Node, reduced to the fields used.
+type KubeNode struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Status            KubeNodeStatus `json:"status"`
+}
+
+// KubeNodeStatus holds the Ready condition and the images pulled on the node.
+type KubeNodeStatus struct {
+	Conditions []Condition      `json:"conditions"`
+	Images     []ContainerImage `json:"images"`
+}
+
+// ContainerImage is one entry of a Node's status.images: the names (tags
+// and digests) of one image present on the node.
+type ContainerImage struct {
+	Names []string `json:"names"`
+}
+
+// Volume is a volumes.longhorn.io object, reduced to the fields used.
+type Volume struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              VolumeSpec   `json:"spec"`
+	Status            VolumeStatus `json:"status"`
+}
+
+// VolumeSpec is the desired placement of a volume.
+type VolumeSpec struct {
+	// NodeID is the node the volume is attached to: the initiator (the
+	// EngineFrontend) runs there. Longhorn's VolumeAttachment controller
+	// sets it from the attachment tickets.
+	NodeID string `json:"nodeID"`
+	// EngineNodeID is where the engine (the target) should run; "" follows
+	// NodeID. Nothing in Longhorn v1.12 writes it: it is the switch-over's
+	// knob.
+	EngineNodeID     string `json:"engineNodeID"`
+	NumberOfReplicas int    `json:"numberOfReplicas"`
+	// DataEngine is v1 or v2; empty means v1 (Longhorn's default).
+	DataEngine      string `json:"dataEngine,omitempty"`
+	Image           string `json:"image"`
+	Frontend        string `json:"frontend"`
+	DisableFrontend bool   `json:"disableFrontend"`
+}
+
+// VolumeStatus is the observed state of a volume.
+type VolumeStatus struct {
+	State         string `json:"state"`
+	Robustness    string `json:"robustness"`
+	CurrentNodeID string `json:"currentNodeID"`
+	// CurrentEngineNodeID is where the active engine runs.
+	CurrentEngineNodeID string `json:"currentEngineNodeID"`
+	// SwitchoverState is the progress of an engine switch-over; "" when none.
+	SwitchoverState string `json:"switchoverState"`
+	CurrentImage    string `json:"currentImage"`
+}
+
+// Engine is an engines.longhorn.io object, reduced to the fields used.
+type Engine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              EngineSpec   `json:"spec"`
+	Status            EngineStatus `json:"status"`
+}
+
+// EngineSpec says where the engine runs and which replicas it uses.
+type EngineSpec struct {
+	VolumeName  string `json:"volumeName"`
+	NodeID      string `json:"nodeID"`
+	DataEngine  string `json:"dataEngine,omitempty"`
+	Image       string `json:"image"`
+	DesireState string `json:"desireState"`
+	// Active marks the engine serving the volume (a switch-over has two).
+	Active bool `json:"active"`
+	// ReplicaAddressMap lists the replicas (name → address) the engine
+	// connects to; Longhorn's volume controller owns it.
+	ReplicaAddressMap map[string]string `json:"replicaAddressMap"`
+}
+
+// EngineStatus reports the engine's state, its target address and the mode
+// of each replica.
+type EngineStatus struct {
+	CurrentState        string            `json:"currentState"`
+	InstanceManagerName string            `json:"instanceManagerName"`
+	StorageIP           string            `json:"storageIP"`
+	Port                int               `json:"port"`
+	ReplicaModeMap      map[string]string `json:"replicaModeMap"`
+}
+
+// EngineFrontend is an enginefrontends.longhorn.io object (the v2
+// initiator), reduced to the fields used.
+type EngineFrontend struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              EngineFrontendSpec   `json:"spec"`
+	Status            EngineFrontendStatus `json:"status"`
+}
+
+// EngineFrontendSpec names the node the initiator runs on and the engine
+// (target) it should be connected to.
+type EngineFrontendSpec struct {
+	VolumeName  string `json:"volumeName"`
+	NodeID      string `json:"nodeID"`
+	DataEngine  string `json:"dataEngine,omitempty"`
+	Image       string `json:"image"`
+	DesireState string `json:"desireState"`
+	Frontend    string `json:"frontend"`
+	EngineName  string `json:"engineName"`
+	TargetIP    string `json:"targetIP"`
+	TargetPort  int    `json:"targetPort"`
+	Active      bool   `json:"active"`
+}
+
+// EngineFrontendStatus reports the initiator's state and the target it is
+// connected to.
+type EngineFrontendStatus struct {
+	CurrentState        string `json:"currentState"`
+	InstanceManagerName string `json:"instanceManagerName"`
+	TargetIP            string `json:"targetIP"`
+	TargetPort          int    `json:"targetPort"`
+	// SwitchoverPhase is the last completed phase of a path switch; ""
+	// when none is under way.
+	SwitchoverPhase string `json:"switchoverPhase,omitempty"`
+}
+
+// Replica is a replicas.longhorn.io object, reduced to the fields used.
+type Replica struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ReplicaSpec   `json:"spec"`
+	Status            ReplicaStatus `json:"status"`
+}
+
+// ReplicaSpec is the replica's placement, desired state and health stamps.
+type ReplicaSpec struct {
+	NodeID              string `json:"nodeID"`
+	VolumeName          string `json:"volumeName"`
+	EngineName          string `json:"engineName"`
+	MigrationEngineName string `json:"migrationEngineName"`
+	DataEngine          string `json:"dataEngine,omitempty"`
+	Image               string `json:"image"`
+	// DesireState is running or stopped.
+	DesireState string `json:"desireState"`
+	// FailedAt is set (RFC 3339) when the replica failed or was failed on
+	// purpose; Longhorn never counts such a replica as healthy again until
+	// it clears the stamp to reuse it for a rebuild. LastFailedAt goes with it.
+	FailedAt     string `json:"failedAt"`
+	LastFailedAt string `json:"lastFailedAt"`
+	// HealthyAt is set once the replica has held a full copy of the data.
+	HealthyAt string `json:"healthyAt"`
+}
+
+// ReplicaStatus is the replica's instance state.
+type ReplicaStatus struct {
+	CurrentState        string `json:"currentState"`
+	InstanceManagerName string `json:"instanceManagerName"`
+}
+
+// InstanceManager is an instancemanagers.longhorn.io object, reduced to the
+// fields used.
+type InstanceManager struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              InstanceManagerSpec   `json:"spec"`
+	Status            InstanceManagerStatus `json:"status"`
+}
+
+// InstanceManagerSpec is the IM's node, image and engine.
+type InstanceManagerSpec struct {
+	NodeID     string `json:"nodeID"`
+	Image      string `json:"image"`
+	DataEngine string `json:"dataEngine"`
+	Type       string `json:"type"`
+}
+
+// InstanceManagerStatus is the IM's state and the instances it runs, by
+// instance name.
+type InstanceManagerStatus struct {
+	CurrentState            string                     `json:"currentState"`
+	InstanceEngines         map[string]InstanceProcess `json:"instanceEngines,omitempty"`
+	InstanceEngineFrontends map[string]InstanceProcess `json:"instanceEngineFrontends,omitempty"`
+	InstanceReplicas        map[string]InstanceProcess `json:"instanceReplicas,omitempty"`
+}
+
+// InstanceProcess is one instance an IM reports.
+type InstanceProcess struct {
+	Spec   InstanceProcessSpec   `json:"spec"`
+	Status InstanceProcessStatus `json:"status"`
+}
+
+// InstanceProcessSpec names an instance.
+type InstanceProcessSpec struct {
+	Name       string `json:"name"`
+	DataEngine string `json:"dataEngine,omitempty"`
+}
+
+// InstanceProcessStatus is an instance's state.
+type InstanceProcessStatus struct {
+	State string `json:"state"`
+}
+
+// Setting is a settings.longhorn.io object; its value is top-level.
+type Setting struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Value             string `json:"value"`
+}
+
+// Snapshot is a snapshots.longhorn.io object, reduced to the fields used.
+type Snapshot struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              SnapshotSpec   `json:"spec"`
+	Status            SnapshotStatus `json:"status"`
+}
+
+// SnapshotSpec asks Longhorn to take a snapshot of a volume.
+type SnapshotSpec struct {
+	Volume         string            `json:"volume"`
+	CreateSnapshot bool              `json:"createSnapshot"`
+	Labels         map[string]string `json:"labels,omitempty"`
+}
+
+// SnapshotStatus reports whether the snapshot was taken.
+type SnapshotStatus struct {
+	ReadyToUse   bool   `json:"readyToUse"`
+	CreationTime string `json:"creationTime,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// Event is a core Kubernetes Event, reduced to the fields used: Longhorn
+// reports a failed switch-over only as a Warning on the EngineFrontend.
+type Event struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	InvolvedObject    ObjectReference `json:"involvedObject"`
+	Reason            string          `json:"reason"`
+	Message           string          `json:"message"`
+	Type              string          `json:"type"`
+	Count             int             `json:"count,omitempty"`
+	FirstTimestamp    metav1.Time     `json:"firstTimestamp,omitempty"`
+	LastTimestamp     metav1.Time     `json:"lastTimestamp,omitempty"`
+}
+
+// ObjectReference names an Event's object.
+type ObjectReference struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// FromUnstructured converts u into out (a pointer to one of this file's
+// types). Fields the types do not name are ignored, which is what lets the
+// adapter read objects of any Longhorn version.
+func FromUnstructured(u *unstructured.Unstructured, out any) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), out); err != nil {
+		return fmt.Errorf("decode %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// ToUnstructured converts one of this file's types into an object of the
+// given kind (KubeNode becomes a core v1 Node, Event a core v1 Event).
+func ToUnstructured(obj any, kind string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	switch obj.(type) {
+	case *KubeNode, *Event:
+		u.SetAPIVersion("v1")
+	default:
+		u.SetAPIVersion(GroupVersion.String())
+	}
+	u.SetKind(kind)
+	return u, nil
+}

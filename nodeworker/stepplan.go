@@ -1,0 +1,134 @@
+package nodeworker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
+)
+
+// A node step runs in three parts: gather (observe.go) reads what the step
+// needs of the cluster into an observation; decide (steps.go, cancel.go), a
+// pure function of the observation and the node's state, returns a
+// stepPlan; apply (apply.go) carries the plan out. Only decide knows the
+// rules, so the order of data-plane calls that keeps I/O safe is read, and
+// tested, in one place.
+
+// observation is what one round of a step saw of the cluster.
+type observation struct {
+	profile dataplane.Profile
+	// node is the upgrading node; found is false once it left the cluster.
+	node  dataplane.Node
+	found bool
+	// ims are the node's v2 instance managers.
+	ims []dataplane.InstanceManager
+	// on are the volumes the node holds something of, live (VolumesOn).
+	on []dataplane.Volume
+	// recorded are the volumes the node upgrade recorded, live, by name;
+	// volumes deleted since are absent.
+	recorded map[string]dataplane.Volume
+	// placement is the cluster as a temporary-target chooser needs it; read
+	// only when a switch-over must choose one.
+	placement *plan.Cluster
+}
+
+// settings are the worker's own inputs to a decision.
+type settings struct {
+	node string
+	// image is the upgrade's target instance-manager image.
+	image string
+	// snapshot names the upgrade's snapshots of this node's volumes.
+	snapshot string
+	// keepSnapshots keeps them once the node completed (SnapshotRetention).
+	keepSnapshots bool
+	// idPrefix starts the ids of the commands a plan records (run.id).
+	idPrefix string
+}
+
+// id names one kind of recording decision; the executor makes it unique
+// per aggregate version.
+func (c settings) id(what string) string { return c.idPrefix + what }
+
+// actionKind names a data-plane action.
+type actionKind string
+
+// Actions a plan may hold, named after the dataplane.Actions methods.
+const (
+	actSetScheduling  actionKind = "SetReplicaScheduling"
+	actSnapshot       actionKind = "CreateSnapshot"
+	actDeleteSnapshot actionKind = "DeleteSnapshot"
+	actFailReplica    actionKind = "FailReplica"
+	actSetEngineNode  actionKind = "SetEngineNode"
+	actDeleteIM       actionKind = "DeleteInstanceManager"
+	actSetIMImage     actionKind = "SetInstanceManagerImage"
+)
+
+// action is one data-plane call.
+type action struct {
+	kind actionKind
+	// object is the node, volume or instance manager acted on; arg the
+	// replica, snapshot, node or image, as the sim's action log has them.
+	object, arg string
+	allow       bool
+}
+
+func (a action) String() string {
+	if a.kind == actSetScheduling {
+		return fmt.Sprintf("%s %s %t", a.kind, a.object, a.allow)
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.kind, a.object, a.arg))
+}
+
+// stepPlan is what one round of a step decided.
+type stepPlan struct {
+	// record are appended to the node's history before anything else, so a
+	// crash after acting never loses what must be restored.
+	record []nodeupgrade.Command
+	// volumes are the volume transitions to record, also before acting (a
+	// switch-over's destination is known before it is asked for).
+	volumes []nodeupgrade.SetVolumeState
+	// actions are the data-plane calls, in order.
+	actions []action
+	// confirm are appended once every action succeeded.
+	confirm []nodeupgrade.Command
+	// done: the step's goal holds once the plan is carried out.
+	done bool
+	// block says what the step waits for, when not done; fatal ends the node
+	// upgrade in error.
+	block, fatal *block
+}
+
+func (p *stepPlan) act(kind actionKind, object, arg string) {
+	p.actions = append(p.actions, action{kind: kind, object: object, arg: arg})
+}
+
+func (p *stepPlan) setScheduling(node string, allow bool) {
+	p.actions = append(p.actions, action{kind: actSetScheduling, object: node, allow: allow})
+}
+
+func (p *stepPlan) volume(name string, to events.VolumeState, target, message string) {
+	p.volumes = append(p.volumes, nodeupgrade.SetVolumeState{Volume: name, To: to, TargetNode: target, Message: message})
+}
+
+// wait records what blocks the step; the first block found is kept, so the
+// message names the first volume in name order.
+func (p *stepPlan) wait(b *block) {
+	p.done = false
+	if p.block == nil {
+		p.block = b
+	}
+}
+
+// sortedRecorded returns the recorded volumes' live state in name order.
+func (o observation) sortedRecorded() []dataplane.Volume {
+	out := make([]dataplane.Volume, 0, len(o.recorded))
+	for _, v := range o.recorded {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b dataplane.Volume) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
