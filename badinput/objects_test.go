@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/projector"
@@ -129,7 +130,7 @@ func TestDottedNodeNames(t *testing.T) {
 	c := newCase(t, "CR+engine: dotted node names (node-1.example.com)",
 		"accepted; subjects use node-1_example_com; the upgrade completes")
 	nodes := []string{"node-1.example.com", "node-2.example.com", "node-3.example.com"}
-	s := sim.New(sim.Config{})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	for _, n := range nodes {
 		require.NoError(t, s.AddNode(n))
 	}

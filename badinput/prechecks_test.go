@@ -135,7 +135,7 @@ func denial(s string) string {
 func TestOneNodeCluster(t *testing.T) {
 	c := newCase(t, "prechecks: 1-node cluster",
 		"webhook refuses (AtLeastTwoNodes); controller: error AtLeastTwoNodes, nothing touched")
-	solo := sim.New(sim.Config{})
+	solo := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	require.NoError(t, solo.AddNode("solo"))
 	require.NoError(t, solo.AddVolume("vol", sim.EngineV2, []string{"solo"}, "solo"))
 	obj := &v1beta2.DataEngineUpgradeManager{

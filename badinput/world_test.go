@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -53,7 +54,7 @@ func newWorld(t *testing.T, cluster *sim.Sim, opts enginetest.Options) *world {
 // detached volume; latencies make each step last a little.
 func threeNodes(t *testing.T) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond, IMStartLatency: 20 * time.Millisecond, RebuildLatency: 10 * time.Millisecond})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 10 * time.Millisecond, IMStartLatency: 20 * time.Millisecond, RebuildLatency: 10 * time.Millisecond})
 	for _, n := range []string{"n1", "n2", "n3"} {
 		require.NoError(t, s.AddNode(n))
 	}
@@ -211,7 +212,7 @@ func engineOnly(t *testing.T, cluster *sim.Sim, opts ...enginetest.Options) *eng
 		o = opts[0]
 	}
 	if cluster == nil {
-		cluster = sim.New(sim.Config{})
+		cluster = sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 		require.NoError(t, cluster.AddNode("n1"))
 		require.NoError(t, cluster.AddNode("n2"))
 		o.NoWorkers = true

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
@@ -26,7 +27,7 @@ func TestActiveFromStreamFollowsTheStream(t *testing.T) {
 	require.NoError(t, err)
 	queue, err := workqueue.Open(ctx, js, workqueue.Config{})
 	require.NoError(t, err)
-	cluster, err := sim.ThreeNodes(sim.Config{})
+	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	require.NoError(t, err)
 	o, err := NewOrchestrator(OrchestratorConfig{Store: store, Queue: queue, Cluster: cluster})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/sim"
 )
 
@@ -21,7 +22,7 @@ import (
 // With the data plane answering instantly, the time is the controller's own:
 // events appended, commands issued and consumed, aggregates loaded, plans made.
 func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int) {
-	cluster := sim.Random(int64(nodes), sim.RandomOptions{Nodes: nodes, VolumesPerNode: 20, OnlyV2: true})
+	cluster := sim.Random(int64(nodes), sim.RandomOptions{Nodes: nodes, VolumesPerNode: 20, OnlyV2: true, Config: sim.Config{Profile: dataplane.ProfileInPlace}})
 	vols, err := cluster.Volumes(b.Context())
 	if err != nil {
 		b.Fatal(err)

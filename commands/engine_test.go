@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
@@ -45,13 +46,19 @@ func TestUpgradeFiveNodesThirtyVolumes(t *testing.T) {
 	assert.Empty(t, cluster.Unsafe(""), "nothing unsafe at the end")
 }
 
+// inPlace is the profile of the engine's generic tests: every node holds
+// initiators there, and on this profile an initiator survives its node's
+// instance-manager update, so every step of every node has work to do. The
+// v1.12 profile's own flows are tested in longhorn/ and nodeworker/.
+const inPlace = dataplane.ProfileInPlace
+
 // layout builds nodes n1..n<nodes> and v2 volumes with 2 or 3 replicas on
 // consecutive nodes; every sixth volume is detached, the others are attached
 // round-robin (target on the attached node), plus one v1 volume that must
 // never be touched.
 func layout(t *testing.T, nodes, volumes int) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{})
+	s := sim.New(sim.Config{Profile: inPlace})
 	for i := 1; i <= nodes; i++ {
 		require.NoError(t, s.AddNode(fmt.Sprintf("n%d", i)))
 	}
@@ -75,7 +82,7 @@ func layout(t *testing.T, nodes, volumes int) *sim.Sim {
 // lasts long enough to be interrupted.
 func slowLayout(t *testing.T) *sim.Sim {
 	t.Helper()
-	s, err := sim.ThreeNodes(sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond})
+	s, err := sim.ThreeNodes(sim.Config{Profile: inPlace, TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond})
 	require.NoError(t, err)
 	return s
 }
@@ -158,7 +165,7 @@ func TestPrechecksRefuse(t *testing.T) {
 		}, nil, "VolumesHealthy", "degraded"},
 		{"unknown nodes", slowLayout, []string{"n1", "ghost-1", "ghost.2"}, "NodesKnown", "ghost-1, ghost.2"},
 		{"one node", func(t *testing.T) *sim.Sim {
-			s := sim.New(sim.Config{})
+			s := sim.New(sim.Config{Profile: inPlace})
 			require.NoError(t, s.AddNode("solo"))
 			return s
 		}, nil, "AtLeastTwoNodes", ""},
@@ -241,18 +248,18 @@ func TestCancelAtEveryStep(t *testing.T) {
 			e.Cancel(m)
 			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
-			assert.Empty(t, cluster.Unsafe(""), "safe point: no target left away, no volume without a healthy replica caused by us")
+			assert.Empty(t, cluster.Unsafe(""), "safe point: every engine node as its user set it, no volume without a healthy replica caused by us")
 			nodes, err := cluster.Nodes(e.Context())
 			require.NoError(t, err)
 			for _, n := range nodes {
-				assert.False(t, n.UpgradeRequested, "node %s flag cleared", n.Name)
+				assert.True(t, n.AllowScheduling, "node %s replica scheduling restored", n.Name)
 			}
 			vols, err := cluster.Volumes(e.Context())
 			require.NoError(t, err)
 			for _, v := range vols {
 				if v.Attached() {
 					assert.Equal(t, v.AttachedNode, v.TargetNode, "volume %s target home", v.Name)
-					assert.Empty(t, v.DesiredTargetNode, "volume %s override cleared", v.Name)
+					assert.Empty(t, v.EngineNode, "volume %s engine node as it was", v.Name)
 				}
 			}
 			h := e.History(m)
@@ -324,7 +331,12 @@ func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
 	assert.Empty(t, cluster.Unsafe(""))
 }
 
-func TestNewManagerRecoversWhatAFailedOneLeft(t *testing.T) {
+// After an error, the targets that left the node stay on their temporary
+// node, on a running IM: nothing is unsafe for I/O, the node's replica
+// scheduling is restored, and the failure names each volume left away with
+// the spec.engineNodeID to restore once the node is fixed. A new manager
+// then upgrades the node.
+func TestFailedUpgradeLeavesTargetsSafeAndSaysWhere(t *testing.T) {
 	cluster := slowLayout(t)
 	require.NoError(t, cluster.InjectIMStartFailure("n1"))
 	e := enginetest.Start(t, cluster, enginetest.Options{StallAfter: 50 * time.Millisecond, FailAfter: 300 * time.Millisecond})
@@ -332,12 +344,31 @@ func TestNewManagerRecoversWhatAFailedOneLeft(t *testing.T) {
 	e.Request(failed, "n1")
 	st := e.WaitManager(failed, 20*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerError, st.State)
-	// The documented state after an error: targets that left n1 stay on
-	// their temporary node, on a running IM; nothing is unsafe for I/O.
 	assert.Empty(t, dangerous(cluster.Unsafe("")))
+	n := e.Node(failed, "n1")
+	for _, v := range []string{"vol-0", "vol-1", "vol-2"} {
+		assert.Contains(t, n.Message, v+` (spec.engineNodeID was ""`, "the failure says what to restore")
+	}
+	node, err := cluster.Node(e.Context(), "n1")
+	require.NoError(t, err)
+	assert.True(t, node.AllowScheduling, "replica scheduling restored before the error")
 
-	// The user fixes the cause and creates a new manager.
+	// The user fixes the cause, restores the engine nodes as the failure
+	// says, and creates a new manager.
 	require.NoError(t, cluster.HealIMStartFailure("n1"))
+	for _, v := range []string{"vol-0", "vol-1", "vol-2"} {
+		require.NoError(t, cluster.PlaceEngine(v, ""))
+	}
+	require.Eventually(t, func() bool {
+		vols, err := cluster.Volumes(e.Context())
+		require.NoError(t, err)
+		for _, v := range vols {
+			if v.Attached() && (v.Robustness != dataplane.RobustnessHealthy || !v.TargetReady) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the volumes healthy again, their targets home")
 	retry := ref("retry-n1")
 	e.Request(retry, "n1")
 	st = e.WaitManager(retry, 20*time.Second, "a terminal state", terminal)
@@ -361,7 +392,7 @@ func TestNodesAlreadyOnTheTargetImageAreANoOp(t *testing.T) {
 	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 	after, _ := cluster.ActionLog()
 	for _, a := range after[len(before):] {
-		assert.NotContains(t, []string{"FailReplica", "DeleteReplica", "SetTargetNode", "DeleteInstanceManager"}, a.Action, "%+v", a)
+		assert.NotContains(t, []string{"FailReplica", "SetEngineNode", "DeleteInstanceManager", "SetInstanceManagerImage"}, a.Action, "%+v", a)
 	}
 	assert.Zero(t, cluster.IOStats().Failed)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
@@ -21,7 +22,8 @@ import (
 func dangerous(us []sim.Unsafe) []sim.Unsafe {
 	var out []sim.Unsafe
 	for _, u := range us {
-		if !u.Injected && (u.Kind == sim.UnsafeTargetDown || u.Kind == sim.UnsafeNoHealthyReplica) {
+		if !u.Injected && (u.Kind == sim.UnsafeTargetDown || u.Kind == sim.UnsafeInitiatorDown ||
+			u.Kind == sim.UnsafePathBroken || u.Kind == sim.UnsafeNoHealthyReplica) {
 			out = append(out, u)
 		}
 	}
@@ -42,7 +44,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 	t.Cleanup(func() { t.Logf("outcomes over %d seeds: %v", seeds, outcomes) })
 	for seed := range int64(seeds) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
-			cluster := sim.Random(seed, sim.RandomOptions{Faults: seed%2 == 0, Config: sim.Config{
+			cluster := sim.Random(seed, sim.RandomOptions{Faults: seed%2 == 0, Config: sim.Config{Profile: dataplane.ProfileInPlace,
 				TargetMoveLatency: 3 * time.Millisecond, IMStartLatency: 5 * time.Millisecond, RebuildLatency: 3 * time.Millisecond,
 			}})
 			if seed%4 != 3 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
@@ -309,7 +310,7 @@ func TestInjectedConflicts(t *testing.T) {
 func TestWorkerConnectionCutDuringLongStep(t *testing.T) {
 	proxies := map[string]*tcpProxy{}
 	opts := options{
-		simConfig: sim.Config{TargetMoveLatency: 40 * time.Millisecond, IMStartLatency: time.Second, RebuildLatency: 40 * time.Millisecond},
+		simConfig: sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 40 * time.Millisecond, IMStartLatency: time.Second, RebuildLatency: 40 * time.Millisecond},
 		workerURL: func(node string) string { return proxies[node].URL() },
 	}
 	w := newWorld(t, scNetworkDrop, opts)

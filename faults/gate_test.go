@@ -79,6 +79,11 @@ func (g *gate) wait(method string) {
 
 // Reader and Actions, each call passing the gate first.
 
+func (g *gate) Platform(ctx context.Context) (dataplane.Platform, error) {
+	g.wait("Platform")
+	return g.DataPlane.Platform(ctx)
+}
+
 func (g *gate) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	g.wait("Nodes")
 	return g.DataPlane.Nodes(ctx)
@@ -119,9 +124,9 @@ func (g *gate) TargetCounts(ctx context.Context) (map[string]int, error) {
 	return g.DataPlane.TargetCounts(ctx)
 }
 
-func (g *gate) SetNodeUpgradeRequested(ctx context.Context, node string, requested bool) error {
-	g.wait("SetNodeUpgradeRequested")
-	return g.DataPlane.SetNodeUpgradeRequested(ctx, node, requested)
+func (g *gate) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	g.wait("SetReplicaScheduling")
+	return g.DataPlane.SetReplicaScheduling(ctx, node, allow)
 }
 
 func (g *gate) CreateSnapshot(ctx context.Context, volume, name string) error {
@@ -129,19 +134,19 @@ func (g *gate) CreateSnapshot(ctx context.Context, volume, name string) error {
 	return g.DataPlane.CreateSnapshot(ctx, volume, name)
 }
 
+func (g *gate) DeleteSnapshot(ctx context.Context, volume, name string) error {
+	g.wait("DeleteSnapshot")
+	return g.DataPlane.DeleteSnapshot(ctx, volume, name)
+}
+
 func (g *gate) FailReplica(ctx context.Context, volume, replica string) error {
 	g.wait("FailReplica")
 	return g.DataPlane.FailReplica(ctx, volume, replica)
 }
 
-func (g *gate) DeleteReplica(ctx context.Context, volume, replica string) error {
-	g.wait("DeleteReplica")
-	return g.DataPlane.DeleteReplica(ctx, volume, replica)
-}
-
-func (g *gate) SetTargetNode(ctx context.Context, volume, node string) error {
-	g.wait("SetTargetNode")
-	return g.DataPlane.SetTargetNode(ctx, volume, node)
+func (g *gate) SetEngineNode(ctx context.Context, volume, node string) error {
+	g.wait("SetEngineNode")
+	return g.DataPlane.SetEngineNode(ctx, volume, node)
 }
 
 func (g *gate) DeleteInstanceManager(ctx context.Context, name string) error {
@@ -149,7 +154,7 @@ func (g *gate) DeleteInstanceManager(ctx context.Context, name string) error {
 	return g.DataPlane.DeleteInstanceManager(ctx, name)
 }
 
-func (g *gate) SetVolumeImage(ctx context.Context, volume, image string) error {
-	g.wait("SetVolumeImage")
-	return g.DataPlane.SetVolumeImage(ctx, volume, image)
+func (g *gate) SetInstanceManagerImage(ctx context.Context, name, image string) error {
+	g.wait("SetInstanceManagerImage")
+	return g.DataPlane.SetInstanceManagerImage(ctx, name, image)
 }

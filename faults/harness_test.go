@@ -162,6 +162,11 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 	require.NoError(t, err)
 
 	cfg := opts.simConfig
+	if cfg.Profile == "" {
+		// Every node of sim.ThreeNodes holds initiators; on this profile
+		// each of its steps has work to do.
+		cfg.Profile = dataplane.ProfileInPlace
+	}
 	if cfg.TargetMoveLatency == 0 && cfg.IMStartLatency == 0 && cfg.RebuildLatency == 0 {
 		cfg.TargetMoveLatency, cfg.IMStartLatency, cfg.RebuildLatency = 40*time.Millisecond, 80*time.Millisecond, 40*time.Millisecond
 	}

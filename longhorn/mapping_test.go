@@ -83,7 +83,9 @@ func TestIMState(t *testing.T) {
 // The instance counts are Longhorn's own test before it removes an old IM:
 // instances running or starting in its status maps.
 func TestInstanceManagerInstances(t *testing.T) {
-	proc := func(state string) InstanceProcess { return InstanceProcess{Status: InstanceProcessStatus{State: state}} }
+	proc := func(state string) InstanceProcess {
+		return InstanceProcess{Status: InstanceProcessStatus{State: state}}
+	}
 	im := &InstanceManager{Status: InstanceManagerStatus{
 		CurrentState:            StateRunning,
 		InstanceEngines:         map[string]InstanceProcess{"v-e-1": proc(StateRunning), "v-e-2": proc(StateStopped)},

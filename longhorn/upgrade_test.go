@@ -534,8 +534,8 @@ type writeLog struct {
 }
 
 func (w *writeLog) Enabled(context.Context, slog.Level) bool { return true }
-func (w *writeLog) WithAttrs([]slog.Attr) slog.Handler      { return w }
-func (w *writeLog) WithGroup(string) slog.Handler           { return w }
+func (w *writeLog) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *writeLog) WithGroup(string) slog.Handler            { return w }
 func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
 	var verb string
 	switch r.Message {

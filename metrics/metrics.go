@@ -57,6 +57,14 @@ var (
 		Help: "Acknowledged events missing from the event stream (sequences lost from its store), as of the last check.",
 	}, []string{"stream"})
 
+	// LonghornProfile is 1 for the Longhorn profile and version the data
+	// plane detected (dataplane.Platform), so a dashboard shows what the
+	// upgrade runs against.
+	LonghornProfile = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "switchback", Name: "longhorn_profile",
+		Help: "1 for the Longhorn profile (v1.12, in-place) and version the data plane detected.",
+	}, []string{"profile", "version"})
+
 	// EventsAppended counts events appended, by CloudEvents type.
 	EventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "switchback", Name: "events_appended_total",
@@ -73,6 +81,6 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended, StreamLostEvents,
+	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -25,7 +26,7 @@ import (
 // sit on every node (so every node has targets to move) and a detached one.
 func cluster(t *testing.T, nodes ...string) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{TargetMoveLatency: 5 * time.Millisecond, IMStartLatency: 10 * time.Millisecond, RebuildLatency: 5 * time.Millisecond})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 5 * time.Millisecond, IMStartLatency: 10 * time.Millisecond, RebuildLatency: 5 * time.Millisecond})
 	for _, n := range nodes {
 		require.NoError(t, s.AddNode(n))
 	}

@@ -67,4 +67,3 @@ func (r *run) act(ctx context.Context, a action) error {
 	}
 	return nil
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -89,6 +90,25 @@ func (r *run) round(step events.NodeState) func(context.Context) (outcome, error
 		}
 		return r.apply(ctx, decide(step, o, r.st, r.settings()))
 	}
+}
+
+// leftAway says, for a node upgrade about to end in error, which volumes'
+// targets stay on their temporary node and the spec.engineNodeID each had:
+// an error is terminal, so the operator restores them once the node is
+// fixed. "" when none is away.
+func leftAway(st nodeupgrade.State) string {
+	var parts []string
+	for _, name := range st.VolumesWhere(nodeupgrade.Volume.TargetAway) {
+		v := st.Volumes[name]
+		if v.EngineNodeBefore == nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (spec.engineNodeID was %q, target on %s)", name, *v.EngineNodeBefore, v.TargetNode))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; targets left on their temporary node, safe; restore their spec.engineNodeID once the node is fixed: " + strings.Join(parts, ", ")
 }
 
 // restoreBeforeFail writes back the node's recorded replica scheduling
@@ -200,7 +220,7 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			if err := r.restoreBeforeFail(ctx); err != nil {
 				return err
 			}
-			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message})
+			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message + leftAway(r.st)})
 		case out.done:
 			return onDone(ctx)
 		}
@@ -219,7 +239,7 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 					return err
 				}
 				return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: b.reason,
-					Message: fmt.Sprintf("%s (no progress for %s)", b.message, blocked.Round(time.Second))})
+					Message: fmt.Sprintf("%s (no progress for %s)%s", b.message, blocked.Round(time.Second), leftAway(r.st))})
 			}
 			if blocked >= w.cfg.StallAfter {
 				if err := r.exec(ctx, nodeupgrade.ReportStall{ID: r.id("stall"), Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {

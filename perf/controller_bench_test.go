@@ -25,6 +25,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/benchenv"
@@ -137,7 +138,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 			must(b, js.DeleteConsumer(ctx, store.Stream(), name))
 		}
 	}
-	cluster, err := sim.ThreeNodes(sim.Config{})
+	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	must(b, err)
 	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
 	must(b, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
@@ -29,7 +30,7 @@ var (
 func completedUpgrade(b *testing.B) []events.Envelope {
 	b.Helper()
 	templateOnce.Do(func() {
-		cluster, err := sim.ThreeNodes(sim.Config{})
+		cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 		if err != nil {
 			b.Fatal(err)
 		}

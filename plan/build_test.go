@@ -23,8 +23,7 @@ func TestBuildConcernsOnlyV2(t *testing.T) {
 	assert.False(t, n.Unknown)
 	require.Len(t, n.Switchovers, 1)
 	assert.Equal(t, "a", n.Switchovers[0].Volume)
-	assert.Equal(t, []string{"d"}, n.Detached)
-	assert.Equal(t, []ReplicaRef{{"a", "a-r-node-1"}, {"d", "d-r-node-1"}}, n.Replicas)
+	assert.Equal(t, []ReplicaRef{{"a", "a-r-node-1"}}, n.Replicas, "a detached volume's replicas are not touched")
 }
 
 func TestBuildWholePlan(t *testing.T) {
@@ -38,27 +37,27 @@ func TestBuildWholePlan(t *testing.T) {
 	p := Build(c, nil, newIM)
 	assert.Equal(t, []string{"node-2", "node-3", "node-1"}, p.Order())
 	assert.True(t, p.Feasible())
-	assert.Equal(t, Plan{TargetImage: newIM, Nodes: []NodePlan{
+	assert.Equal(t, Plan{TargetImage: newIM, Platform: inPlace, Nodes: []NodePlan{
 		{
-			Node: "node-2", Image: oldIM,
-			Replicas: []ReplicaRef{{"b", "b-r-node-2"}, {"d", "d-r-node-2"}},
-			Detached: []string{"d"},
+			Node: "node-2", Image: oldIM, Live: true,
+			Replicas:      []ReplicaRef{{"b", "b-r-node-2"}},
+			SingleReplica: []string{"b"},
 		},
 		{
 			// node-2 is on the target image by then: it beats node-1, which
 			// holds a replica of c.
-			Node: "node-3", Image: oldIM,
+			Node: "node-3", Image: oldIM, Live: true,
 			Switchovers: []Switchover{{
 				Volume: "c", AttachedNode: "node-3", TemporaryTarget: "node-2", OK: true,
 				Reason: "node-2 runs the target image im:v2, holds no healthy replica of c and hosts 0 other target(s)",
 			}},
-			Replicas: []ReplicaRef{{"a", "a-r-node-3"}, {"c", "c-r-node-3"}, {"d", "d-r-node-3"}},
-			Detached: []string{"d"},
+			Replicas:      []ReplicaRef{{"a", "a-r-node-3"}, {"c", "c-r-node-3"}},
+			SingleReplica: []string{"a", "c"},
 		},
 		{
 			// Both are on the target image now; locality decides for a, then
 			// b goes to node-2, which holds its replica.
-			Node: "node-1", Image: oldIM,
+			Node: "node-1", Image: oldIM, Live: true,
 			Switchovers: []Switchover{
 				{
 					Volume: "a", AttachedNode: "node-1", TemporaryTarget: "node-3", OK: true,
@@ -69,7 +68,8 @@ func TestBuildWholePlan(t *testing.T) {
 					Reason: "node-2 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)",
 				},
 			},
-			Replicas: []ReplicaRef{{"a", "a-r-node-1"}, {"b", "b-r-node-1"}, {"c", "c-r-node-1"}},
+			Replicas:      []ReplicaRef{{"a", "a-r-node-1"}, {"b", "b-r-node-1"}, {"c", "c-r-node-1"}},
+			SingleReplica: []string{"a", "b", "c"},
 		},
 	}}, p)
 }
@@ -77,10 +77,8 @@ func TestBuildWholePlan(t *testing.T) {
 func TestBuildSimulatesEarlierNodesUpgraded(t *testing.T) {
 	// Today nothing runs the target image, so ChooseTemporaryTarget picks
 	// node-3 for vol (it holds a replica). In the plan node-2 comes first and
-	// is upgraded by the time node-1's turn comes, and it also has its upgrade
-	// flag cleared by then.
+	// is upgraded by the time node-1's turn comes.
 	c := cluster3(attached("vol", "node-1", "node-1", "node-3"), attached("other", "node-3", "node-1", "node-3"))
-	c.Nodes[1].UpgradeRequested = true // left over on node-2, cleared by its own upgrade
 
 	today, _, ok := ChooseTemporaryTarget(c, c.Volumes[0], "node-1", newIM)
 	require.True(t, ok)
@@ -136,7 +134,7 @@ func TestBuildIsPureAndOrderIndependent(t *testing.T) {
 		attached("b", "node-2", "node-1", "node-3"),
 		detached("c", "node-3", "node-2"),
 	)
-	c.Nodes[0].UpgradeRequested = true
+	c.Nodes[0].AllowScheduling = true
 	before := cloneCluster(c)
 	p := Build(c, nil, newIM)
 	assert.Equal(t, before, c, "Build must not modify its snapshot")
@@ -159,7 +157,7 @@ func TestBuildEmpty(t *testing.T) {
 
 // cloneCluster deep-copies c, so a test can tell whether a function changed it.
 func cloneCluster(c Cluster) Cluster {
-	out := Cluster{DefaultImage: c.DefaultImage}
+	out := Cluster{Platform: c.Platform, DefaultImage: c.DefaultImage}
 	for _, n := range c.Nodes {
 		n.Images = slices.Clone(n.Images)
 		out.Nodes = append(out.Nodes, n)

@@ -40,11 +40,12 @@ var (
 func fuzzCluster(data []byte) (Cluster, []string, string) {
 	s := &bytesource{b: data}
 	var c Cluster
+	c.Platform.Profile = dataplane.Profiles[s.pick(len(dataplane.Profiles))]
 	names := []string{}
 	for i := range 1 + s.pick(6) {
 		n := dataplane.Node{
 			Name: fmt.Sprintf("n%d", i), Ready: s.pick(4) != 0, V2: s.pick(5) != 0,
-			UpgradeRequested: s.pick(5) == 0,
+			AllowScheduling: s.pick(5) != 0,
 		}
 		for _, img := range fuzzImages {
 			if s.coin() {
@@ -118,7 +119,7 @@ func FuzzPlan(f *testing.F) {
 		require.Equal(t, TargetNodes(c, requested), p.Order())
 		_ = p.String()
 
-		done := map[string]bool{} // nodes earlier in the plan
+		notLiveSeen := false
 		for _, np := range p.Nodes {
 			for _, s := range np.Switchovers {
 				vol := findVolume(t, c, s.Volume)
@@ -128,11 +129,13 @@ func FuzzPlan(f *testing.F) {
 					continue
 				}
 				requireCandidate(t, c, s.TemporaryTarget, np.Node)
-				n, _ := c.Node(s.TemporaryTarget)
-				require.True(t, !n.UpgradeRequested || done[n.Name],
-					"%s has its upgrade flag set and is not upgraded earlier in the plan", n.Name)
 			}
-			done[np.Node] = true
+			// A node that cannot be upgraded live comes after every one
+			// that can: it waits for its user.
+			if np.Live && !np.Unknown {
+				require.False(t, notLiveSeen, "%s can be upgraded live but comes after a node that cannot", np.Node)
+			}
+			notLiveSeen = notLiveSeen || !np.Live
 		}
 
 		reversed := cloneCluster(c)
@@ -158,8 +161,6 @@ func FuzzPlan(f *testing.F) {
 					continue
 				}
 				requireCandidate(t, c, node, up)
-				n, _ := c.Node(node)
-				require.False(t, n.UpgradeRequested, "%s has its upgrade flag set", node)
 			}
 		}
 	})

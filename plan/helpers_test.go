@@ -26,7 +26,7 @@ func runningIM(node, image string) dataplane.InstanceManager {
 func attached(name, node string, replicaNodes ...string) dataplane.Volume {
 	v := dataplane.Volume{
 		Name: name, DataEngine: dataplane.DataEngineV2, NumberOfReplicas: len(replicaNodes),
-		AttachedNode: node, TargetNode: node, Image: oldIM, Robustness: dataplane.RobustnessHealthy,
+		AttachedNode: node, TargetNode: node, Frontend: dataplane.FrontendBlockdev, Robustness: dataplane.RobustnessHealthy,
 	}
 	for _, n := range replicaNodes {
 		v.Replicas = append(v.Replicas, dataplane.Replica{Name: name + "-r-" + n, Node: n, State: dataplane.ReplicaRunning})
@@ -45,9 +45,15 @@ func v1(v dataplane.Volume) dataplane.Volume {
 	return v
 }
 
-// cluster3 is three Ready v2 nodes, all on oldIM.
+// inPlace is the platform of the placement tests: every node can be
+// upgraded live there, whatever it holds.
+var inPlace = dataplane.Platform{Profile: dataplane.ProfileInPlace}
+
+// cluster3 is three Ready v2 nodes, all on oldIM, of a Longhorn updating
+// IMs in place.
 func cluster3(vols ...dataplane.Volume) Cluster {
 	return Cluster{
+		Platform:         inPlace,
 		Nodes:            []dataplane.Node{v2node("node-1"), v2node("node-2"), v2node("node-3")},
 		InstanceManagers: []dataplane.InstanceManager{runningIM("node-1", oldIM), runningIM("node-2", oldIM), runningIM("node-3", oldIM)},
 		Volumes:          vols,

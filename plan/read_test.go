@@ -27,6 +27,10 @@ func (f fakeReader) err(call string) error {
 	return nil
 }
 
+func (f fakeReader) Platform(context.Context) (dataplane.Platform, error) {
+	return f.c.Platform, f.err("platform")
+}
+
 func (f fakeReader) Nodes(context.Context) ([]dataplane.Node, error) {
 	return f.c.Nodes, f.err("nodes")
 }
@@ -78,8 +82,8 @@ func TestReadPlacement(t *testing.T) {
 	full := cluster3(attached("a", "node-1", "node-1", "node-2"), attached("b", "node-1", "node-2", "node-3"))
 	got, err := ReadPlacement(context.Background(), fakeReader{c: full})
 	require.NoError(t, err)
-	assert.Equal(t, Cluster{Nodes: full.Nodes, InstanceManagers: full.InstanceManagers, TargetCounts: map[string]int{"node-1": 2}}, got,
-		"nodes, IMs and counts; no volumes")
+	assert.Equal(t, Cluster{Platform: full.Platform, Nodes: full.Nodes, InstanceManagers: full.InstanceManagers, TargetCounts: map[string]int{"node-1": 2}}, got,
+		"platform, nodes, IMs and counts; no volumes")
 
 	_, err = ReadPlacement(context.Background(), fakeReader{c: full, failOn: "targets"})
 	require.ErrorIs(t, err, errBoom)
@@ -88,10 +92,11 @@ func TestReadPlacement(t *testing.T) {
 
 func TestReadWrapsErrors(t *testing.T) {
 	for call, msg := range map[string]string{
-		"nodes":   "plan: read nodes: boom",
-		"ims":     "plan: read instance managers: boom",
-		"volumes": "plan: read volumes: boom",
-		"image":   "plan: read default instance-manager image: boom",
+		"platform": "plan: read platform: boom",
+		"nodes":    "plan: read nodes: boom",
+		"ims":      "plan: read instance managers: boom",
+		"volumes":  "plan: read volumes: boom",
+		"image":    "plan: read default instance-manager image: boom",
 	} {
 		t.Run(call, func(t *testing.T) {
 			_, err := Read(context.Background(), fakeReader{c: cluster3(), failOn: call})

@@ -16,6 +16,9 @@ func (p Plan) String() string {
 	var b strings.Builder
 	if p.Platform.Profile != "" {
 		fmt.Fprintf(&b, "Longhorn: %s: %s\n", p.Platform, DefaultsNote(p.Platform.Profile))
+		if p.Platform.Evidence != "" {
+			fmt.Fprintf(&b, "  (detected from: %s)\n", p.Platform.Evidence)
+		}
 	}
 	if len(p.Nodes) == 0 {
 		fmt.Fprintf(&b, "Plan: no node to upgrade to %s\n", orDash(p.TargetImage))
@@ -35,7 +38,10 @@ func (p Plan) String() string {
 			img = "(unknown node)"
 		}
 		live := "yes"
-		if !n.Live {
+		switch {
+		case n.Unknown:
+			live = "-"
+		case !n.Live:
 			live = "no (initiators, see below)"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\n", i+1, n.Node, img, live, len(n.Switchovers), len(n.Replicas))

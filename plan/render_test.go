@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/switchback-dev/switchback/dataplane"
 )
 
 func TestPlanString(t *testing.T) {
@@ -13,12 +15,13 @@ func TestPlanString(t *testing.T) {
 		attached("c", "node-3", "node-1", "node-3"),
 		detached("d", "node-2", "node-3"),
 	)
-	want := `Plan: 3 node(s) to instance-manager image im:v2
+	want := `Longhorn: in-place: initiators survive their node's instance-manager update: every node can be upgraded live once its targets moved away
+Plan: 3 node(s) to instance-manager image im:v2
 
-ORDER  NODE    IMAGE NOW  SWITCH-OVERS  REPLICAS TO FAIL  DETACHED VOLUMES
-1      node-2  im:v1      0             2                 1
-2      node-3  im:v1      1             3                 1
-3      node-1  im:v1      2             3                 0
+ORDER  NODE    IMAGE NOW  LIVE ON THIS LONGHORN  SWITCH-OVERS  REPLICAS TO FAIL
+1      node-2  im:v1      yes                    0             1
+2      node-3  im:v1      yes                    1             2
+3      node-1  im:v1      yes                    2             3
 
 Switch-overs (the initiator stays on the attached node):
 ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
@@ -26,14 +29,56 @@ ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
 3      node-1  a       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of a and hosts 1 other target(s)
 3      node-1  b       node-1    node-2            node-2 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
 
-Replicas to fail and rebuild (v2 only):
-  node-2: b/b-r-node-2, d/d-r-node-2
-  node-3: a/a-r-node-3, c/c-r-node-3, d/d-r-node-3
+Replicas to fail and rebuild (attached v2 volumes only):
+  node-2: b/b-r-node-2
+  node-3: a/a-r-node-3, c/c-r-node-3
   node-1: a/a-r-node-1, b/b-r-node-1, c/c-r-node-1
 
-Detached volumes moved to the target image:
-  node-2: d
-  node-3: d
+Served from a single healthy replica while the node is upgraded:
+  node-2: b
+  node-3: a, c
+  node-1: a, b, c
+`
+	assert.Equal(t, want, Build(c, nil, newIM).String())
+}
+
+// On v1.12 the plan says which nodes can be upgraded live, why the others
+// cannot, and what v1.12's defaults mean for that.
+func TestPlanStringV112(t *testing.T) {
+	engineOn := func(v dataplane.Volume, node string) dataplane.Volume {
+		v.EngineNode, v.TargetNode = node, node
+		return v
+	}
+	c := cluster3(
+		engineOn(attached("a", "node-1", "node-2", "node-3"), "node-2"),
+		attached("b", "node-1", "node-1", "node-2", "node-3"),
+	)
+	c.Platform = dataplane.Platform{Profile: dataplane.ProfileV112, LonghornVersion: "v1.12.1"}
+	want := `Longhorn: v1.12 (Longhorn v1.12.1): an engine follows its volume's attachment node unless spec.engineNodeID says otherwise, so by default a node with attached v2 volumes holds both their initiators and their targets and cannot be upgraded live; nodes holding only replicas, or targets of volumes attached elsewhere, can
+Plan: 3 node(s) to instance-manager image im:v2
+Warning: the plan cannot complete as is (see below)
+
+ORDER  NODE    IMAGE NOW  LIVE ON THIS LONGHORN       SWITCH-OVERS  REPLICAS TO FAIL
+1      node-3  im:v1      yes                         0             2
+2      node-2  im:v1      yes                         1             2
+3      node-1  im:v1      no (initiators, see below)  1             1
+
+Switch-overs (the initiator stays on the attached node):
+ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
+2      node-2  a       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of a and hosts 0 other target(s)
+3      node-1  b       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
+
+Replicas to fail and rebuild (attached v2 volumes only):
+  node-3: a/a-r-node-3, b/b-r-node-3
+  node-2: a/a-r-node-2, b/b-r-node-2
+  node-1: b/b-r-node-1
+
+Not live on this Longhorn (the upgrade stalls there, touching nothing, until fixed):
+  node-1: node node-1 holds the initiators of attached v2 volumes a, b: on Longhorn v1.12 an initiator runs in the instance manager of the node its volume is attached to, and replacing that instance manager would fault those volumes; detach them or move their workloads to another node (or run a Longhorn that updates instance managers in place), and the upgrade goes on by itself
+
+Served from a single healthy replica while the node is upgraded:
+  node-3: a
+  node-2: a
 `
 	assert.Equal(t, want, Build(c, nil, newIM).String())
 }
@@ -43,19 +88,23 @@ func TestPlanStringInfeasibleAndEmpty(t *testing.T) {
 	c.Nodes[1].Ready = false
 	c.Nodes[2].Ready = false
 	c.InstanceManagers = c.InstanceManagers[1:]
-	want := `Plan: 2 node(s) to instance-manager image im:v2
+	want := `Longhorn: in-place: initiators survive their node's instance-manager update: every node can be upgraded live once its targets moved away
+Plan: 2 node(s) to instance-manager image im:v2
 Warning: the plan cannot complete as is (see below)
 
-ORDER  NODE    IMAGE NOW       SWITCH-OVERS  REPLICAS TO FAIL  DETACHED VOLUMES
-1      ghost   (unknown node)  0             0                 0
-2      node-1  -               1             1                 0
+ORDER  NODE    IMAGE NOW       LIVE ON THIS LONGHORN  SWITCH-OVERS  REPLICAS TO FAIL
+1      ghost   (unknown node)  -                      0             0
+2      node-1  -               yes                    1             1
 
 Switch-overs (the initiator stays on the attached node):
 ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
 2      node-1  vol     node-1    -                 no node can host the target of vol while node-1 is upgraded: node-1 is the node being upgraded; node-2 is not ready; node-3 is not ready
 
-Replicas to fail and rebuild (v2 only):
+Replicas to fail and rebuild (attached v2 volumes only):
   node-1: vol/vol-r-node-1
+
+Served from a single healthy replica while the node is upgraded:
+  node-1: vol
 `
 	assert.Equal(t, want, Build(c, []string{"node-1", "ghost"}, newIM).String())
 	assert.Equal(t, "Plan: no node to upgrade to im:v2\n", Build(Cluster{}, nil, newIM).String())

@@ -71,11 +71,11 @@ func TestChooseTemporaryTargetPreferences(t *testing.T) {
 			reason: "node-2 does not run the target image im:v2 yet (runs im:v1), holds no healthy replica of vol and hosts 0 other target(s)",
 		},
 		{
-			name: "NotReady, flagged, non-v2 and IM-less nodes are skipped",
+			name: "NotReady, non-v2 and IM-less nodes are skipped",
 			setup: func(c *Cluster) dataplane.Volume {
-				c.Nodes[1].Ready = false           // node-2
-				c.Nodes[2].UpgradeRequested = true // node-3
-				c.Nodes[3].V2 = false              // node-4
+				c.Nodes[1].Ready = false // node-2
+				c.Nodes[2].Ready = false // node-3
+				c.Nodes[3].V2 = false    // node-4
 				c.Nodes = append(c.Nodes, v2node("node-5"), v2node("node-6"))
 				c.InstanceManagers = append(c.InstanceManagers, dataplane.InstanceManager{
 					Name: "im-node-5", Node: "node-5", Image: newIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMStarting,
@@ -123,7 +123,7 @@ func TestChooseTemporaryTargetNoCandidate(t *testing.T) {
 			c: func() Cluster {
 				c := cluster3()
 				c.Nodes[1].Ready = false
-				c.Nodes[2].UpgradeRequested = true
+				c.Nodes[2].V2 = false
 				c.Nodes = append(c.Nodes,
 					dataplane.Node{Name: "node-4", Ready: true},
 					v2node("node-5"), v2node("node-6"), v2node("node-7"))
@@ -136,7 +136,7 @@ func TestChooseTemporaryTargetNoCandidate(t *testing.T) {
 			}(),
 			vol: vol,
 			reason: "no node can host the target of vol while node-1 is upgraded: " +
-				"node-1 is the node being upgraded; node-2 is not ready; node-3 has its upgrade flag set; " +
+				"node-1 is the node being upgraded; node-2 is not ready; node-3 does not run the v2 data engine; " +
 				"node-4 does not run the v2 data engine; node-5 has no running v2 instance manager; " +
 				"node-6 has no running v2 instance manager; node-7 has no running v2 instance manager",
 		},
@@ -185,7 +185,7 @@ func TestChooseTemporaryTargetIsStableAfterTheSwitchOver(t *testing.T) {
 	assert.Equal(t, "node-2", first)
 
 	c.Volumes[0].TargetNode = first
-	c.Volumes[0].DesiredTargetNode = first
+	c.Volumes[0].EngineNode = first
 	again, reason, ok := ChooseTemporaryTarget(c, c.Volumes[0], "node-1", newIM)
 	assert.True(t, ok)
 	assert.Equal(t, first, again)

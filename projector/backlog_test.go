@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/kubeclient"
@@ -25,7 +26,7 @@ import (
 // per namespace, not one read per manager, and still projects the managers
 // that exist exactly as Replay computes them.
 func TestBacklogOfDeletedManagersIsListedNotRead(t *testing.T) {
-	h := newHarness(t, threeNodes(t, sim.Config{}), enginetest.Options{StallAfter: 10 * time.Second})
+	h := newHarness(t, threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace}), enginetest.Options{StallAfter: 10 * time.Second})
 	kept := h.createManager("kept")
 	h.e.Request(kept)
 	h.e.WaitManager(kept, 30*time.Second, "a terminal state", func(s managerState) bool { return s.Terminal() })

@@ -21,6 +21,7 @@ import (
 	k8sevents "k8s.io/client-go/tools/events"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -97,7 +98,7 @@ func measureLag(b *testing.B, rate, samples int) (lags, writes []time.Duration) 
 	must(b, err)
 	defer func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }()
 
-	cluster, err := sim.ThreeNodes(sim.Config{})
+	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	must(b, err)
 	// No workers: the first node stays where this benchmark puts it.
 	e := enginetest.Start(b, cluster, enginetest.Options{NoWorkers: true})

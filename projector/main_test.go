@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -75,7 +76,7 @@ func threeNodes(t *testing.T, cfg sim.Config) *sim.Sim {
 }
 
 // slow makes each step last long enough to stop things in the middle.
-var slow = sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond}
+var slow = sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond}
 
 // createManager creates a DataEngineUpgradeManager and returns its identity
 // as the intake records it.

@@ -21,6 +21,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -42,7 +43,7 @@ var prechecks = []string{
 func TestUpgradeIsProjected(t *testing.T) {
 	// A generous StallAfter: a clean upgrade must show no Warning, even on
 	// a loaded machine where a step may take a while.
-	h := newHarness(t, threeNodes(t, sim.Config{}), enginetest.Options{StallAfter: 10 * time.Second})
+	h := newHarness(t, threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace}), enginetest.Options{StallAfter: 10 * time.Second})
 	ref := h.createManager("upgrade-all")
 	sequences := h.watchSequences(ref.Name)
 	r := h.startProjector(nil)
@@ -180,7 +181,7 @@ func assertCondition(t *testing.T, conds []metav1.Condition, typ string, status 
 }
 
 func TestFailedPrecheckIsVisibleThreeWays(t *testing.T) {
-	cluster := threeNodes(t, sim.Config{})
+	cluster := threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace})
 	require.NoError(t, cluster.AddVolume("lonely", sim.EngineV2, []string{"n1"}, "n1"))
 	h := newHarness(t, cluster, enginetest.Options{})
 	ref := h.createManager("refused")
@@ -217,7 +218,7 @@ func TestFailedPrecheckIsVisibleThreeWays(t *testing.T) {
 }
 
 func TestStalledNodeSurfacesAndHeals(t *testing.T) {
-	cluster := threeNodes(t, sim.Config{})
+	cluster := threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace})
 	// vol-0 is attached to n1 with its target there: n1's switch-over hangs.
 	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0"))
 	h := newHarness(t, cluster, enginetest.Options{})
@@ -362,7 +363,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestReplayFromSequenceOneRebuildsIdenticalStatus(t *testing.T) {
-	h := newHarness(t, threeNodes(t, sim.Config{}), enginetest.Options{})
+	h := newHarness(t, threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace}), enginetest.Options{})
 	ref := h.createManager("replayed")
 	first := h.startProjector(nil)
 	h.e.Request(ref)
@@ -402,7 +403,7 @@ func TestReplayFromSequenceOneRebuildsIdenticalStatus(t *testing.T) {
 }
 
 func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
-	h := newHarness(t, threeNodes(t, sim.Config{}), enginetest.Options{})
+	h := newHarness(t, threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace}), enginetest.Options{})
 	ref := h.createManager("poisoned")
 	r := h.startProjector(nil)
 
@@ -482,7 +483,7 @@ func countEvents(evs []eventsv1.Event, k eventKey) int {
 }
 
 func TestHistoryWithoutItsManagerIsNotProjected(t *testing.T) {
-	h := newHarness(t, threeNodes(t, sim.Config{}), enginetest.Options{})
+	h := newHarness(t, threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace}), enginetest.Options{})
 	real := h.createManager("real") // never requested
 	r := h.startProjector(nil)
 	ghost := events.ManagerRef{Namespace: h.ns, Name: "ghost", UID: "uid-ghost"}        // no object at all

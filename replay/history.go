@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 )
 
@@ -32,6 +33,9 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "precheck "+d.Check+" FAILED", d.Reason+": "+d.Message
 	case events.UpgradePlanned:
 		l.What, l.Message = "planned", "order "+strings.Join(d.Nodes, " → ")+", image "+d.InstanceManagerImage
+		if d.LonghornProfile != "" {
+			l.Message += ", Longhorn " + dataplane.Platform{Profile: dataplane.Profile(d.LonghornProfile), LonghornVersion: d.LonghornVersion}.String()
+		}
 	case events.NodeScheduled:
 		l.Node, l.What = d.Node, "scheduled"
 	case events.NodeFinished:
@@ -46,6 +50,9 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "upgrade cancelled", d.Message
 	case events.NodeUpgradeStarted:
 		l.What, l.Message = "started", fmt.Sprintf("attempt %d, target image %s", d.Attempt, d.InstanceManagerImage)
+		if d.LonghornProfile != "" {
+			l.Message += ", Longhorn " + d.LonghornProfile
+		}
 	case events.NodeStateChanged:
 		l.What, l.Message = fmt.Sprintf("%s → %s", d.From, d.To), d.Message
 	case events.VolumeStateChanged:
@@ -66,6 +73,14 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "cancel requested", d.Reason
 	case events.NodeUpgradeCancelled:
 		l.What, l.Message = "cancelled at "+string(d.Step), d.Message
+	case events.SchedulingRecorded:
+		l.What, l.Message = "replica scheduling recorded", fmt.Sprintf("spec.allowScheduling was %t; off until the new instance manager runs", d.AllowScheduling)
+	case events.SchedulingRestored:
+		l.What, l.Message = "replica scheduling restored", fmt.Sprintf("spec.allowScheduling=%t", d.AllowScheduling)
+	case events.SnapshotsTaken:
+		l.What, l.Message = "snapshots taken", fmt.Sprintf("%s of %s", d.Snapshot, strings.Join(d.Volumes, ", "))
+	case events.SnapshotsRemoved:
+		l.What, l.Message = "snapshots removed", fmt.Sprintf("%s of %s", d.Snapshot, strings.Join(d.Volumes, ", "))
 	default:
 		l.What = string(e.Type())
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -24,7 +25,7 @@ import (
 )
 
 func upgraded(t *testing.T) (*enginetest.Engine, events.ManagerRef) {
-	cluster := sim.New(sim.Config{})
+	cluster := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	for _, n := range []string{"n1", "n2", "n3"} {
 		require.NoError(t, cluster.AddNode(n))
 	}

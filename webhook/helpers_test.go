@@ -34,7 +34,7 @@ const (
 // v2, IM on sim.OldIMImage, target sim.NewIMImage pulled).
 func newCluster(t testing.TB, nodes ...sim.NodeSpec) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	for _, n := range nodes {
 		require.NoError(t, s.AddNodeSpec(n))
 	}

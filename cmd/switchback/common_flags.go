@@ -47,27 +47,44 @@ func (f *logFlags) logger(w io.Writer) *slog.Logger {
 
 // dataPlaneFlags choose the cluster the engine reads and drives.
 type dataPlaneFlags struct {
-	kind      string
-	namespace string
+	kind              string
+	namespace         string
+	allowExperimental bool
 }
 
 func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "data-plane", "sim", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo)")
 	fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
+	fs.BoolVar(&f.allowExperimental, "allow-experimental-longhorn", false,
+		"with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental: how attached volumes' initiators survive it is not established on any release)")
 }
 
-// open returns the data plane; cfg is needed for longhorn.
+// open returns the data plane (cfg is needed for longhorn; nc for sim) and
+// reports the Longhorn it drives in the log and the longhorn_profile metric.
 func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Conn, log *slog.Logger) (dataplane.DataPlane, error) {
+	var dp dataplane.DataPlane
 	switch f.kind {
 	case "longhorn":
 		if cfg == nil {
 			return nil, errors.New("--data-plane longhorn needs a Kubernetes configuration (--kubeconfig or in-cluster)")
 		}
-		return longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log})
+		plane, err := longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log, AllowExperimental: f.allowExperimental})
+		if err != nil {
+			return nil, err
+		}
+		dp = plane
 	case "sim":
-		return simremote.NewClient(nc, simremote.DefaultPrefix), nil
+		dp = simremote.NewClient(nc, simremote.DefaultPrefix)
+	default:
+		return nil, fmt.Errorf("--data-plane %q: want longhorn or sim: %w", f.kind, errUsage)
 	}
-	return nil, fmt.Errorf("--data-plane %q: want longhorn or sim: %w", f.kind, errUsage)
+	// A simulated cluster may not be served yet: its platform is reported
+	// once it answers.
+	if p, err := dp.Platform(ctx); err == nil {
+		log.Info("data plane", "kind", f.kind, "longhorn", p.String(), "profile", p.Profile, "evidence", p.Evidence)
+		metrics.LonghornProfile.WithLabelValues(string(p.Profile), p.LonghornVersion).Set(1)
+	}
+	return dp, nil
 }
 
 // metricsHandler mounts the Prometheus endpoint.

@@ -207,14 +207,28 @@ const (
 // kubeConfig loads a kubeconfig, or the in-cluster configuration, with
 // Switchback's client rate limits.
 func kubeConfig(path string) (*rest.Config, error) {
+	return kubeConfigContext(path, "")
+}
+
+// kubeConfigContext is kubeConfig with a kubeconfig context ("" = its
+// current one), as kubectl's --context.
+func kubeConfigContext(path, context string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
-	if path == "" {
+	switch {
+	case path == "" && context == "":
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
-	} else if cfg, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	default:
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if path != "" {
+			rules.ExplicitPath = path
+		}
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+		if cfg, err = loader.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("--kubeconfig %q --context %q: %w", path, context, err)
+		}
 	}
 	cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
 	return cfg, nil

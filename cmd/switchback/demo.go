@@ -22,6 +22,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
@@ -42,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	kubeconfig := fs.String("kubeconfig", "", "use this cluster's API for the manager objects instead of an in-memory one")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up (exit 1) if the upgrade has not ended by then")
 	stallAfter := fs.Duration("stall-after", time.Second, "report a step stalled after this long without progress")
+	moveWorkloads := fs.Bool("move-workloads", true, "act as the cluster's user: move the workloads off a node that cannot be upgraded live (false: the demo ends stalled there)")
 	verbose := fs.Bool("v", false, "log every component's messages to stderr")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -79,8 +81,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "switchback demo: %d nodes, %d volumes (simulated); NATS on %s (store %s); manager API: %s\n",
-		sf.nodes, sf.volumes, conn.server.ClientURL(), nf.dataDir, where)
+	fmt.Fprintf(stdout, "switchback demo: %d nodes, %d volumes (simulated Longhorn, profile %s); NATS on %s (store %s); manager API: %s\n",
+		sf.nodes, sf.volumes, sf.profile, conn.server.ClientURL(), nf.dataDir, where)
 	fmt.Fprintf(stdout, "  tail it:  nats --server %s sub 'sb.evt.>'   ·   nats --server %s stream view SWITCHBACK_EVENTS\n\n",
 		conn.server.ClientURL(), conn.server.ClientURL())
 
@@ -135,7 +137,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := cluster.InjectTargetMoveFailure(vol); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "fault: volume %s cannot move its target", vol)
+		fmt.Fprintf(stdout, "fault: the switch-overs of volume %s keep failing", vol)
 		if sf.healAfter > 0 {
 			fmt.Fprintf(stdout, " (fixed after %s)", sf.healAfter)
 			time.AfterFunc(sf.healAfter, func() { _ = cluster.HealTargetMoveFailure(vol) })
@@ -153,7 +155,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ref := events.ManagerRef{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
 	fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node)\n\n", ref.Namespace, ref.Name)
 
-	final, err := watchDemo(ctx, conn, cluster, ref, stdout)
+	final, err := watchDemo(ctx, conn, cluster, &demoOperator{cluster: cluster, enabled: *moveWorkloads}, ref, stdout)
 	stopAll()
 	wg.Wait()
 
@@ -196,17 +198,28 @@ func demoKube(kubeconfig string) (*kubeclient.Client, kubernetes.Interface, stri
 	return kc, cs, cfg.Host, err
 }
 
-// stuckCandidate is the first attached v2 volume: its node's upgrade stalls
-// in switching-over until the volume is fixed.
+// stuckCandidate is an attached v2 volume whose node's upgrade will reach
+// switching-over: the first one whose target runs on a node holding no
+// initiator (on v1.12 the others' nodes stall before that), else the first.
 func stuckCandidate(ctx context.Context, s *sim.Sim) (string, error) {
 	vols, err := s.Volumes(ctx)
 	if err != nil {
 		return "", err
 	}
+	first := ""
 	for _, v := range vols {
-		if v.Attached() && v.DataEngine == "v2" && v.TargetNode == v.AttachedNode {
+		if !v.Attached() || v.DataEngine != "v2" {
+			continue
+		}
+		if first == "" {
+			first = v.Name
+		}
+		if len(plan.Initiators(vols, v.TargetNode)) == 0 || s.Profile().InitiatorsSurviveIM() {
 			return v.Name, nil
 		}
 	}
-	return "", errors.New("--stuck-volume: the cluster has no attached v2 volume")
+	if first == "" {
+		return "", errors.New("--stuck-volume: the cluster has no attached v2 volume")
+	}
+	return first, nil
 }

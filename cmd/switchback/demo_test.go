@@ -67,7 +67,7 @@ func TestDemoShowsAStallAndTheFix(t *testing.T) {
 	code, out, errOut := runCmd(t, 2*time.Minute, "demo", "--nodes", "3", "--volumes", "6", "--latency", "10ms",
 		"--stuck-volume", "--stall-after", "300ms", "--heal-after", "2s", "--data-dir", t.TempDir())
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
-	assert.Regexp(t, regexp.MustCompile(`STALLED in switching-over\s+\(TargetNotMoved: volume pvc-000`), out)
+	assert.Regexp(t, regexp.MustCompile(`STALLED in switching-over\s+\(SwitchoverFailing: volume pvc-000`), out)
 	assert.Contains(t, out, "resumed switching-over")
 	assert.Contains(t, out, "upgrade completed")
 }

@@ -4,32 +4,56 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
 )
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", "plan [--data-plane sim --nodes N --volumes V] [--node NAME ...]", stderr)
-	dataPlane := fs.String("data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster)")
+	fs := newFlags("plan", "plan [--data-plane sim [--nodes N --volumes V] | --data-plane longhorn [--kubeconfig PATH] [--context C]] [--node NAME ...]", stderr)
+	dataPlane := fs.String("data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster) or longhorn (a cluster's Longhorn, read only)")
 	var sf simFlags
 	sf.register(fs)
+	kubeconfig := fs.String("kubeconfig", "", "with --data-plane longhorn: the kubeconfig (default: $KUBECONFIG or ~/.kube/config with --context, else in-cluster)")
+	kubeContext := fs.String("context", "", "with --data-plane longhorn: the kubeconfig context to use")
+	namespace := fs.String("longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
+	allowExperimental := fs.Bool("allow-experimental-longhorn", false, "with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental)")
 	var nodes stringList
 	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *dataPlane != "sim" {
-		return fmt.Errorf("--data-plane %q: only sim is available in this build", *dataPlane)
+	var reader dataplane.Reader
+	switch *dataPlane {
+	case "sim":
+		if err := sf.validate(); err != nil {
+			return err
+		}
+		cluster, err := sf.build()
+		if err != nil {
+			return err
+		}
+		reader = cluster
+	case "longhorn":
+		cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel() // stops the adapter's informers
+		plane, err := longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: *namespace, AllowExperimental: *allowExperimental,
+			Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		reader = plane
+	default:
+		return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", *dataPlane, errUsage)
 	}
-	if err := sf.validate(); err != nil {
-		return err
-	}
-	cluster, err := sf.build()
-	if err != nil {
-		return err
-	}
-	snap, err := plan.Read(ctx, cluster)
+	snap, err := plan.Read(ctx, reader)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
@@ -202,7 +203,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	t.Cleanup(srv.Shutdown)
 	nc, err := srv.Connect(connectAuth...)
 	require.NoError(t, err)
-	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
+	cluster := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 10 * time.Millisecond})
 	for _, n := range nodes {
 		require.NoError(t, cluster.AddNode(n))
 	}

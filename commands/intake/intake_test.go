@@ -19,6 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands/intake"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/kubeclient"
@@ -50,7 +51,7 @@ func setup(t *testing.T) *fixture {
 	kc, err := kubeclient.New(env.Config)
 	require.NoError(t, err)
 
-	cluster := sim.New(sim.Config{TargetMoveLatency: 10 * time.Millisecond})
+	cluster := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 10 * time.Millisecond})
 	for _, n := range []string{"n1", "n2", "n3"} {
 		require.NoError(t, cluster.AddNode(n))
 	}

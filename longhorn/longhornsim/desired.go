@@ -1,8 +1,8 @@
 package longhornsim
 
 import (
-	"hash/fnv"
 	"fmt"
+	"hash/fnv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

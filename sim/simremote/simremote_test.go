@@ -44,15 +44,19 @@ func TestRemoteClientMatchesTheSimulator(t *testing.T) {
 
 	_, err = c.Node(ctx, "ghost")
 	assert.ErrorIs(t, err, dataplane.ErrNotFound, "sentinels survive the wire")
-	require.NoError(t, c.SetNodeUpgradeRequested(ctx, "node-1", true))
+	require.NoError(t, c.SetReplicaScheduling(ctx, "node-1", false))
 	n, err := s.Node(ctx, "node-1")
 	require.NoError(t, err)
-	assert.True(t, n.UpgradeRequested, "actions reach the simulator")
+	assert.False(t, n.AllowScheduling, "actions reach the simulator")
+	p, err := c.Platform(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, dataplane.ProfileV112, p.Profile)
 }
 
-// A whole upgrade whose workers reach the cluster only over NATS.
+// A whole upgrade whose workers reach the cluster only over NATS (on the
+// in-place profile: every node holds initiators).
 func TestUpgradeThroughTheRemoteClient(t *testing.T) {
-	s := sim.New(sim.Config{})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	for _, n := range []string{"n1", "n2", "n3"} {
 		require.NoError(t, s.AddNode(n))
 	}

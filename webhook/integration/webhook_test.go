@@ -40,6 +40,10 @@ type switchableCluster struct{ cur atomic.Pointer[sim.Sim] }
 
 func (c *switchableCluster) set(s *sim.Sim) { c.cur.Store(s) }
 
+func (c *switchableCluster) Platform(ctx context.Context) (dataplane.Platform, error) {
+	return c.cur.Load().Platform(ctx)
+}
+
 func (c *switchableCluster) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	return c.cur.Load().Nodes(ctx)
 }
@@ -76,7 +80,7 @@ func (c *switchableCluster) TargetCounts(ctx context.Context) (map[string]int, e
 // sim.OldIMImage unless said otherwise; target sim.NewIMImage).
 func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {
 	t.Helper()
-	s := sim.New(sim.Config{})
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
 	for _, n := range nodes {
 		require.NoError(t, s.AddNodeSpec(n))
 	}

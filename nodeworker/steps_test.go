@@ -1,0 +1,463 @@
+package nodeworker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
+)
+
+// The step decisions are pure: each table gives what a round observed and
+// what the node's history holds, and checks the plan: the data-plane calls
+// in order, the history recorded, a block or done.
+
+const (
+	oldIM = "im:v1"
+	newIM = "im:v2"
+)
+
+var cfg = settings{node: "n1", image: newIM, snapshot: "switchback-uid-n1", idPrefix: "worker/uid/n1/"}
+
+func replica(vol, node string, st dataplane.ReplicaState) dataplane.Replica {
+	return dataplane.Replica{Name: vol + "-r-" + node, Node: node, State: st}
+}
+
+// volume is an attached v2 volume with a settled target on its engine node
+// (the attached node when engineOn is ""), a blockdev frontend and a
+// running replica on each of replicaNodes.
+func volume(name, attached, engineOn string, replicaNodes ...string) dataplane.Volume {
+	v := dataplane.Volume{Name: name, DataEngine: dataplane.DataEngineV2, NumberOfReplicas: len(replicaNodes),
+		AttachedNode: attached, EngineNode: engineOn, Frontend: dataplane.FrontendBlockdev, Robustness: dataplane.RobustnessHealthy}
+	if attached != "" {
+		v.TargetNode, v.TargetReady = v.EngineHome(engineOn), true
+	}
+	for _, n := range replicaNodes {
+		v.Replicas = append(v.Replicas, replica(name, n, dataplane.ReplicaRunning))
+	}
+	return v
+}
+
+func im(name, image string, state dataplane.IMState) dataplane.InstanceManager {
+	return dataplane.InstanceManager{Name: name, Node: "n1", Image: image, DataEngine: dataplane.DataEngineV2, State: state}
+}
+
+func observed(profile dataplane.Profile, vols ...dataplane.Volume) observation {
+	o := observation{profile: profile, found: true,
+		node:     dataplane.Node{Name: "n1", Ready: true, V2: true, AllowScheduling: true},
+		ims:      []dataplane.InstanceManager{im("im-n1-1", oldIM, dataplane.IMRunning)},
+		on:       vols,
+		recorded: map[string]dataplane.Volume{}}
+	for _, v := range vols {
+		o.recorded[v.Name] = v
+	}
+	return o
+}
+
+// state is a node upgrade at step with vols recorded in the given states.
+func state(step events.NodeState, vols map[string]nodeupgrade.Volume) nodeupgrade.State {
+	return nodeupgrade.State{Exists: true, Node: "n1", State: step, InstanceManagerImage: newIM, Volumes: vols}
+}
+
+func ptr(s string) *string { return &s }
+
+func actions(p stepPlan) []string {
+	out := []string{}
+	for _, a := range p.actions {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func volumeChanges(p stepPlan) []string {
+	out := []string{}
+	for _, v := range p.volumes {
+		s := v.Volume + "->" + string(v.To)
+		if v.TargetNode != "" {
+			s += "@" + v.TargetNode
+		}
+		if v.EngineNodeBefore != nil {
+			s += " before=" + *v.EngineNodeBefore
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func reason(p stepPlan) string {
+	if p.block == nil {
+		return ""
+	}
+	return p.block.reason
+}
+
+func TestDecideInitialize(t *testing.T) {
+	storage := volume("vol-s", "c1", "n1", "n1", "n2")
+	tests := []struct {
+		name    string
+		o       observation
+		st      nodeupgrade.State
+		actions []string
+		volumes []string
+		record  int
+		confirm int
+		reason  string
+		done    bool
+	}{
+		{name: "v1.12: a node holding initiators stalls before touching anything",
+			o: observed(dataplane.ProfileV112, volume("vol-a", "n1", "", "n1", "n2"), storage), st: state(events.NodeInitializing, nil),
+			reason: "InitiatorsOnNode"},
+		{name: "in-place: initiators survive; scheduling recorded then turned off, volumes recorded, attached ones snapshotted",
+			o: observed(dataplane.ProfileInPlace, volume("vol-a", "n1", "", "n1", "n2"), storage), st: state(events.NodeInitializing, nil),
+			actions: []string{"SetReplicaScheduling n1 false", "CreateSnapshot vol-a switchback-uid-n1", "CreateSnapshot vol-s switchback-uid-n1"},
+			volumes: []string{"vol-a->pending@n1", "vol-s->pending@n1"}, record: 1, confirm: 1, done: true},
+		{name: "v1.12: a storage node; v1 and detached volumes are recorded but never snapshotted or touched",
+			o: func() observation {
+				v1 := volume("vol-v1", "c1", "", "n1")
+				v1.DataEngine = "v1"
+				return observed(dataplane.ProfileV112, storage, volume("vol-d", "", "", "n1"), v1)
+			}(), st: state(events.NodeInitializing, nil),
+			actions: []string{"SetReplicaScheduling n1 false", "CreateSnapshot vol-s switchback-uid-n1"},
+			volumes: []string{"vol-s->pending@n1", "vol-d->pending"}, record: 1, confirm: 1, done: true},
+		{name: "a node that already does not schedule: recorded as false, nothing to write",
+			o: func() observation {
+				o := observed(dataplane.ProfileV112, storage)
+				o.node.AllowScheduling = false
+				return o
+			}(), st: state(events.NodeInitializing, nil),
+			actions: []string{"CreateSnapshot vol-s switchback-uid-n1"}, volumes: []string{"vol-s->pending@n1"}, record: 1, confirm: 1, done: true},
+		{name: "redelivered after everything was recorded: the write lost in a crash is redone, nothing recorded twice",
+			o: observed(dataplane.ProfileV112, storage),
+			st: func() nodeupgrade.State {
+				st := state(events.NodeInitializing, map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}})
+				st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
+				st.Snapshots = &nodeupgrade.Snapshots{Name: cfg.snapshot, Volumes: []string{"vol-s"}}
+				return st
+			}(),
+			actions: []string{"SetReplicaScheduling n1 false"}, done: true},
+		{name: "a deleted node fails the upgrade", o: observation{profile: dataplane.ProfileV112}, st: state(events.NodeInitializing, nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := decideInitialize(tt.o, tt.st, cfg)
+			if !tt.o.found {
+				require.NotNil(t, p.fatal)
+				assert.Equal(t, "NodeDeleted", p.fatal.reason)
+				return
+			}
+			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
+			assert.Equal(t, append([]string{}, tt.volumes...), volumeChanges(p))
+			assert.Len(t, p.record, tt.record)
+			assert.Len(t, p.confirm, tt.confirm)
+			assert.Equal(t, tt.reason, reason(p))
+			assert.Equal(t, tt.done, p.done)
+			if tt.reason == "InitiatorsOnNode" {
+				assert.Contains(t, p.block.message, "vol-a")
+				assert.Empty(t, p.actions, "nothing touched")
+				assert.Empty(t, p.record)
+			}
+		})
+	}
+	// The recorded scheduling carries the value the node had.
+	p := decideInitialize(observed(dataplane.ProfileV112, storage), state(events.NodeInitializing, nil), cfg)
+	assert.Equal(t, nodeupgrade.RecordScheduling{ID: "worker/uid/n1/scheduling", AllowScheduling: true}, p.record[0])
+}
+
+func TestDecideFailReplicas(t *testing.T) {
+	pending := func(names ...string) map[string]nodeupgrade.Volume {
+		m := map[string]nodeupgrade.Volume{}
+		for _, n := range names {
+			m[n] = nodeupgrade.Volume{State: events.VolumePending}
+		}
+		return m
+	}
+	stopped := volume("vol-x", "c1", "n2", "n1", "n2")
+	stopped.Replicas[0].State = dataplane.ReplicaStopped
+	lastHealthy := volume("vol-l", "c1", "n2", "n1", "n2")
+	lastHealthy.Replicas[1].State = dataplane.ReplicaError
+	rebuilding := volume("vol-r", "c1", "n2", "n1", "n2")
+	rebuilding.Replicas[0].State = dataplane.ReplicaRebuilding
+	tests := []struct {
+		name    string
+		o       observation
+		actions []string
+		reason  string
+		done    bool
+	}{
+		{name: "the node's replicas of attached volumes are failed; detached volumes' are not",
+			o:       observed(dataplane.ProfileV112, volume("vol-a", "c1", "n1", "n1", "n2"), volume("vol-d", "", "", "n1", "n2")),
+			actions: []string{"FailReplica vol-a vol-a-r-n1"}},
+		{name: "a rebuilding replica is failed too", o: observed(dataplane.ProfileV112, rebuilding), actions: []string{"FailReplica vol-r vol-r-r-n1"}},
+		{name: "all stopped: done", o: observed(dataplane.ProfileV112, stopped), done: true},
+		{name: "the last healthy replica is never failed", o: observed(dataplane.ProfileV112, lastHealthy), reason: "LastHealthyReplica"},
+		{name: "the IM already runs the target image: nothing to disturb",
+			o: func() observation {
+				o := observed(dataplane.ProfileV112, volume("vol-a", "c1", "n1", "n1", "n2"))
+				o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
+				return o
+			}(), done: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			names := []string{}
+			for n := range tt.o.recorded {
+				names = append(names, n)
+			}
+			p := decideFailReplicas(tt.o, state(events.NodeFailingReplicas, pending(names...)), cfg)
+			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
+			assert.Equal(t, tt.reason, reason(p))
+			assert.Equal(t, tt.done, p.done)
+		})
+	}
+}
+
+func TestDecideSwitchOver(t *testing.T) {
+	placement := func(o *observation) {
+		c := plan.Cluster{Platform: dataplane.Platform{Profile: o.profile},
+			Nodes: []dataplane.Node{{Name: "n1", Ready: true, V2: true}, {Name: "n2", Ready: true, V2: true}, {Name: "n3", Ready: true, V2: true}},
+			InstanceManagers: []dataplane.InstanceManager{im("im-n1-1", oldIM, dataplane.IMRunning),
+				{Name: "im-n2-1", Node: "n2", Image: oldIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning},
+				{Name: "im-n3-1", Node: "n3", Image: newIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning}},
+			TargetCounts: map[string]int{}}
+		o.placement = &c
+	}
+	storage := volume("vol-s", "c1", "n1", "n1", "n2")
+	storage.Replicas[0].State = dataplane.ReplicaStopped // failed by the previous step
+	storage.Robustness = dataplane.RobustnessDegraded
+	tests := []struct {
+		name    string
+		o       func() observation
+		st      map[string]nodeupgrade.Volume
+		actions []string
+		volumes []string
+		reason  string
+		done    bool
+	}{
+		{name: "a pending volume: destination and engine node before recorded, then asked for",
+			o:       func() observation { o := observed(dataplane.ProfileV112, storage); placement(&o); return o },
+			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}},
+			volumes: []string{"vol-s->switching-over@n3 before=n1"}, actions: []string{"SetEngineNode vol-s n3"}},
+		{name: "redelivered after the move was asked: waits, asks nothing again",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverPreparing, false
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "TargetNotMoved"},
+		{name: "settled on the destination: switched over",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.TargetNode = "n3", "n3"
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			volumes: []string{"vol-s->switched-over@n3"}, done: true},
+		{name: "Longhorn keeps reverting: a stall naming the state and the Warning's text",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverReverting, false
+				v.SwitchoverError = "Failed to switch over target to 10.0.0.3:20001: boom"
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "SwitchoverFailing"},
+		{name: "never changes the engine node while the path is switched",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n2", dataplane.SwitchoverSwitchingOver, false
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "SwitchoverInProgress"},
+		{name: "a rebuilding replica: Longhorn would revert, so the move waits",
+			o: func() observation {
+				v := storage
+				v.Replicas = append(v.Replicas, replica("vol-s", "n3", dataplane.ReplicaRebuilding))
+				o := observed(dataplane.ProfileV112, v)
+				placement(&o)
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "VolumeRebuilding"},
+		{name: "ublk has no switch-over path",
+			o: func() observation {
+				v := storage
+				v.Frontend = dataplane.FrontendUblk
+				o := observed(dataplane.ProfileV112, v)
+				placement(&o)
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "FrontendCannotSwitch"},
+		{name: "no temporary target",
+			o: func() observation {
+				o := observed(dataplane.ProfileV112, storage)
+				placement(&o)
+				for i := range o.placement.Nodes {
+					if o.placement.Nodes[i].Name != "n1" {
+						o.placement.Nodes[i].Ready = false
+					}
+				}
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "NoTemporaryTarget"},
+		{name: "a volume attached elsewhere with its target elsewhere needs no switch-over",
+			o:  func() observation { return observed(dataplane.ProfileV112, volume("vol-r", "c1", "n2", "n1", "n2")) },
+			st: map[string]nodeupgrade.Volume{"vol-r": {State: events.VolumePending}}, done: true},
+		{name: "Longhorn replaced the emptied IM meanwhile: no new switch-over starts, those under way are recorded",
+			o: func() observation {
+				moved := storage
+				moved.Name, moved.EngineNode, moved.TargetNode = "vol-m", "n3", "n3"
+				o := observed(dataplane.ProfileV112, storage, moved)
+				o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending},
+				"vol-m": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			volumes: []string{"vol-m->switched-over@n3"}, done: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := decideSwitchOver(tt.o(), state(events.NodeSwitchingOver, tt.st), cfg)
+			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
+			assert.Equal(t, append([]string{}, tt.volumes...), volumeChanges(p))
+			assert.Equal(t, tt.reason, reason(p))
+			assert.Equal(t, tt.done, p.done)
+			if tt.reason == "SwitchoverFailing" {
+				assert.Contains(t, p.block.message, `switchoverState "reverting"`)
+				assert.Contains(t, p.block.message, "boom")
+			}
+		})
+	}
+}
+
+func TestDecideUpgradeInstanceManager(t *testing.T) {
+	idle := im("im-n1-1", oldIM, dataplane.IMRunning)
+	busy := idle
+	busy.Replicas = 1
+	frontends := idle
+	frontends.Frontends = 2
+	next := im("im-n1-2", newIM, dataplane.IMStopped)
+	tests := []struct {
+		name    string
+		profile dataplane.Profile
+		vols    []dataplane.Volume
+		ims     []dataplane.InstanceManager
+		actions []string
+		reason  string
+		done    bool
+	}{
+		{name: "v1.12: an idle old IM is deleted, as Longhorn would", profile: dataplane.ProfileV112, ims: []dataplane.InstanceManager{idle, next},
+			actions: []string{"DeleteInstanceManager im-n1-1"}},
+		{name: "v1.12: a busy old IM is waited for", profile: dataplane.ProfileV112, ims: []dataplane.InstanceManager{busy, next}, reason: "InstanceManagerBusy"},
+		{name: "a target still on the node: never replaced", profile: dataplane.ProfileV112, ims: []dataplane.InstanceManager{idle, next},
+			vols: []dataplane.Volume{volume("vol-s", "c1", "n1", "n2")}, reason: "TargetStillOnNode"},
+		{name: "v1.12: initiators attached since: never replaced", profile: dataplane.ProfileV112, ims: []dataplane.InstanceManager{frontends, next},
+			vols: []dataplane.Volume{volume("vol-a", "n1", "n2", "n2")}, reason: "InitiatorsOnNode"},
+		{name: "being replaced: waits for the new IM", profile: dataplane.ProfileV112,
+			ims: []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMStarting)}, reason: "InstanceManagerStarting"},
+		{name: "the new IM in error: a permanent block", profile: dataplane.ProfileV112,
+			ims: []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMError)}, reason: "InstanceManagerFailed"},
+		{name: "running the target image: done", profile: dataplane.ProfileV112,
+			ims: []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}, done: true},
+		{name: "in-place: initiators stay, the IM's image is set", profile: dataplane.ProfileInPlace,
+			vols: []dataplane.Volume{volume("vol-a", "n1", "n2", "n2")}, ims: []dataplane.InstanceManager{frontends}, actions: []string{"SetInstanceManagerImage im-n1-1 im:v2"}},
+		{name: "in-place: a replica still running: waits", profile: dataplane.ProfileInPlace, ims: []dataplane.InstanceManager{busy}, reason: "InstanceManagerBusy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := observed(tt.profile, tt.vols...)
+			o.ims = tt.ims
+			p := decideUpgradeInstanceManager(o, cfg)
+			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
+			assert.Equal(t, tt.reason, reason(p))
+			assert.Equal(t, tt.done, p.done)
+		})
+	}
+}
+
+func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
+	away := volume("vol-s", "c1", "n3", "n2")
+	followed := volume("vol-a", "n1", "n3", "n2")
+	o := observed(dataplane.ProfileInPlace, away, followed)
+	o.node.AllowScheduling = false
+	st := state(events.NodeSwitchingBack, map[string]nodeupgrade.Volume{
+		"vol-s": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")},
+		"vol-a": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("")},
+	})
+	st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
+	p := decideSwitchBack(o, st, cfg)
+	assert.Equal(t, []string{"SetReplicaScheduling n1 true", `SetEngineNode vol-a`, "SetEngineNode vol-s n1"}, actions(p),
+		`the scheduling first, then each engine node as it was ("" follows the attached node)`)
+	assert.Equal(t, []string{"vol-a->switching-back@n1", "vol-s->switching-back@n1"}, volumeChanges(p))
+	require.Len(t, p.confirm, 1)
+	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
+	assert.False(t, p.done)
+
+	// Once home and settled: switched back; a restored scheduling is not
+	// written again.
+	st.Scheduling.Restored = true
+	home := observed(dataplane.ProfileInPlace, volume("vol-s", "c1", "n1", "n2"), volume("vol-a", "n1", "", "n2"))
+	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
+	st.Volumes["vol-a"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("")}
+	p = decideSwitchBack(home, st, cfg)
+	assert.Empty(t, actions(p))
+	assert.Empty(t, p.confirm)
+	assert.Equal(t, []string{"vol-a->switched-back@n1", "vol-s->switched-back@n1"}, volumeChanges(p))
+	assert.True(t, p.done)
+}
+
+func TestDecideWaitHealthyAndFinalize(t *testing.T) {
+	rebuilding := volume("vol-s", "c1", "n1", "n1", "n2")
+	rebuilding.Replicas[0].State = dataplane.ReplicaRebuilding
+	st := state(events.NodeRebuildingReplica, map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchedBack}})
+	st.Scheduling = &nodeupgrade.Scheduling{Previous: false, Restored: true}
+	p := decideWaitHealthy(observed(dataplane.ProfileV112, rebuilding), st, cfg)
+	assert.Equal(t, "VolumeNotHealthy", reason(p))
+	assert.Contains(t, p.block.message, "does not allow replica scheduling, as before the upgrade")
+	assert.True(t, decideWaitHealthy(observed(dataplane.ProfileV112, volume("vol-s", "c1", "n1", "n1", "n2")), st, cfg).done)
+
+	st.State = events.NodeFinalizing
+	st.Snapshots = &nodeupgrade.Snapshots{Name: cfg.snapshot, Volumes: []string{"vol-gone", "vol-s"}}
+	p = decideFinalize(observed(dataplane.ProfileV112, volume("vol-s", "c1", "n1", "n1", "n2")), st, cfg)
+	assert.Equal(t, []string{"DeleteSnapshot vol-s switchback-uid-n1"}, actions(p), "a deleted volume's snapshot went with it")
+	assert.Equal(t, []string{"vol-s->completed"}, volumeChanges(p))
+	assert.Len(t, p.confirm, 1)
+	assert.True(t, p.done)
+
+	keep := cfg
+	keep.keepSnapshots = true
+	assert.Empty(t, actions(decideFinalize(observed(dataplane.ProfileV112, volume("vol-s", "c1", "n1", "n1", "n2")), st, keep)), "kept on request")
+}
+
+func TestDecideCancel(t *testing.T) {
+	away := volume("vol-s", "c1", "n3", "n2")
+	st := state(events.NodeUpgradingInstanceManager, map[string]nodeupgrade.Volume{
+		"vol-s": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")},
+	})
+	st.CancelRequested = true
+	st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
+
+	o := observed(dataplane.ProfileV112, away)
+	o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMStarting)}
+	o.node.AllowScheduling = false
+	p := decideCancel(o, st, cfg)
+	assert.Equal(t, "WaitingForInstanceManager", reason(p), "the target waits for the node's IM to run")
+	assert.Empty(t, actions(p), "and scheduling stays off until every target is home")
+
+	o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
+	p = decideCancel(o, st, cfg)
+	assert.Equal(t, []string{"SetEngineNode vol-s n1"}, actions(p))
+	assert.False(t, p.done)
+
+	home := observed(dataplane.ProfileV112, volume("vol-s", "c1", "n1", "n2"))
+	home.node.AllowScheduling = false
+	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
+	p = decideCancel(home, st, cfg)
+	assert.Equal(t, []string{"SetReplicaScheduling n1 true"}, actions(p))
+	assert.Equal(t, []string{"vol-s->switched-back@n1"}, volumeChanges(p))
+	assert.True(t, p.done)
+}
