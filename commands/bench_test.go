@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/sim"
 )
 

@@ -56,4 +56,3 @@ func (o *demoOperator) onStall(ctx context.Context, u *replay.Upgrade, node stri
 	}
 	return out
 }
-
