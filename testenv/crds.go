@@ -76,6 +76,10 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 	if err != nil {
 		return err
 	}
+	// CRDs written from real ones draw the apiserver's warnings (int64
+	// formats, short finalizer names) exactly as the real ones do.
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = rest.NoWarnings{}
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)

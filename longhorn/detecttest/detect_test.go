@@ -1,0 +1,306 @@
+// Package detecttest proves the Longhorn adapter's detection, and its report
+// of a pruned field, on a real kube-apiserver serving one Longhorn after
+// another: an older one, v1.12.1, and one with the in-place upgrader. It is
+// a package of its own because CRDs are cluster-wide: the other tests'
+// apiserver must keep serving v1.12.1.
+package detecttest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const ns = "longhorn-system"
+
+type world struct {
+	t    *testing.T
+	ctx  context.Context
+	cfg  *rest.Config
+	dyn  dynamic.Interface
+	disc discovery.DiscoveryInterface
+	root string
+}
+
+// install serves the CRDs of test/<dir>, changed by edit (nil: as they are);
+// a CRD edit returns false for drops it.
+func (w *world) install(dir string, edit func(crd *unstructured.Unstructured) bool) {
+	w.t.Helper()
+	crds, err := testenv.ReadCRDs(filepath.Join(w.root, "test", dir))
+	require.NoError(w.t, err)
+	out := w.t.TempDir()
+	for _, crd := range crds {
+		if edit != nil && !edit(crd) {
+			continue
+		}
+		b, err := json.Marshal(crd.Object)
+		require.NoError(w.t, err)
+		require.NoError(w.t, os.WriteFile(filepath.Join(out, crd.GetName()+".json"), b, 0o644))
+	}
+	require.NoError(w.t, testenv.InstallCRDs(w.ctx, w.cfg, out))
+}
+
+// uninstall deletes the CRDs of test/<dir> and waits until discovery no
+// longer serves them.
+func (w *world) uninstall(dir string) {
+	w.t.Helper()
+	crds, err := testenv.ReadCRDs(filepath.Join(w.root, "test", dir))
+	require.NoError(w.t, err)
+	api := w.dyn.Resource(crdResource)
+	for _, crd := range crds {
+		require.NoError(w.t, api.Delete(w.ctx, crd.GetName(), metav1.DeleteOptions{}))
+	}
+	w.until("the CRDs of "+dir+" no longer served", func(s longhorn.Surface) bool {
+		for _, crd := range crds {
+			plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+			if slices.Contains(s.Served, plural) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// drop removes a property (a dotted path under the schema's root) from a
+// CRD of the given plural.
+func drop(plural string, paths ...string) func(*unstructured.Unstructured) bool {
+	return func(crd *unstructured.Unstructured) bool {
+		p, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		if p != plural {
+			return true
+		}
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		for i := range versions {
+			v := versions[i].(map[string]any)
+			for _, path := range paths {
+				fields := []string{"schema", "openAPIV3Schema"}
+				parts := strings.Split(path, ".")
+				for _, part := range parts[:len(parts)-1] {
+					fields = append(fields, "properties", part)
+				}
+				props, _, _ := unstructured.NestedMap(v, append(fields, "properties")...)
+				delete(props, parts[len(parts)-1])
+				_ = unstructured.SetNestedMap(v, props, append(fields, "properties")...)
+			}
+			versions[i] = v
+		}
+		_ = unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions")
+		return true
+	}
+}
+
+// without drops whole CRDs by plural.
+func without(plurals ...string) func(*unstructured.Unstructured) bool {
+	return func(crd *unstructured.Unstructured) bool {
+		p, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		return !slices.Contains(plurals, p)
+	}
+}
+
+func both(a, b func(*unstructured.Unstructured) bool) func(*unstructured.Unstructured) bool {
+	return func(crd *unstructured.Unstructured) bool { return a(crd) && b(crd) }
+}
+
+// surface reads the surface as the adapter does.
+func (w *world) surface() longhorn.Surface {
+	w.t.Helper()
+	s, err := longhorn.ReadSurface(w.ctx, w.disc, w.dyn, ns)
+	require.NoError(w.t, err)
+	return s
+}
+
+// until waits for the apiserver to publish what cond wants (the OpenAPI
+// document follows a CRD change after a moment).
+func (w *world) until(what string, cond func(longhorn.Surface) bool) longhorn.Surface {
+	w.t.Helper()
+	var s longhorn.Surface
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		w.disc = memoryless(w.cfg)
+		if s = w.surface(); cond(s) {
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.t.Fatalf("%s: not reached; last surface %+v", what, s)
+	return s
+}
+
+// memoryless is a fresh discovery client: discovery answers are cached per
+// client.
+func memoryless(cfg *rest.Config) discovery.DiscoveryInterface {
+	d, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+func hasField(resource, field string) func(longhorn.Surface) bool {
+	return func(s longhorn.Surface) bool { return s.Fields[resource+" "+field] }
+}
+
+func lacksField(resource, field string) func(longhorn.Surface) bool {
+	return func(s longhorn.Surface) bool {
+		has, known := s.Fields[resource+" "+field]
+		return known && !has
+	}
+}
+
+func TestDetectionOnARealAPIServer(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	w := &world{t: t, ctx: ctx, cfg: cfg, dyn: dyn, disc: memoryless(cfg), root: root}
+	_, err = dyn.Resource(namespaces).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	t.Run("no Longhorn at all", func(t *testing.T) {
+		_, err := w.surface().Platform(false)
+		require.ErrorIs(t, err, longhorn.ErrUnsupportedLonghorn)
+		assert.ErrorContains(t, err, "volumes.longhorn.io is not served")
+	})
+
+	t.Run("an older Longhorn is refused, naming its version and what it lacks", func(t *testing.T) {
+		w.install("longhorn-crds", both(without("enginefrontends"),
+			drop("volumes", "spec.engineNodeID", "status.currentEngineNodeID", "status.switchoverState")))
+		setVersion(t, w, "v1.11.2")
+		s := w.until("volumes without spec.engineNodeID", lacksField("volumes", "spec.engineNodeID"))
+		_, err := s.Platform(false)
+		require.ErrorIs(t, err, longhorn.ErrUnsupportedLonghorn)
+		for _, want := range []string{"Longhorn v1.11.2", "enginefrontends.longhorn.io is not served",
+			"volumes.longhorn.io has no spec.engineNodeID", "volumes.longhorn.io has no status.switchoverState"} {
+			assert.ErrorContains(t, err, want)
+		}
+	})
+
+	t.Run("a field the served CRD prunes is reported, naming it", func(t *testing.T) {
+		w.install("longhorn-crds", drop("volumes", "spec.engineNodeID"))
+		w.until("volumes still without spec.engineNodeID, enginefrontends served", func(s longhorn.Surface) bool {
+			return slices.Contains(s.Served, "enginefrontends") && lacksField("volumes", "spec.engineNodeID")(s)
+		})
+		create(t, w, longhorn.NodesResource, map[string]any{"name": "n1", "allowScheduling": true}, "n1")
+		create(t, w, longhorn.VolumesResource, map[string]any{"nodeID": "n1", "dataEngine": "v2", "numberOfReplicas": int64(1)}, "pvc-1")
+		create(t, w, longhorn.SettingsResource, nil, "default-instance-manager-image")
+		// As if detection were skipped: the adapter told it drives v1.12.
+		plane, err := longhorn.New(ctx, dyn, longhorn.Options{Namespace: ns, Platform: dataplane.Platform{Profile: dataplane.ProfileV112},
+			WriteSyncTimeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		err = plane.SetEngineNode(ctx, "pvc-1", "n1")
+		require.ErrorIs(t, err, longhorn.ErrFieldUnsupported)
+		assert.ErrorIs(t, err, dataplane.ErrRefused, "retrying cannot help")
+		assert.ErrorContains(t, err, "spec.engineNodeID")
+		assert.ErrorContains(t, err, `"pvc-1"`)
+		assert.NoError(t, plane.SetEngineNode(ctx, "pvc-1", ""), "asking for what the object has is a no-op")
+	})
+
+	t.Run("v1.12.1", func(t *testing.T) {
+		w.install("longhorn-crds", nil)
+		setVersion(t, w, "v1.12.1")
+		s := w.until("volumes with spec.engineNodeID", hasField("volumes", "spec.engineNodeID"))
+		p, err := s.Platform(false)
+		require.NoError(t, err)
+		assert.Equal(t, dataplane.ProfileV112, p.Profile)
+		assert.Equal(t, "v1.12.1", p.LonghornVersion)
+	})
+
+	t.Run("a Longhorn with the in-place upgrader: refused without the opt-in, experimental with it", func(t *testing.T) {
+		w.install("longhorn-crds-inplace", nil)
+		setVersion(t, w, "v1.13.0")
+		s := w.until("the upgrader's CRDs served", func(s longhorn.Surface) bool {
+			return slices.Contains(s.Served, "instancemanagerupgrades") && slices.Contains(s.Served, "instancemanagerupgradecontrols")
+		})
+		_, err := s.Platform(false)
+		require.ErrorIs(t, err, longhorn.ErrExperimentalLonghorn)
+		assert.ErrorContains(t, err, "Longhorn v1.13.0 updates instance managers in place")
+		assert.ErrorContains(t, err, "--allow-experimental-longhorn")
+		p, err := s.Platform(true)
+		require.NoError(t, err)
+		assert.Equal(t, dataplane.ProfileInPlace, p.Profile)
+		assert.True(t, p.Profile.Experimental())
+
+		// NewForConfig, the production entry, detects the same.
+		_, err = longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: ns})
+		assert.ErrorIs(t, err, longhorn.ErrExperimentalLonghorn)
+		plane, err := longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: ns, AllowExperimental: true, SyncTimeout: 30 * time.Second})
+		require.NoError(t, err)
+		got, err := plane.Platform(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, dataplane.ProfileInPlace, got.Profile)
+
+		w.uninstall("longhorn-crds-inplace")
+		p, err = w.surface().Platform(false)
+		require.NoError(t, err)
+		assert.Equal(t, dataplane.ProfileV112, p.Profile)
+	})
+}
+
+// setVersion writes the current-longhorn-version setting.
+func setVersion(t *testing.T, w *world, version string) {
+	t.Helper()
+	ri := w.dyn.Resource(longhorn.SettingsResource).Namespace(ns)
+	u, err := ri.Get(w.ctx, longhorn.SettingCurrentLonghornVersion, metav1.GetOptions{})
+	if err == nil {
+		u.Object["value"] = version
+		_, err = ri.Update(w.ctx, u, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		return
+	}
+	_, err = ri.Create(w.ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": longhorn.GroupVersion.String(), "kind": longhorn.KindSetting,
+		"metadata": map[string]any{"name": longhorn.SettingCurrentLonghornVersion, "namespace": ns}, "value": version}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// create creates a Longhorn object with spec (a Setting gets a value).
+func create(t *testing.T, w *world, gvr schemaGVR, spec map[string]any, name string) {
+	t.Helper()
+	obj := map[string]any{"apiVersion": longhorn.GroupVersion.String(), "metadata": map[string]any{"name": name, "namespace": ns}}
+	switch gvr {
+	case longhorn.NodesResource:
+		obj["kind"] = longhorn.KindNode
+	case longhorn.VolumesResource:
+		obj["kind"] = longhorn.KindVolume
+	case longhorn.SettingsResource:
+		obj["kind"], obj["value"] = longhorn.KindSetting, "longhornio/longhorn-instance-manager:v1.12.1"
+	}
+	if spec != nil {
+		obj["spec"] = spec
+	}
+	_, err := w.dyn.Resource(gvr).Namespace(ns).Create(w.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+type schemaGVR = schema.GroupVersionResource
+
+var (
+	crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	namespaces  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+)
