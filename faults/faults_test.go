@@ -30,6 +30,10 @@ const (
 	scAPIServer      = "apiserver stopped mid-upgrade"
 	scConflicts      = "injected 409 conflicts on status writes"
 	scNetworkDrop    = "worker-NATS connection cut during a long step"
+
+	scLonghornWorkerKill     = "Longhorn v1.12: kill -9 worker at each step"
+	scLonghornControllerKill = "Longhorn v1.12: kill -9 controller mid-upgrade"
+	scLonghornAPIServer      = "Longhorn v1.12: apiserver stopped mid-upgrade"
 )
 
 // A worker is killed with SIGKILL inside each step in turn (one run per
@@ -46,7 +50,7 @@ func TestKillWorkerAtEachStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
 			if step == events.NodePending {
-				killWorkerScheduled(t)
+				killWorkerScheduled(t, scWorkerKill, options{})
 				return
 			}
 			w := newWorld(t, scWorkerKill, options{gateStep: step})
@@ -67,8 +71,8 @@ func TestKillWorkerAtEachStep(t *testing.T) {
 	}
 }
 
-func killWorkerScheduled(t *testing.T) {
-	w := newWorld(t, scWorkerKill, options{})
+func killWorkerScheduled(t *testing.T, scenario string, opts options) {
+	w := newWorld(t, scenario, opts)
 	w.startController("c0")
 	workers := w.startWorkers()
 	w.eventually("every worker connected", 30*time.Second, func() bool {
@@ -98,6 +102,79 @@ func killWorkerScheduled(t *testing.T) {
 		}
 	}
 	workers[victim] = w.startWorker(victim)
+	w.checkInvariants()
+}
+
+// The same on the Longhorn path: the processes drive Longhorn v1.12.1's
+// objects on the apiserver (--data-plane longhorn), a simulated Longhorn
+// manager acts on them, and the workers' apiserver requests pass the gate.
+// The storage nodes' steps all have work (see longhornWorld); a step that
+// only waits on Longhorn makes no request, and is long enough for the kill
+// to land inside it once the stream shows the node there.
+func TestLonghornKillWorkerAtEachStep(t *testing.T) {
+	for _, step := range events.NodeSteps {
+		t.Run(string(step), func(t *testing.T) {
+			if step == events.NodePending {
+				killWorkerScheduled(t, scLonghornWorkerKill, options{longhorn: true})
+				return
+			}
+			w := newWorld(t, scLonghornWorkerKill, options{longhorn: true, gateStep: step})
+			w.startController("c0")
+			workers := w.startWorkers()
+			w.createManager()
+
+			held := w.waitInStep()
+			workers[held.node].kill9(t)
+			require.Equal(t, step, w.nodeState(held.node), "the kill landed inside the step")
+			t.Logf("worker of %s killed in %s (held: %s)", held.node, step, held.method)
+			workers[held.node] = w.startWorker(held.node)
+			w.gate.open()
+			w.checkInvariants()
+		})
+	}
+}
+
+// The controller is killed while a storage node's switch-over is under way
+// on the Longhorn path.
+func TestLonghornKillControllerMidUpgrade(t *testing.T) {
+	w := newWorld(t, scLonghornControllerKill, options{longhorn: true, gateStep: events.NodeSwitchingOver})
+	c := w.startController("c0")
+	w.startWorkers()
+	w.createManager()
+
+	w.waitInStep()
+	c.kill9(t)
+	w.gate.open()
+	c = w.startController("c0")
+	w.eventually("the new process leads", 30*time.Second, c.leading)
+	w.checkInvariants()
+}
+
+// The apiserver, which on the Longhorn path is also where the workers see
+// and drive Longhorn, stops while a storage node switches over: the worker
+// waits (its writes fail, its caches stop), the controller loses its lease,
+// Longhorn goes on; once it is back, everything resumes where it was.
+func TestLonghornAPIServerStoppedMidUpgrade(t *testing.T) {
+	w := newWorld(t, scLonghornAPIServer, options{longhorn: true})
+	c := w.startController("c0")
+	w.startWorkers()
+	w.createManager()
+
+	w.waitStep(events.NodeSwitchingOver)
+	require.NoError(t, kenv.StopAPIServer())
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			require.NoError(t, kenv.StartAPIServer(w.ctx), "restart the shared apiserver")
+		}
+	})
+	t.Log("kube-apiserver stopped")
+	w.eventually("the controller stops leading: it cannot renew its lease", stepTimeout,
+		func() bool { return countLines(c.logPath, "stopped leading") > 0 })
+	require.NoError(t, kenv.StartAPIServer(w.ctx))
+	stopped = false
+	t.Log("kube-apiserver started again")
+	w.eventually("the controller leads again", stepTimeout, c.leading)
 	w.checkInvariants()
 }
 

@@ -64,6 +64,11 @@ type options struct {
 	// gateStep, when set, serves the data plane through a gate that holds
 	// every call once a node has entered this step (world.gate).
 	gateStep events.NodeState
+	// longhorn runs the processes with --data-plane longhorn against the
+	// apiserver, where a simulated Longhorn manager (longhornsim) keeps
+	// Longhorn v1.12.1's objects in step with the simulator (see
+	// longhornWorld); the gate then holds the workers' apiserver requests.
+	longhorn bool
 }
 
 // world is one run: NATS, the simulated cluster served on it, the processes
@@ -93,6 +98,10 @@ type world struct {
 	gate  *gate
 	kc    *kubeclient.Client
 	nodes []string
+	// requested is the manager's spec.nodes (nil: every v2 node).
+	requested []string
+	// holds are the workers' kubeconfigs through the gate's proxy, by node.
+	holds map[string]string
 
 	mu      sync.Mutex
 	procs   []*proc
@@ -161,33 +170,11 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 	w.store, err = eventstore.Open(ctx, w.js, eventstore.Config{Replicas: w.replicas})
 	require.NoError(t, err)
 
-	cfg := opts.simConfig
-	if cfg.Profile == "" {
-		// Every node of sim.ThreeNodes holds initiators; on this profile
-		// each of its steps has work to do.
-		cfg.Profile = dataplane.ProfileInPlace
+	if opts.longhorn {
+		w.longhornWorld()
+	} else {
+		w.simWorld()
 	}
-	if cfg.TargetMoveLatency == 0 && cfg.IMStartLatency == 0 && cfg.RebuildLatency == 0 {
-		cfg.TargetMoveLatency, cfg.IMStartLatency, cfg.RebuildLatency = 40*time.Millisecond, 80*time.Millisecond, 40*time.Millisecond
-	}
-	w.sim, err = sim.ThreeNodes(cfg)
-	require.NoError(t, err)
-	nodes, err := w.sim.Nodes(ctx)
-	require.NoError(t, err)
-	for _, nd := range nodes {
-		w.nodes = append(w.nodes, nd.Name)
-	}
-	var plane dataplane.DataPlane = w.sim
-	if opts.gateStep != "" {
-		w.gate = newGate(w, w.sim, opts.gateStep)
-		plane = w.gate
-		// Held calls are let go once the processes are dead, before the
-		// simulator stops being served.
-		w.onStop(w.gate.open)
-	}
-	served, err := simremote.Serve(nc, simremote.DefaultPrefix, plane)
-	require.NoError(t, err)
-	t.Cleanup(served.Stop)
 
 	cs, err := kubernetes.NewForConfig(kenv.Config)
 	require.NoError(t, err)
@@ -195,6 +182,9 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 	// would stay Terminating, and the apiserver is thrown away at the end.
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	if opts.longhorn {
+		w.startLonghorn()
+	}
 	w.kc, err = kubeclient.New(kenv.Config)
 	require.NoError(t, err)
 
@@ -210,6 +200,48 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 		}
 	})
 	return w
+}
+
+// simWorld is the simulated cluster of sim.ThreeNodes, served to the
+// processes over NATS (simremote), through the gate when the run has one.
+func (w *world) simWorld() {
+	t := w.t
+	cfg := w.opts.simConfig
+	if cfg.Profile == "" {
+		// Every node of sim.ThreeNodes holds initiators; on this profile
+		// each of its steps has work to do.
+		cfg.Profile = dataplane.ProfileInPlace
+	}
+	if cfg.TargetMoveLatency == 0 && cfg.IMStartLatency == 0 && cfg.RebuildLatency == 0 {
+		cfg.TargetMoveLatency, cfg.IMStartLatency, cfg.RebuildLatency = 40*time.Millisecond, 80*time.Millisecond, 40*time.Millisecond
+	}
+	var err error
+	w.sim, err = sim.ThreeNodes(cfg)
+	require.NoError(t, err)
+	nodes, err := w.sim.Nodes(w.ctx)
+	require.NoError(t, err)
+	for _, nd := range nodes {
+		w.nodes = append(w.nodes, nd.Name)
+	}
+	var plane dataplane.DataPlane = w.sim
+	if w.opts.gateStep != "" {
+		w.gate = newGate(w, w.sim, w.opts.gateStep)
+		plane = w.gate
+		// Held calls are let go once the processes are dead, before the
+		// simulator stops being served.
+		w.onStop(w.gate.open)
+	}
+	served, err := simremote.Serve(w.nc, simremote.DefaultPrefix, plane)
+	require.NoError(t, err)
+	t.Cleanup(served.Stop)
+}
+
+// dataPlane is the processes' --data-plane.
+func (w *world) dataPlane() string {
+	if w.opts.longhorn {
+		return "longhorn"
+	}
+	return "sim"
 }
 
 // proc is one switchback process.
@@ -398,7 +430,7 @@ func (w *world) startController(id string) *proc {
 	w.t.Helper()
 	return w.start("controller-"+id, "controller", "--kubeconfig", w.kubeconfig(), "--nats-url", w.url,
 		"--stream-replicas", fmt.Sprint(w.replicas), "--namespace", w.ns, "--id", id, "--leader-elect=true",
-		"--data-plane", "sim", "--webhook-addr", "", "--log-level", "debug",
+		"--webhook-addr", "", "--log-level", "debug", "--data-plane", w.dataPlane(), "--longhorn-namespace", w.ns,
 		// Short enough that a dead worker's command and a dead leader's
 		// lease come back within seconds, not the production 10 s and 15 s.
 		"--command-ack-wait", "2s", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
@@ -412,8 +444,13 @@ func (w *world) startWorker(node string) *proc {
 	if w.opts.workerURL != nil {
 		url = w.opts.workerURL(node)
 	}
+	kubeconfig := kenv.Kubeconfig
+	if k, ok := w.holds[node]; ok {
+		kubeconfig = k
+	}
 	return w.start("worker-"+node, "worker", "--node", node, "--nats-url", url, "--stream-replicas", fmt.Sprint(w.replicas),
-		"--data-plane", "sim", "--poll-interval", "20ms", "--stall-after", "5s", "--log-level", "debug")
+		"--data-plane", w.dataPlane(), "--kubeconfig", kubeconfig, "--longhorn-namespace", w.ns,
+		"--poll-interval", "20ms", "--stall-after", "5s", "--log-level", "debug")
 }
 
 // startWorkers starts one worker per node.
@@ -430,7 +467,7 @@ func (w *world) createManager() {
 	w.t.Helper()
 	m, err := w.kc.Managers(w.ns).Create(w.ctx, &v1beta2.DataEngineUpgradeManager{
 		ObjectMeta: metav1.ObjectMeta{Name: managerName, Namespace: w.ns},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: w.requested},
 	})
 	require.NoError(w.t, err)
 	w.mu.Lock()
@@ -528,6 +565,32 @@ func (w *world) waitHeld() heldCall {
 		case <-time.After(100 * time.Millisecond):
 			w.failIfExited()
 		}
+	}
+}
+
+// waitInStep waits until a node is inside the gate's step: the gate holds
+// one of its worker's calls, or, for a step that only waits on Longhorn and
+// makes none, the stream shows the node there.
+func (w *world) waitInStep() heldCall {
+	w.t.Helper()
+	deadline := time.Now().Add(stepTimeout)
+	for {
+		select {
+		case h := <-w.gate.held:
+			return h
+		default:
+		}
+		h, _ := w.refresh()
+		for _, n := range w.nodes {
+			if stateOf(h, n) == w.gate.step {
+				return heldCall{node: n, method: "none yet (the step waits on Longhorn)"}
+			}
+		}
+		w.failIfExited()
+		if time.Now().After(deadline) {
+			w.t.Fatalf("no node entered %s within %s", w.gate.step, stepTimeout)
+		}
+		time.Sleep(pollEvery)
 	}
 }
 
@@ -640,7 +703,9 @@ func countTransitions(h []events.Envelope, nodes []string) (lost, dups int, deta
 // checkInvariants ends every run: the manager completed on the CR, the
 // stream folds exactly to the CRs' status (`switchback replay --verify`),
 // every transition appears exactly once, no I/O failed and nothing is left
-// unsafe; no process died on its own. The run's figures for the summary
+// unsafe (every spec.engineNodeID as its user set it), every upgraded node
+// runs the target image and schedules replicas again; no process died on
+// its own. The run's figures for the summary
 // come from these checks.
 func (w *world) checkInvariants() {
 	t := w.t
@@ -682,11 +747,16 @@ func (w *world) checkInvariants() {
 	assert.NotZero(t, io.Issued, "the I/O checker ran")
 	assert.Zero(t, io.Failed, "failed I/Os: %+v", io.Failures)
 	assert.Empty(t, w.sim.Unsafe(""), "nothing left unsafe")
-	ims, err := w.sim.InstanceManagers(w.ctx, "")
-	require.NoError(t, err)
 	require.NotEmpty(t, st.InstanceManagerImage)
-	for _, im := range ims {
-		assert.Equal(t, st.InstanceManagerImage, im.Image, "IM %s runs the target image", im.Name)
+	for _, n := range w.nodes {
+		ims, err := w.sim.InstanceManagers(w.ctx, n)
+		require.NoError(t, err)
+		for _, im := range ims {
+			assert.Equal(t, st.InstanceManagerImage, im.Image, "IM %s runs the target image", im.Name)
+		}
+		node, err := w.sim.Node(w.ctx, n)
+		require.NoError(t, err)
+		assert.True(t, node.AllowScheduling, "node %s schedules replicas again", n)
 	}
 	w.failIfExited()
 }

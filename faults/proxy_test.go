@@ -5,6 +5,7 @@ package faults
 import (
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -169,4 +170,39 @@ func (p *tcpProxy) close() {
 	p.ln.Close()
 	p.cut()
 	p.wg.Wait()
+}
+
+// newHoldProxy starts a proxy between one worker and the apiserver that
+// passes every request through the run's gate (watches excepted): once a
+// node has entered the gate's step, the worker's requests wait there, so a
+// worker killed then dies inside the step. It returns the worker's
+// kubeconfig.
+func newHoldProxy(t *testing.T, w *world) string {
+	t.Helper()
+	target, err := url.Parse(kenv.Config.Host)
+	require.NoError(t, err)
+	transport, err := rest.TransportFor(kenv.Config)
+	require.NoError(t, err)
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+		// A killed worker's requests end with "context canceled": expected.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") != "true" {
+			w.gate.wait(r.Method + " " + r.URL.Path)
+		}
+		rp.ServeHTTP(rw, r)
+	}))
+	w.onStop(srv.Close)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
+	path := filepath.Join(t.TempDir(), "kubeconfig-hold")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
+	return path
 }

@@ -26,6 +26,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	stallAfter := fs.Duration("stall-after", 2*time.Minute, "report a step stalled after this long without progress")
 	failAfter := fs.Duration("fail-after", 10*time.Minute, "fail the node when its new instance manager stays in error this long")
 	poll := fs.Duration("poll-interval", 250*time.Millisecond, "how often a waiting step looks at the cluster again")
+	keepSnapshots := fs.Bool("keep-snapshots", false, "keep the snapshot the upgrade takes of each attached volume once its node completed (default: removed then; always kept on cancel and error)")
 	var hf healthFlags
 	hf.register(fs)
 	var lf logFlags
@@ -82,7 +83,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	w, err := nodeworker.New(nodeworker.Config{
 		Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
-		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, Log: log,
+		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, KeepSnapshots: *keepSnapshots, Log: log,
 	})
 	if err != nil {
 		return err
