@@ -116,6 +116,19 @@ const (
 	RobustnessUnknown  Robustness = "unknown"
 )
 
+// RobustnessOf is Longhorn's rule for a volume with running of its desired
+// replicas running: healthy with all of them, faulted with none.
+func RobustnessOf(running, desired int) Robustness {
+	switch {
+	case running == 0:
+		return RobustnessFaulted
+	case running < desired:
+		return RobustnessDegraded
+	default:
+		return RobustnessHealthy
+	}
+}
+
 // SwitchoverState is Longhorn's status.switchoverState of a v2 volume whose
 // target is being moved; "" when none is under way.
 type SwitchoverState string

@@ -137,17 +137,7 @@ func TestLonghornKillWorkerAtEachStep(t *testing.T) {
 // The controller is killed while a storage node's switch-over is under way
 // on the Longhorn path.
 func TestLonghornKillControllerMidUpgrade(t *testing.T) {
-	w := newWorld(t, scLonghornControllerKill, options{longhorn: true, gateStep: events.NodeSwitchingOver})
-	c := w.startController("c0")
-	w.startWorkers()
-	w.createManager()
-
-	w.waitInStep()
-	c.kill9(t)
-	w.gate.open()
-	c = w.startController("c0")
-	w.eventually("the new process leads", 30*time.Second, c.leading)
-	w.checkInvariants()
+	killControllerMidUpgrade(t, scLonghornControllerKill, options{longhorn: true})
 }
 
 // The apiserver, which on the Longhorn path is also where the workers see
@@ -183,12 +173,17 @@ func TestLonghornAPIServerStoppedMidUpgrade(t *testing.T) {
 // replica (same identity, as after a container restart) takes the lease over
 // at once and the upgrade completes.
 func TestKillControllerMidUpgrade(t *testing.T) {
-	w := newWorld(t, scControllerKill, options{gateStep: events.NodeSwitchingOver})
+	killControllerMidUpgrade(t, scControllerKill, options{})
+}
+
+func killControllerMidUpgrade(t *testing.T, scenario string, opts options) {
+	opts.gateStep = events.NodeSwitchingOver
+	w := newWorld(t, scenario, opts)
 	c := w.startController("c0")
 	w.startWorkers()
 	w.createManager()
 
-	w.waitHeld() // the upgrade is certainly in flight
+	w.waitInStep() // the upgrade is certainly in flight
 	c.kill9(t)
 	w.gate.open()
 	c = w.startController("c0")

@@ -27,7 +27,7 @@ const (
 )
 
 // watched is one resource mirrored by an informer. The store holds the typed
-// objects of fields.go (converted once, on arrival, by a transform), so
+// objects of types.go (converted once, on arrival, by a transform), so
 // reads neither decode nor allocate unstructured maps.
 type watched struct {
 	gvr  schema.GroupVersionResource

@@ -242,7 +242,8 @@ func targetNode(v *Volume, active *Engine) string {
 }
 
 // activeEngine picks the engine serving the volume: the active one, else the
-// one on the attached node, else any (sorted, for determinism).
+// one on the attached node, else the first by name (cache order is random,
+// and two reads must agree).
 func activeEngine(engines []*Engine, attached string) *Engine {
 	var onNode, first *Engine
 	for _, e := range engines {
@@ -255,7 +256,7 @@ func activeEngine(engines []*Engine, attached string) *Engine {
 		if onNode == nil && attached != "" && e.Spec.NodeID == attached {
 			onNode = e
 		}
-		if first == nil {
+		if first == nil || e.Name < first.Name {
 			first = e
 		}
 	}
@@ -406,13 +407,5 @@ func robustness(s string) dataplane.Robustness {
 // computedRobustness is Longhorn's rule applied to replica states: healthy
 // with every desired replica running, faulted with none.
 func computedRobustness(v dataplane.Volume) dataplane.Robustness {
-	running := v.HealthyReplicas()
-	switch {
-	case running == 0:
-		return dataplane.RobustnessFaulted
-	case running < v.NumberOfReplicas:
-		return dataplane.RobustnessDegraded
-	default:
-		return dataplane.RobustnessHealthy
-	}
+	return dataplane.RobustnessOf(v.HealthyReplicas(), v.NumberOfReplicas)
 }

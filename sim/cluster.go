@@ -374,15 +374,7 @@ func (v *volume) replicaNamed(name string) (*replica, int) {
 // desired number. Detached volumes are summarised the same way (Longhorn
 // says "unknown") so that a test can wait for any volume to be whole again.
 func (v *volume) robustness() dataplane.Robustness {
-	running := v.count(dataplane.ReplicaRunning)
-	switch {
-	case running == 0:
-		return dataplane.RobustnessFaulted
-	case running < v.numReplicas:
-		return dataplane.RobustnessDegraded
-	default:
-		return dataplane.RobustnessHealthy
-	}
+	return dataplane.RobustnessOf(v.count(dataplane.ReplicaRunning), v.numReplicas)
 }
 
 func addIdx(idx map[string]map[string]struct{}, key, vol string) {

@@ -167,12 +167,12 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 		errs = append(errs, m.writeVolume(ctx, v, haveVols[v.Name]))
 		for _, e := range engines(v, vi, m.ns) {
 			want[longhorn.EnginesResource.Resource+"/"+e.Name] = true
-			errs = append(errs, m.writeEngine(ctx, e, haveEngines[e.Name]))
+			errs = append(errs, m.writeWhole(ctx, engineWhole(e), engineWhole(haveEngines[e.Name])))
 		}
 		if v.Attached() && v.DataEngine == dataplane.DataEngineV2 {
 			ef := frontend(v, vi, m.ns)
 			want[longhorn.EngineFrontendsResource.Resource+"/"+ef.Name] = true
-			errs = append(errs, m.writeFrontend(ctx, ef, haveFrontends[ef.Name]))
+			errs = append(errs, m.writeWhole(ctx, frontendWhole(ef), frontendWhole(haveFrontends[ef.Name])))
 			errs = append(errs, m.writeSwitchoverEvents(ctx, v, vi, ef.Name))
 		}
 		for _, r := range v.Replicas {
@@ -226,35 +226,42 @@ func (m *Manager) writeVolume(ctx context.Context, v dataplane.Volume, have *lon
 	return errors.Join(errs...)
 }
 
-// writeEngine keeps an engine as rendered: its spec and status are
-// Longhorn's own, replaced whole.
-func (m *Manager) writeEngine(ctx context.Context, want, have *longhorn.Engine) error {
-	if have == nil {
-		_, err := m.create(ctx, longhorn.EnginesResource, longhorn.KindEngine, want, want.Status)
-		return err
-	}
-	var errs []error
-	if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
-		errs = append(errs, m.putStatus(ctx, longhorn.EnginesResource, want.Name, want.Status))
-	}
-	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		errs = append(errs, m.replace(ctx, longhorn.EnginesResource, want.Name, "/spec", want.Spec, ""))
-	}
-	return errors.Join(errs...)
+// whole is an object whose spec and status are Longhorn's own (an engine,
+// an EngineFrontend): kept as rendered, each replaced whole.
+type whole struct {
+	gvr          schema.GroupVersionResource
+	kind, name   string
+	obj          any // the object, to create it
+	spec, status any
 }
 
-// writeFrontend keeps an EngineFrontend as rendered, like writeEngine.
-func (m *Manager) writeFrontend(ctx context.Context, want, have *longhorn.EngineFrontend) error {
+func engineWhole(e *longhorn.Engine) *whole {
+	if e == nil {
+		return nil
+	}
+	return &whole{gvr: longhorn.EnginesResource, kind: longhorn.KindEngine, name: e.Name, obj: e, spec: e.Spec, status: e.Status}
+}
+
+func frontendWhole(ef *longhorn.EngineFrontend) *whole {
+	if ef == nil {
+		return nil
+	}
+	return &whole{gvr: longhorn.EngineFrontendsResource, kind: longhorn.KindEngineFrontend, name: ef.Name, obj: ef, spec: ef.Spec, status: ef.Status}
+}
+
+// writeWhole creates want when missing (have nil), else replaces its status
+// and its spec where they differ from have.
+func (m *Manager) writeWhole(ctx context.Context, want, have *whole) error {
 	if have == nil {
-		_, err := m.create(ctx, longhorn.EngineFrontendsResource, longhorn.KindEngineFrontend, want, want.Status)
+		_, err := m.create(ctx, want.gvr, want.kind, want.obj, want.status)
 		return err
 	}
 	var errs []error
-	if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
-		errs = append(errs, m.putStatus(ctx, longhorn.EngineFrontendsResource, want.Name, want.Status))
+	if !apiequality.Semantic.DeepEqual(have.status, want.status) {
+		errs = append(errs, m.putStatus(ctx, want.gvr, want.name, want.status))
 	}
-	if !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) {
-		errs = append(errs, m.replace(ctx, longhorn.EngineFrontendsResource, want.Name, "/spec", want.Spec, ""))
+	if !apiequality.Semantic.DeepEqual(have.spec, want.spec) {
+		errs = append(errs, m.replace(ctx, want.gvr, want.name, "/spec", want.spec, ""))
 	}
 	return errors.Join(errs...)
 }
