@@ -359,15 +359,15 @@ func TestFailedUpgradeLeavesTargetsSafeAndSaysWhere(t *testing.T) {
 	for _, v := range []string{"vol-0", "vol-1", "vol-2"} {
 		require.NoError(t, cluster.PlaceEngine(v, ""))
 	}
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		vols, err := cluster.Volumes(e.Context())
-		require.NoError(t, err)
+		require.NoError(c, err)
 		for _, v := range vols {
-			if v.Attached() && (v.Robustness != dataplane.RobustnessHealthy || !v.TargetReady) {
-				return false
+			if v.Attached() {
+				assert.Equal(c, dataplane.RobustnessHealthy, v.Robustness, v.Name)
+				assert.True(c, v.TargetReady, v.Name)
 			}
 		}
-		return true
 	}, 10*time.Second, 5*time.Millisecond, "the volumes healthy again, their targets home")
 	retry := ref("retry-n1")
 	e.Request(retry, "n1")

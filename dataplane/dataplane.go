@@ -19,6 +19,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 )
 
@@ -77,6 +78,16 @@ type InstanceManager struct {
 
 // Busy reports whether the IM runs or starts any instance.
 func (im InstanceManager) Busy() bool { return im.Engines+im.Frontends+im.Replicas > 0 }
+
+// Holds counts the instances replacing the IM would cut on profile p: its
+// engines and replicas, and its engine frontends unless the initiators
+// survive the IM there.
+func (im InstanceManager) Holds(p Profile) (engines, frontends, replicas int) {
+	if p.InitiatorsSurviveIM() {
+		return im.Engines, 0, im.Replicas
+	}
+	return im.Engines, im.Frontends, im.Replicas
+}
 
 // ReplicaState is a replica's lifecycle state.
 type ReplicaState string
@@ -225,6 +236,15 @@ func (v Volume) CanSwitchTarget() bool {
 	return v.Frontend == FrontendBlockdev || v.Frontend == FrontendNVMf
 }
 
+// FrontendBlocker says, for a volume whose target cannot be switched over
+// (CanSwitchTarget false), why and what to do; "" when it can.
+func (v Volume) FrontendBlocker() string {
+	if v.CanSwitchTarget() {
+		return ""
+	}
+	return fmt.Sprintf("volume %s has frontend %q, which Longhorn cannot switch over to another node (only blockdev and nvmf can): detach it", v.Name, v.Frontend)
+}
+
 // Rebuilding reports whether any replica is being rebuilt.
 func (v Volume) Rebuilding() bool {
 	return slices.ContainsFunc(v.Replicas, func(r Replica) bool { return r.State == ReplicaRebuilding })
@@ -240,6 +260,18 @@ func CountTargets(vols []Volume) map[string]int {
 		}
 	}
 	return out
+}
+
+// HealthyReplicasOff counts the healthy replicas on other nodes than node:
+// what the volume keeps serving from while node is upgraded.
+func (v Volume) HealthyReplicasOff(node string) int {
+	n := 0
+	for _, r := range v.Replicas {
+		if r.Node != node && r.Healthy() {
+			n++
+		}
+	}
+	return n
 }
 
 // HealthyReplicas counts replicas that serve I/O.

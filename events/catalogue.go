@@ -189,8 +189,8 @@ type NodeCancelRequested struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// NodeUpgradeCancelled: the node reached a safe point (every target back on its
-// own node, node flag cleared) and does no more work.
+// NodeUpgradeCancelled: the node reached a safe point (every target back where
+// it was, replica scheduling restored) and does no more work.
 type NodeUpgradeCancelled struct {
 	Step    NodeState `json:"step"`
 	Message string    `json:"message,omitempty"`

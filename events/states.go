@@ -23,7 +23,7 @@ func (s ManagerState) Terminal() bool {
 // NodeState is the lifecycle state of a NodeDataEngineUpgrade.
 type NodeState string
 
-// Node states, in the order SPEC.md walks them.
+// Node states, in the order a node upgrade walks them (docs/upgrade-flows.md).
 const (
 	NodePending                  NodeState = "pending"
 	NodeInitializing             NodeState = "initializing"

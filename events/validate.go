@@ -107,18 +107,15 @@ func (e NodeUpgradeCancelled) validate() error {
 	return nil
 }
 
-func (e SnapshotsTaken) validate() error {
-	if len(e.Volumes) == 0 {
-		return errors.New("volumes must not be empty")
-	}
-	return required("snapshot", e.Snapshot)
-}
+func (e SnapshotsTaken) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }
 
-func (e SnapshotsRemoved) validate() error {
-	if len(e.Volumes) == 0 {
+func (e SnapshotsRemoved) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }
+
+func validateSnapshots(snapshot string, volumes []string) error {
+	if len(volumes) == 0 {
 		return errors.New("volumes must not be empty")
 	}
-	return required("snapshot", e.Snapshot)
+	return required("snapshot", snapshot)
 }
 
 // Validate checks the payload's required fields and enums.

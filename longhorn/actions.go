@@ -43,7 +43,7 @@ func (p *Plane) SetReplicaScheduling(ctx context.Context, node string, allow boo
 		return err
 	}
 	if err := FromUnstructured(u, &ln); err != nil {
-		return err
+		return fmt.Errorf("%s %q: %s: read back: %w", resourceName(NodesResource), node, action, err)
 	}
 	if ln.Spec.AllowScheduling != allow {
 		return errFieldPruned(fmt.Sprintf("longhorn node %q", node), fieldNodeAllowScheduling)
@@ -187,7 +187,7 @@ func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 		return err
 	}
 	if err := FromUnstructured(u, &v); err != nil {
-		return err
+		return fmt.Errorf("%s %q: set %s: read back: %w", resourceName(VolumesResource), volume, fieldVolumeEngineNode, err)
 	}
 	if v.Spec.EngineNodeID != node {
 		return errFieldPruned(fmt.Sprintf("longhorn volume %q", volume), fieldVolumeEngineNode)

@@ -155,7 +155,7 @@ func ReadSurface(ctx context.Context, disc discovery.DiscoveryInterface, dyn dyn
 	default:
 		var set Setting
 		if err := FromUnstructured(u, &set); err != nil {
-			return s, err
+			return s, fmt.Errorf("longhorn: read setting %s in %s: %w", SettingCurrentLonghornVersion, namespace, err)
 		}
 		s.Version = set.Value
 	}

@@ -350,8 +350,7 @@ func eventTime(e *Event) metav1.Time {
 
 // toVolume maps a volume with its replicas, engines, engine frontends (any
 // order) and the Events of its engine frontends. Replicas being deleted are
-// left out: they serve nothing and the step that deleted them must see them
-// gone. Robustness is Longhorn's for an attached volume; for a detached
+// left out: they serve nothing, and Longhorn is removing them. Robustness is Longhorn's for an attached volume; for a detached
 // one, for which Longhorn says "unknown", it is computed from the replicas
 // as dataplane asks. A detached volume reports no switch-over (Longhorn may
 // leave a stale state there).

@@ -46,7 +46,7 @@ func variedCluster(t *testing.T) *sim.Sim {
 	require.NoError(t, s.InjectNodeNotReady("n4"))
 	ims, err := s.InstanceManagers(ctx, "n1")
 	require.NoError(t, err)
-	require.NoError(t, s.DeleteInstanceManager(ctx, ims[0].Name)) // n1: the new IM starting
+	require.NoError(t, s.CutInstanceManager(ims[0].Name)) // n1: the new IM starting
 	return s
 }
 

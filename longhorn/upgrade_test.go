@@ -230,7 +230,7 @@ func TestProposalTestPlan(t *testing.T) {
 			assert.Equal(t, string(dataplane.ProfileV112), planned.LonghornProfile, "the history says what the upgrade ran against")
 			for _, n := range tc.live {
 				st := e.WaitNode(m, n, 30*time.Second, "completed", func(n nodeupgrade.State) bool { return n.State == events.NodeCompleted })
-				assert.Equal(t, string(dataplane.ProfileV112), st.Profile)
+				assert.Equal(t, string(dataplane.ProfileV112), st.LonghornProfile)
 			}
 			assert.Zero(t, s.IOStats().Failed, "no I/O failed while the live nodes were upgraded: %s", s.IOStats())
 			for _, h := range tc.held {

@@ -17,7 +17,7 @@ import (
 func (r *run) cancel(ctx context.Context) error {
 	return r.loop(ctx, "", r.round(""), func(ctx context.Context) error {
 		return r.exec(ctx, nodeupgrade.ConfirmCancelled{ID: r.id("cancelled"),
-			Message: fmt.Sprintf("cancelled at %s: every target is on its own node, replica scheduling restored", r.st.State),
+			Message: fmt.Sprintf("cancelled at %s: every target is back where it was, replica scheduling restored", r.st.State),
 		})
 	})
 }

@@ -17,16 +17,18 @@ type need struct {
 	node, ims, on, recorded bool
 }
 
-// needs is the read set of each step; "" is the cancel flow.
+// needs is the read set of each step; "" is the cancel flow, NodeError the
+// restore before a node fails.
 var needs = map[events.NodeState]need{
 	events.NodeInitializing:             {node: true, on: true},
-	events.NodeFailingReplicas:          {ims: true, recorded: true},
+	events.NodeFailingReplicas:          {node: true, ims: true, recorded: true},
 	events.NodeSwitchingOver:            {node: true, ims: true, recorded: true},
 	events.NodeUpgradingInstanceManager: {node: true, ims: true, on: true},
 	events.NodeSwitchingBack:            {node: true, recorded: true},
 	events.NodeRebuildingReplica:        {node: true, recorded: true},
 	events.NodeFinalizing:               {node: true, recorded: true},
 	"":                                  {node: true, ims: true, recorded: true},
+	events.NodeError:                    {node: true},
 }
 
 // observe gathers what step needs.

@@ -115,7 +115,7 @@ func leftAway(st nodeupgrade.State) string {
 // before the node upgrade ends in error: nothing but history would know the
 // value afterwards.
 func (r *run) restoreBeforeFail(ctx context.Context) error {
-	o, err := r.observe(ctx, events.NodeSwitchingBack)
+	o, err := r.observe(ctx, events.NodeError)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 		}
 		if err := r.exec(ctx, nodeupgrade.Start{ID: r.id("start"),
 			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
-			Profile: string(platform.Profile),
+			LonghornProfile: string(platform.Profile),
 		}); err != nil {
 			return err
 		}
@@ -327,11 +327,11 @@ func stepDoneMessage(s events.NodeState) string {
 	case events.NodeUpgradingInstanceManager:
 		return "instance manager runs the target image"
 	case events.NodeSwitchingBack:
-		return "targets are back on the node"
+		return "replica scheduling restored; every moved target is back where it was"
 	case events.NodeRebuildingReplica:
 		return "volumes are healthy again"
 	case events.NodeFinalizing:
-		return "node upgrade completed; replica scheduling restored"
+		return "node upgrade completed"
 	}
 	return ""
 }

@@ -12,6 +12,9 @@ import (
 // decide is the step of st.State: a pure function from what was observed
 // and the node's recorded state to what to do next.
 func decide(step events.NodeState, o observation, st nodeupgrade.State, c settings) stepPlan {
+	if p := profileCheck(o, st); p != nil {
+		return *p
+	}
 	switch step {
 	case events.NodePending:
 		return stepPlan{done: true}
@@ -22,7 +25,7 @@ func decide(step events.NodeState, o observation, st nodeupgrade.State, c settin
 	case events.NodeSwitchingOver:
 		return decideSwitchOver(o, st, c)
 	case events.NodeUpgradingInstanceManager:
-		return decideUpgradeInstanceManager(o, c)
+		return decideUpgradeInstanceManager(o, st, c)
 	case events.NodeSwitchingBack:
 		return decideSwitchBack(o, st, c)
 	case events.NodeRebuildingReplica:
@@ -33,7 +36,24 @@ func decide(step events.NodeState, o observation, st nodeupgrade.State, c settin
 	return stepPlan{fatal: &block{reason: "UnknownStep", message: fmt.Sprintf("node %s: no step for state %q", c.node, step)}}
 }
 
-// nodeGone and nodeNotReady are the checks of the steps that need the node:
+// ReasonLonghornProfileChanged is the stall of a node whose data plane now
+// reports another Longhorn profile than the one its upgrade started on: what
+// a step may do depends on it, so none acts until it is back.
+const ReasonLonghornProfileChanged = "LonghornProfileChanged"
+
+// profileCheck holds the node while the data plane reports another profile
+// than the one recorded when the node's upgrade started (Longhorn upgraded
+// or replaced under the upgrade).
+func profileCheck(o observation, st nodeupgrade.State) *stepPlan {
+	if st.LonghornProfile == "" || string(o.profile) == st.LonghornProfile {
+		return nil
+	}
+	return &stepPlan{block: waiting("", ReasonLonghornProfileChanged,
+		"node %s's upgrade started on Longhorn profile %s, and the data plane now reports %s: Longhorn changed under the upgrade; "+
+			"no step acts until it reports %s again (or delete the manager to cancel)", st.Node, st.LonghornProfile, o.profile, st.LonghornProfile)}
+}
+
+// nodeCheck is the check of the steps that need the node:
 // a deleted node fails the upgrade (nothing is left to upgrade and its
 // volumes need the user), a NotReady one makes it wait.
 func nodeCheck(o observation, c settings) *stepPlan {
@@ -42,6 +62,20 @@ func nodeCheck(o observation, c settings) *stepPlan {
 	}
 	if !o.node.Ready {
 		return &stepPlan{block: waiting("", "NodeNotReady", "node %s is not Ready", c.node)}
+	}
+	return nil
+}
+
+// ReasonInitiatorsOnNode is the stall of a node that cannot be upgraded live
+// on this Longhorn (plan.LiveVerdict): it holds the initiators of attached v2
+// volumes. It lifts once they are detached or moved.
+const ReasonInitiatorsOnNode = "InitiatorsOnNode"
+
+// liveCheck holds a node that cannot be upgraded live, before anything is
+// touched (initializing) and right before its IM may go.
+func liveCheck(o observation, c settings) *stepPlan {
+	if ok, why := plan.LiveVerdict(o.profile, c.node, o.on); !ok {
+		return &stepPlan{block: &block{reason: ReasonInitiatorsOnNode, message: why}}
 	}
 	return nil
 }
@@ -72,8 +106,8 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 	if p := nodeCheck(o, c); p != nil {
 		return *p
 	}
-	if ok, why := plan.LiveVerdict(o.profile, c.node, o.on); !ok {
-		return stepPlan{block: &block{reason: "InitiatorsOnNode", message: why}}
+	if p := liveCheck(o, c); p != nil {
+		return *p
 	}
 	p := stepPlan{done: true}
 	p.keepSchedulingOff(o, st, c)
@@ -101,8 +135,13 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 // keepSchedulingOff records the node's spec.allowScheduling the first time
 // (before changing it, so the value survives any crash), and keeps it off
 // until the new IM runs: no new replica may land on an IM about to go, and
-// Longhorn must not reuse the replicas the upgrade fails in it.
+// Longhorn must not reuse the replicas the upgrade fails in it. Every step
+// up to the IM's replacement calls it, so a user turning scheduling back on
+// meanwhile is undone.
 func (p *stepPlan) keepSchedulingOff(o observation, st nodeupgrade.State, c settings) {
+	if !o.found {
+		return
+	}
 	if st.Scheduling == nil {
 		p.record = append(p.record, nodeupgrade.RecordScheduling{ID: c.id("scheduling"), AllowScheduling: o.node.AllowScheduling})
 	} else if st.Scheduling.Restored {
@@ -136,16 +175,12 @@ func decideFailReplicas(o observation, st nodeupgrade.State, c settings) stepPla
 		return stepPlan{done: true}
 	}
 	p := stepPlan{done: true}
+	p.keepSchedulingOff(o, st, c)
 	for _, v := range o.sortedRecorded() {
 		if !v.Attached() {
 			continue
 		}
-		elsewhere := 0
-		for _, r := range v.Replicas {
-			if r.Node != c.node && r.Healthy() {
-				elsewhere++
-			}
-		}
+		elsewhere := v.HealthyReplicasOff(c.node)
 		for _, r := range v.Replicas {
 			if r.Node != c.node || !r.Active() {
 				continue
@@ -185,20 +220,14 @@ func needsPlacement(st nodeupgrade.State, vols map[string]dataplane.Volume, node
 // healthy replica to bind the new engine to, and only an NVMe/TCP frontend
 // has a path to switch; a switch-over under way is somebody else's.
 func switchBlocker(v dataplane.Volume, node string) *block {
-	healthyElsewhere := false
-	for _, r := range v.Replicas {
-		if r.Node != node && r.Healthy() {
-			healthyElsewhere = true
-		}
-	}
 	switch {
 	case !v.CanSwitchTarget():
-		return waiting(v.Name, "FrontendCannotSwitch", "volume %s has frontend %q, which Longhorn cannot switch over to another node (only blockdev and nvmf can); detach it so that %s can be upgraded", v.Name, v.Frontend, node)
+		return waiting(v.Name, "FrontendCannotSwitch", "%s so that %s can be upgraded", v.FrontendBlocker(), node)
 	case v.Switchover != dataplane.SwitchoverNone:
 		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
 	case v.Rebuilding():
 		return waiting(v.Name, "VolumeRebuilding", "volume %s: a replica is rebuilding; Longhorn would revert a switch-over now", v.Name)
-	case !healthyElsewhere || (v.Robustness != dataplane.RobustnessHealthy && v.Robustness != dataplane.RobustnessDegraded):
+	case v.HealthyReplicasOff(node) == 0 || (v.Robustness != dataplane.RobustnessHealthy && v.Robustness != dataplane.RobustnessDegraded):
 		return waiting(v.Name, "VolumeUnhealthy", "volume %s is %s with no healthy replica off %s; waiting before moving its target", v.Name, v.Robustness, node)
 	}
 	return nil
@@ -218,6 +247,9 @@ func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan 
 	// still end, and are recorded.
 	upgraded := onTargetImage(o.ims, c.image)
 	p := stepPlan{done: true}
+	if !upgraded {
+		p.keepSchedulingOff(o, st, c)
+	}
 	var chooser *plan.Chooser
 	if o.placement != nil {
 		chooser = plan.NewChooser(*o.placement)
@@ -299,7 +331,7 @@ func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved str
 // nothing; the step deletes it only when it runs no instance, which is
 // what Longhorn would do next. On a Longhorn updating IMs in place the
 // step sets the IM's image.
-func decideUpgradeInstanceManager(o observation, c settings) stepPlan {
+func decideUpgradeInstanceManager(o observation, st nodeupgrade.State, c settings) stepPlan {
 	if p := nodeCheck(o, c); p != nil {
 		return *p
 	}
@@ -314,22 +346,21 @@ func decideUpgradeInstanceManager(o observation, c settings) stepPlan {
 			return stepPlan{block: waiting(v.Name, "TargetStillOnNode", "volume %s is attached with its target on %s; not replacing the instance manager", v.Name, c.node)}
 		}
 	}
-	if ok, why := plan.LiveVerdict(o.profile, c.node, o.on); !ok {
-		return stepPlan{block: &block{reason: "InitiatorsOnNode", message: why}}
+	if p := liveCheck(o, c); p != nil {
+		return *p
 	}
 	p := stepPlan{}
+	p.keepSchedulingOff(o, st, c)
 	for _, im := range o.ims {
 		switch {
 		case im.Image == c.image && im.State == dataplane.IMError:
 			p.wait(&block{reason: "InstanceManagerFailed", permanent: true,
 				message: fmt.Sprintf("instance manager %s with image %s is in error on %s", im.Name, c.image, c.node)})
 		case im.Image == c.image || im.State == dataplane.IMStopped:
-		case o.profile.InPlaceIM() && im.Engines+im.Replicas > 0:
-			p.wait(busy(im, c))
+		case holds(im, o.profile):
+			p.wait(busy(im, o.profile, c))
 		case o.profile.InPlaceIM():
 			p.act(actSetIMImage, im.Name, c.image)
-		case im.Busy():
-			p.wait(busy(im, c))
 		default:
 			p.act(actDeleteIM, im.Name, "")
 		}
@@ -340,9 +371,20 @@ func decideUpgradeInstanceManager(o observation, c settings) stepPlan {
 	return p
 }
 
-func busy(im dataplane.InstanceManager, c settings) *block {
-	return waiting("", "InstanceManagerBusy", "instance manager %s on %s still runs %d engine(s), %d engine frontend(s) and %d replica(s); waiting for them to stop before it is replaced",
-		im.Name, c.node, im.Engines, im.Frontends, im.Replicas)
+// holds reports whether replacing the IM would cut an instance it runs.
+func holds(im dataplane.InstanceManager, p dataplane.Profile) bool {
+	e, f, r := im.Holds(p)
+	return e+f+r > 0
+}
+
+func busy(im dataplane.InstanceManager, p dataplane.Profile, c settings) *block {
+	e, f, r := im.Holds(p)
+	what := fmt.Sprintf("%d engine(s), %d engine frontend(s) and %d replica(s)", e, f, r)
+	if p.InitiatorsSurviveIM() {
+		what = fmt.Sprintf("%d engine(s) and %d replica(s)", e, r)
+	}
+	return waiting("", "InstanceManagerBusy", "instance manager %s on %s still runs %s; waiting for them to stop before it is replaced",
+		im.Name, c.node, what)
 }
 
 // decideSwitchBack restores the node's replica scheduling (its new IM runs)

@@ -1,6 +1,7 @@
 package nodeworker
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,9 +59,20 @@ func observed(profile dataplane.Profile, vols ...dataplane.Volume) observation {
 	return o
 }
 
-// state is a node upgrade at step with vols recorded in the given states.
+// state is a node upgrade at step with vols recorded in the given states;
+// past initializing, the node's scheduling (true) is recorded.
 func state(step events.NodeState, vols map[string]nodeupgrade.Volume) nodeupgrade.State {
-	return nodeupgrade.State{Exists: true, Node: "n1", State: step, InstanceManagerImage: newIM, Volumes: vols}
+	st := nodeupgrade.State{Exists: true, Node: "n1", State: step, InstanceManagerImage: newIM, Volumes: vols}
+	if step != events.NodeInitializing {
+		st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
+	}
+	return st
+}
+
+// schedulingOff is o as seen mid-upgrade: the node's scheduling turned off.
+func schedulingOff(o observation) observation {
+	o.node.AllowScheduling = false
+	return o
 }
 
 func ptr(s string) *string { return &s }
@@ -115,7 +127,7 @@ func TestDecideInitialize(t *testing.T) {
 			o: observed(dataplane.ProfileInPlace, volume("vol-a", "n1", "", "n1", "n2"), storage), st: state(events.NodeInitializing, nil),
 			actions: []string{"SetReplicaScheduling n1 false", "CreateSnapshot vol-a switchback-uid-n1", "CreateSnapshot vol-s switchback-uid-n1"},
 			volumes: []string{"vol-a->pending@n1", "vol-s->pending@n1"}, record: 1, confirm: 1, done: true},
-		{name: "v1.12: a storage node; v1 and detached volumes are recorded but never snapshotted or touched",
+		{name: "v1.12: a storage node; a detached volume is recorded, a v1 volume is not; neither is snapshotted",
 			o: func() observation {
 				v1 := volume("vol-v1", "c1", "", "n1")
 				v1.DataEngine = "v1"
@@ -207,7 +219,7 @@ func TestDecideFailReplicas(t *testing.T) {
 			for n := range tt.o.recorded {
 				names = append(names, n)
 			}
-			p := decideFailReplicas(tt.o, state(events.NodeFailingReplicas, pending(names...)), cfg)
+			p := decideFailReplicas(schedulingOff(tt.o), state(events.NodeFailingReplicas, pending(names...)), cfg)
 			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
 			assert.Equal(t, tt.reason, reason(p))
 			assert.Equal(t, tt.done, p.done)
@@ -321,7 +333,7 @@ func TestDecideSwitchOver(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := decideSwitchOver(tt.o(), state(events.NodeSwitchingOver, tt.st), cfg)
+			p := decideSwitchOver(schedulingOff(tt.o()), state(events.NodeSwitchingOver, tt.st), cfg)
 			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
 			assert.Equal(t, append([]string{}, tt.volumes...), volumeChanges(p))
 			assert.Equal(t, tt.reason, reason(p))
@@ -369,9 +381,9 @@ func TestDecideUpgradeInstanceManager(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := observed(tt.profile, tt.vols...)
+			o := schedulingOff(observed(tt.profile, tt.vols...))
 			o.ims = tt.ims
-			p := decideUpgradeInstanceManager(o, cfg)
+			p := decideUpgradeInstanceManager(o, state(events.NodeUpgradingInstanceManager, nil), cfg)
 			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
 			assert.Equal(t, tt.reason, reason(p))
 			assert.Equal(t, tt.done, p.done)
@@ -460,4 +472,66 @@ func TestDecideCancel(t *testing.T) {
 	assert.Equal(t, []string{"SetReplicaScheduling n1 true"}, actions(p))
 	assert.Equal(t, []string{"vol-s->switched-back@n1"}, volumeChanges(p))
 	assert.True(t, p.done)
+}
+
+// A user turning the node's replica scheduling back on mid-upgrade is undone
+// by every step until the new IM runs; once it runs, it is left alone (the
+// switch-back restores the recorded value).
+func TestSchedulingKeptOffUntilTheNewIMRuns(t *testing.T) {
+	storage := volume("vol-s", "c1", "n1", "n1", "n2")
+	recorded := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}
+	newRunning := []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
+	tests := []struct {
+		step   events.NodeState
+		ims    []dataplane.InstanceManager
+		decide func(o observation, st nodeupgrade.State) stepPlan
+		turned bool
+	}{
+		{step: events.NodeFailingReplicas, turned: true,
+			decide: func(o observation, st nodeupgrade.State) stepPlan { return decideFailReplicas(o, st, cfg) }},
+		{step: events.NodeSwitchingOver, turned: true,
+			decide: func(o observation, st nodeupgrade.State) stepPlan { return decideSwitchOver(o, st, cfg) }},
+		{step: events.NodeUpgradingInstanceManager, turned: true,
+			decide: func(o observation, st nodeupgrade.State) stepPlan { return decideUpgradeInstanceManager(o, st, cfg) }},
+		{step: events.NodeUpgradingInstanceManager, ims: newRunning,
+			decide: func(o observation, st nodeupgrade.State) stepPlan { return decideUpgradeInstanceManager(o, st, cfg) }},
+	}
+	for _, tt := range tests {
+		name := string(tt.step)
+		if tt.ims != nil {
+			name += ", new IM running"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := storage
+			if tt.step == events.NodeUpgradingInstanceManager {
+				v = volume("vol-s", "c1", "n2", "n1", "n2") // switched over
+			}
+			o := observed(dataplane.ProfileV112, v) // scheduling on again
+			if tt.ims != nil {
+				o.ims = tt.ims
+			}
+			p := tt.decide(o, state(tt.step, recorded))
+			assert.Equal(t, tt.turned, slices.Contains(actions(p), "SetReplicaScheduling n1 false"), "%v", actions(p))
+			assert.Empty(t, p.record, "the value before the upgrade is not recorded again")
+		})
+	}
+}
+
+// A node whose data plane reports another Longhorn profile than the one its
+// upgrade started on acts no more, whatever the step, until it is back.
+func TestProfileChangedUnderTheUpgradeHoldsEveryStep(t *testing.T) {
+	for _, step := range events.NodeSteps {
+		t.Run(string(step), func(t *testing.T) {
+			st := state(step, nil)
+			st.LonghornProfile = string(dataplane.ProfileV112)
+			p := decide(step, observed(dataplane.ProfileInPlace), st, cfg)
+			assert.Equal(t, ReasonLonghornProfileChanged, reason(p))
+			assert.Empty(t, p.actions)
+			assert.False(t, p.done)
+			assert.Contains(t, p.block.message, "started on Longhorn profile v1.12, and the data plane now reports in-place")
+
+			p = decide(step, observed(dataplane.ProfileV112), st, cfg)
+			assert.NotEqual(t, ReasonLonghornProfileChanged, reason(p))
+		})
+	}
 }

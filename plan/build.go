@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -101,7 +100,7 @@ func (p Plan) Feasible() bool {
 // to targetImage.
 //
 // Temporary targets are chosen as if every earlier node of the plan were
-// upgraded by then (its IM runs targetImage and its flag is cleared), which is
+// upgraded by then (its IM runs targetImage), which is
 // what the cluster will look like when the node's turn comes, so the plan
 // shows where targets will really go, not where they would go today. Within
 // one node, each choice counts the targets already sent to a node, so the
@@ -123,8 +122,8 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 			if !Concerned(vol, name) || !vol.Attached() {
 				continue
 			}
-			if targetNode(vol) == name {
-				node, reason, ok := "", fmt.Sprintf("%s has frontend %q, which has no switch-over path (only blockdev and nvmf do): detach it", vol.Name, vol.Frontend), false
+			if vol.TargetHost() == name {
+				node, reason, ok := "", vol.FrontendBlocker(), false
 				if vol.CanSwitchTarget() {
 					node, reason, ok = v.choose(vol, name, targetImage, extra)
 				}

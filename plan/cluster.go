@@ -130,7 +130,7 @@ func Concerned(vol dataplane.Volume, node string) bool {
 	if vol.DataEngine != dataplane.DataEngineV2 || node == "" {
 		return false
 	}
-	if targetNode(vol) == node {
+	if vol.TargetHost() == node {
 		return true
 	}
 	return slices.ContainsFunc(vol.Replicas, func(r dataplane.Replica) bool { return r.Node == node })
@@ -143,8 +143,8 @@ func isV2IM(im dataplane.InstanceManager) bool {
 	return im.DataEngine == "" || im.DataEngine == dataplane.DataEngineV2
 }
 
-// imagesOf returns the sorted distinct images of node's v2 IMs (only running
-// ones when runningOnly).
+// imagesOf returns the sorted distinct images of node's v2 IMs that keep
+// accepts.
 func imagesOf(ims []dataplane.InstanceManager, node string, keep func(dataplane.InstanceManager) bool) []string {
 	var out []string
 	for _, im := range ims {
@@ -155,14 +155,4 @@ func imagesOf(ims []dataplane.InstanceManager, node string, keep func(dataplane.
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// targetNode is where vol's target runs. Longhorn leaves currentTargetNodeID
-// equal to the attached node unless switched over; an attached volume that
-// does not report it is taken to have its target next to its initiator.
-func targetNode(vol dataplane.Volume) string {
-	if vol.TargetNode != "" {
-		return vol.TargetNode
-	}
-	return vol.AttachedNode
 }

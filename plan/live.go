@@ -8,16 +8,40 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
+// initiatorNode is the node whose IM runs vol's initiator: the attached node
+// of an attached v2 volume, else "".
+func initiatorNode(v dataplane.Volume) string {
+	if v.DataEngine != dataplane.DataEngineV2 {
+		return ""
+	}
+	return v.AttachedNode
+}
+
 // Initiators lists, sorted, the attached v2 volumes whose initiator runs on
 // node: the volumes attached there.
 func Initiators(vols []dataplane.Volume, node string) []string {
 	var out []string
 	for _, v := range vols {
-		if v.DataEngine == dataplane.DataEngineV2 && v.AttachedNode == node && node != "" {
+		if node != "" && initiatorNode(v) == node {
 			out = append(out, v.Name)
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// NotLive is the set of nodes LiveVerdict refuses on profile p, computed
+// over the whole cluster's volumes at once.
+func NotLive(p dataplane.Profile, vols []dataplane.Volume) map[string]bool {
+	out := map[string]bool{}
+	if p.InitiatorsSurviveIM() {
+		return out
+	}
+	for _, v := range vols {
+		if n := initiatorNode(v); n != "" {
+			out[n] = true
+		}
+	}
 	return out
 }
 
@@ -50,16 +74,8 @@ func SingleReplicaWhile(vols []dataplane.Volume, node string) []string {
 		if v.DataEngine != dataplane.DataEngineV2 || !v.Attached() {
 			continue
 		}
-		here, elsewhere := false, 0
-		for _, r := range v.Replicas {
-			switch {
-			case r.Node == node:
-				here = true
-			case r.Healthy():
-				elsewhere++
-			}
-		}
-		if here && elsewhere == 1 {
+		here := slices.ContainsFunc(v.Replicas, func(r dataplane.Replica) bool { return r.Node == node })
+		if here && v.HealthyReplicasOff(node) == 1 {
 			out = append(out, v.Name)
 		}
 	}

@@ -19,21 +19,14 @@ type view struct {
 	// runs there.
 	targets map[string]int
 	// notLive holds the nodes that cannot be upgraded live on the
-	// snapshot's Longhorn (LiveVerdict).
+	// snapshot's Longhorn.
 	notLive map[string]bool
 	// sets caches candidates by upgrading node and image; upgraded clears it.
 	sets map[string]candidateSet
 }
 
 func newView(c Cluster) *view {
-	v := &view{running: map[string][]string{}, targets: c.TargetCounts, notLive: map[string]bool{}}
-	if !c.Platform.Profile.InitiatorsSurviveIM() {
-		for _, vol := range c.Volumes {
-			if vol.DataEngine == dataplane.DataEngineV2 && vol.Attached() {
-				v.notLive[vol.AttachedNode] = true
-			}
-		}
-	}
+	v := &view{running: map[string][]string{}, targets: c.TargetCounts, notLive: NotLive(c.Platform.Profile, c.Volumes)}
 	v.nodes = slices.Clone(c.Nodes)
 	slices.SortStableFunc(v.nodes, func(a, b dataplane.Node) int { return strings.Compare(a.Name, b.Name) })
 	v.nodes = slices.CompactFunc(v.nodes, func(a, b dataplane.Node) bool { return a.Name == b.Name })

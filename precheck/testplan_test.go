@@ -8,9 +8,9 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// TestProposalTestPlan runs the examples of the proposal's test plan (SPEC.md,
-// "Preconditions"): three nodes, every node upgraded, e = engine (target),
-// r = replica.
+// TestProposalTestPlan runs the examples of the design proposal's test plan
+// (the prechecks of docs/upgrade-flows.md): three nodes, every node
+// upgraded, e = engine (target), r = replica.
 func TestProposalTestPlan(t *testing.T) {
 	all := []string{"node-1", "node-2", "node-3"}
 	tests := []struct {

@@ -12,7 +12,7 @@ import (
 // Errors for actions Longhorn would refuse. dataplane has no sentinels for
 // these, so they are matched with errors.Is against the sim's own.
 var (
-	// ErrVolumeAttached: the action needs a detached volume.
+	// ErrVolumeAttached: the volume is attached elsewhere already.
 	ErrVolumeAttached = fmt.Errorf("%w: volume is attached", dataplane.ErrRefused)
 	// ErrWrongEngine: the action does not apply to the volume's data engine.
 	ErrWrongEngine = fmt.Errorf("%w: not supported by the volume's data engine", dataplane.ErrRefused)
@@ -29,7 +29,7 @@ type ActionRecord struct {
 	At     time.Time
 	Action string // method name, e.g. "FailReplica"
 	Object string // node, volume or IM name
-	Arg    string // replica, node, snapshot, image or flag value
+	Arg    string // replica, node, snapshot, image or scheduling value
 	NoOp   bool   // the call changed nothing (idempotent repeat)
 	Err    string
 }
@@ -159,7 +159,7 @@ func (s *Sim) DeleteReplica(ctx context.Context, volName, replicaName string) er
 		if err != nil || r == nil {
 			return false, err
 		}
-		if r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding {
+		if r.active() {
 			s.loseReplica(v, r, dataplane.ReplicaStopped, false, now)
 		}
 		s.removeReplica(v, r)
@@ -240,23 +240,53 @@ func (s *Sim) setEngineNode(volName, nodeName string, now time.Time) (bool, erro
 	return true, nil
 }
 
-// DeleteInstanceManager deletes an IM, as Longhorn allows whatever it runs:
-// it stops at once, everything it held is lost, and the node's IM of the
-// default image starts and runs after IMStartLatency. Deleting an IM
-// already removed is a no-op.
+// DeleteInstanceManager deletes an IM that runs nothing, as
+// dataplane.Actions asks: one that runs an engine, an engine frontend or a
+// replica is refused (ErrRefused). The node's IM of the default image starts
+// and runs after IMStartLatency. Deleting an IM already removed is a no-op.
 func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 	return s.act(ctx, "DeleteInstanceManager", name, "", func(now time.Time) (bool, error) {
-		m := s.ims[name]
-		if m == nil {
-			if s.imGone[name] {
-				return false, nil
-			}
-			return false, fmt.Errorf("delete instance manager %q: %w", name, dataplane.ErrNotFound)
+		m, err := s.imToRemove(name)
+		if m == nil || err != nil {
+			return false, err
 		}
-		s.removeIM(s.nodes[m.node], m, now)
-		s.trigger(m.node, TriggerIMDeleted, now)
+		n := s.nodes[m.node]
+		if m == n.im && m.state == dataplane.IMRunning {
+			if e, f, r := s.instances(n); e+f+r > 0 {
+				return false, fmt.Errorf("delete instance manager %q: %w: it runs %d engine(s), %d engine frontend(s), %d replica(s)",
+					name, dataplane.ErrRefused, e, f, r)
+			}
+		}
+		s.removeIM(n, m, now)
 		return true, nil
 	})
+}
+
+// CutInstanceManager deletes an IM whatever it runs, as Longhorn lets anyone
+// do (a user's kubectl delete, a crashed pod): it stops at once and
+// everything it held is lost. Not part of dataplane: tests use it to show
+// what the I/O checker makes of it.
+func (s *Sim) CutInstanceManager(name string) error {
+	return s.act(context.Background(), "CutInstanceManager", name, "", func(now time.Time) (bool, error) {
+		m, err := s.imToRemove(name)
+		if m == nil || err != nil {
+			return false, err
+		}
+		s.removeIM(s.nodes[m.node], m, now)
+		return true, nil
+	})
+}
+
+// imToRemove finds an IM to delete: nil without error when it is gone
+// already.
+func (s *Sim) imToRemove(name string) (*im, error) {
+	if m := s.ims[name]; m != nil {
+		return m, nil
+	}
+	if s.imGone[name] {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("delete instance manager %q: %w", name, dataplane.ErrNotFound)
 }
 
 // SetInstanceManagerImage sets an IM's image. On ProfileInPlace the same IM

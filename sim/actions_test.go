@@ -84,17 +84,19 @@ func TestActions_Idempotent(t *testing.T) {
 			}},
 		{"SetEngineNode", Config{}, func(s *Sim) error { return s.SetEngineNode(ctx, "vol-1", "node-2") },
 			func(t *testing.T, s *Sim) { require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode) }},
-		{"DeleteInstanceManager", Config{}, func(s *Sim) error { return s.DeleteInstanceManager(ctx, "im-node-3-1") },
+		{"DeleteInstanceManager", inPlace, func(s *Sim) error { return s.DeleteInstanceManager(ctx, "im-node-3-1") },
 			func(t *testing.T, s *Sim) { require.Equal(t, "im-node-3-2", currentIM(t, s, "node-3").Name) }},
 		{"SetInstanceManagerImage", inPlace, func(s *Sim) error { return s.SetInstanceManagerImage(ctx, "im-node-3-1", NewIMImage) },
 			func(t *testing.T, s *Sim) {
 				require.Equal(t, dataplane.InstanceManager{Name: "im-node-3-1", Node: "node-3", Image: NewIMImage,
-					DataEngine: "v2", State: dataplane.IMRunning, Replicas: 1}, currentIM(t, s, "node-3"))
+					DataEngine: "v2", State: dataplane.IMRunning}, currentIM(t, s, "node-3"))
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// node-3 runs nothing (a detached volume's replica runs no
+			// instance): its IM may be deleted.
 			s, _ := cluster3(t, tc.cfg,
-				VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"},
+				VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1", "node-2"}, AttachedTo: "node-1"},
 				VolumeSpec{Name: "vol-2", ReplicasOn: three})
 			require.NoError(t, s.CreateSnapshot(ctx, "vol-1", "old"))
 			// Scheduling is off on node-1 so that a failed replica stays failed.
@@ -284,6 +286,22 @@ func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
 	require.Zero(t, s.IOStats().Failed)
 }
 
+// A failing switch-over given up (the engine node set back) reports no
+// error any more: the error is that of the switch-over under way.
+func TestSetEngineNode_GivingUpAFailingSwitchoverClearsItsError(t *testing.T) {
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	s.Settle()
+	require.NotEmpty(t, vol(t, s, "vol-1").SwitchoverError)
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
+	s.Settle()
+	v := vol(t, s, "vol-1")
+	assert.Empty(t, v.Switchover)
+	assert.Empty(t, v.SwitchoverError)
+	assert.True(t, v.TargetReady)
+}
+
 // Changing the engine node while preparing is clean; while the path is
 // switching, it breaks the volume's I/O (the hazard the steps avoid).
 func TestSetEngineNode_ChangedMidSwitchover(t *testing.T) {
@@ -353,4 +371,19 @@ func TestReads_CopyValuesOut(t *testing.T) {
 	n.Images[0] = "mutated"
 	require.Equal(t, dataplane.ReplicaRunning, vol(t, s, "vol-1").Replicas[0].State)
 	require.Equal(t, []string{OldIMImage, NewIMImage}, nodeOf(t, s, "node-1").Images)
+}
+
+// An IM that runs an instance is refused, as dataplane.Actions asks and the
+// Longhorn adapter does; CutInstanceManager (not an upgrade action) deletes
+// it all the same, and its initiator is lost.
+func TestDeleteInstanceManager_RefusesABusyOne(t *testing.T) {
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-1", EngineOn: "node-2"})
+	err := s.DeleteInstanceManager(ctx, "im-node-1-1")
+	require.ErrorIs(t, err, dataplane.ErrRefused)
+	assert.EqualError(t, err, `delete instance manager "im-node-1-1": refused: it runs 0 engine(s), 1 engine frontend(s), 0 replica(s)`)
+	assert.Equal(t, "im-node-1-1", currentIM(t, s, "node-1").Name)
+	assert.Zero(t, s.IOStats().Failed)
+
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
+	assert.NotZero(t, s.IOStats().FailedByActions())
 }

@@ -352,6 +352,21 @@ func (v *volume) active() int {
 	return v.count(dataplane.ReplicaRunning, dataplane.ReplicaRebuilding)
 }
 
+// active reports whether the replica is or will be healthy without a new
+// rebuild: it runs an instance.
+func (r *replica) active() bool {
+	return r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding
+}
+
+// activeReplicaOn is the volume's replica on nodeName if it is active, else
+// nil.
+func (v *volume) activeReplicaOn(nodeName string) *replica {
+	if r := v.replicaOn(nodeName); r != nil && r.active() {
+		return r
+	}
+	return nil
+}
+
 func (v *volume) replicaOn(nodeName string) *replica {
 	for _, r := range v.replicas {
 		if r.node == nodeName {

@@ -226,7 +226,7 @@ func (s *Sim) setNotReady(n *node, now time.Time) {
 	n.ready = false
 	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[volName]
-		if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
+		if r := v.activeReplicaOn(n.name); r != nil {
 			s.loseReplica(v, r, dataplane.ReplicaError, true, now)
 		}
 	}
@@ -241,7 +241,7 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[volName]
 		if r := v.replicaOn(n.name); r != nil {
-			if r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding {
+			if r.active() {
 				s.loseReplica(v, r, dataplane.ReplicaError, true, now)
 			}
 			for i := range v.slots {

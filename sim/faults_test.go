@@ -13,7 +13,7 @@ func TestFault_IMStartFailure(t *testing.T) {
 	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"})
 	require.NoError(t, s.InjectIMStartFailure("node-1"))
 	require.Equal(t, dataplane.IMRunning, currentIM(t, s, "node-1").State, "the running IM is unaffected")
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
 	s.Settle()
 	im := currentIM(t, s, "node-1")
 	require.Equal(t, dataplane.IMError, im.State)
@@ -134,28 +134,35 @@ func TestFault_TargetMoveFailure(t *testing.T) {
 
 // Faults armed up front fire when an upgrade step reaches the node.
 func TestFault_Triggers(t *testing.T) {
+	nodeGone := func(s *Sim) bool { _, err := s.Node(ctx, "node-1"); return err != nil }
+	imFailed := func(s *Sim) bool { return currentIM(t, s, "node-1").State == dataplane.IMError }
 	for _, tc := range []struct {
-		name string
-		f    Fault
-		step func(t *testing.T, s *Sim)
-		hit  func(s *Sim) bool
+		name    string
+		profile dataplane.Profile
+		f       Fault
+		step    func(t *testing.T, s *Sim)
+		hit     func(s *Sim) bool
 	}{
-		{"NotReady on scheduling disabled", Fault{Kind: FaultNodeNotReady, Object: "node-1", When: TriggerSchedulingDisabled},
-			func(t *testing.T, s *Sim) { require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) },
-			func(s *Sim) bool { return !nodeOf(t, s, "node-1").Ready }},
-		{"deleted on IM deleted", Fault{Kind: FaultNodeDeleted, Object: "node-1", When: TriggerIMDeleted},
-			func(t *testing.T, s *Sim) {
+		{name: "NotReady on scheduling disabled", f: Fault{Kind: FaultNodeNotReady, Object: "node-1", When: TriggerSchedulingDisabled},
+			step: func(t *testing.T, s *Sim) { require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) },
+			hit:  func(s *Sim) bool { return !nodeOf(t, s, "node-1").Ready }},
+		// On v1.12 Longhorn replaces the node's IM by itself once its last
+		// replica is failed: the trigger fires all the same.
+		{name: "deleted on IM replaced by Longhorn", f: Fault{Kind: FaultNodeDeleted, Object: "node-1", When: TriggerIMDeleted},
+			step: failNode1Replica, hit: nodeGone},
+		{name: "IM start failure on IM replaced by Longhorn", f: Fault{Kind: FaultIMStartFailure, Object: "node-1", When: TriggerIMDeleted},
+			step: failNode1Replica, hit: imFailed},
+		{name: "IM start failure on IM deleted", profile: dataplane.ProfileInPlace,
+			f: Fault{Kind: FaultIMStartFailure, Object: "node-1", When: TriggerIMDeleted},
+			step: func(t *testing.T, s *Sim) {
+				require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) // the failed replica is not reused
+				failNode1Replica(t, s)
 				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-1").Name))
-			},
-			func(s *Sim) bool { _, err := s.Node(ctx, "node-1"); return err != nil }},
-		{"IM start failure on IM deleted", Fault{Kind: FaultIMStartFailure, Object: "node-1", When: TriggerIMDeleted},
-			func(t *testing.T, s *Sim) {
-				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-1").Name))
-			},
-			func(s *Sim) bool { return currentIM(t, s, "node-1").State == dataplane.IMError }},
+			}, hit: imFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _ := cluster3(t, Config{Faults: []Fault{tc.f}})
+			s, _ := cluster3(t, Config{Profile: tc.profile, Faults: []Fault{tc.f}},
+				VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2", EngineOn: "node-3"})
 			require.Equal(t, []FaultState{{Fault: tc.f}}, s.Faults())
 			require.False(t, tc.hit(s))
 			tc.step(t, s)
@@ -226,4 +233,11 @@ func TestRun_ReturnsWhenTheContextIsDone(t *testing.T) {
 	cancel()
 	s.Run(cctx, time.Hour)
 	require.Zero(t, s.IOStats().Failed)
+}
+
+// failNode1Replica fails vol-1's replica on node-1, the last instance of
+// node-1's IM.
+func failNode1Replica(t *testing.T, s *Sim) {
+	require.NoError(t, s.FailReplica(ctx, "vol-1", replicaOnNode(t, vol(t, s, "vol-1"), "node-1").Name))
+	s.Settle()
 }

@@ -124,7 +124,7 @@ func upgradeNode(t testing.TB, s *Sim, node string) {
 		require.NoError(t, s.SetInstanceManagerImage(ctx, im.Name, target))
 	case im.Image != target:
 		// Longhorn replaces an idle IM by itself; one still busy is cut.
-		require.NoError(t, s.DeleteInstanceManager(ctx, im.Name))
+		require.NoError(t, s.CutInstanceManager(im.Name))
 	}
 	s.Settle()
 	im = currentIM(t, s, node)

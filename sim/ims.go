@@ -92,9 +92,11 @@ func (s *Sim) replaceIfIdle(nodeName string, now time.Time) bool {
 	return true
 }
 
-// removeIM deletes an IM: it stops at once and everything it ran is lost;
-// the node's serving IM is replaced by the default-image one, which starts.
+// removeIM deletes an IM, whoever deletes it: it stops at once and
+// everything it ran is lost; the node's serving IM is replaced by the
+// default-image one, which starts. Faults armed on the IM's deletion fire.
 func (s *Sim) removeIM(n *node, m *im, now time.Time) {
+	defer s.trigger(n.name, TriggerIMDeleted, now)
 	s.stopIM(n, m, now)
 	delete(s.ims, m.name)
 	s.imGone[m.name] = true
@@ -128,15 +130,7 @@ func (s *Sim) stopIM(n *node, m *im, now time.Time) {
 	m.gen++
 	delete(s.blockedIMs, n.name)
 	if wasRunning && m == n.im {
-		for _, volName := range sortedKeys(s.replicasOn[n.name]) {
-			v := s.vols[volName]
-			if v.engine != EngineV2 || v.attached == "" {
-				continue
-			}
-			if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
-				s.loseReplica(v, r, dataplane.ReplicaError, false, now)
-			}
-		}
+		s.eachInstanceReplica(n, func(v *volume, r *replica) { s.loseReplica(v, r, dataplane.ReplicaError, false, now) })
 	}
 	s.markNode(n.name)
 }
@@ -165,14 +159,21 @@ func (s *Sim) instanceNames(n *node) IMInstances {
 			in.Frontends = append(in.Frontends, name)
 		}
 	}
+	s.eachInstanceReplica(n, func(_ *volume, r *replica) { in.Replicas = append(in.Replicas, r.name) })
+	return in
+}
+
+// eachInstanceReplica calls f, in volume name order, for each replica the
+// node's IM runs: the active replicas of attached v2 volumes (a detached
+// volume's replicas run no instance).
+func (s *Sim) eachInstanceReplica(n *node, f func(v *volume, r *replica)) {
 	for _, name := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[name]
 		if v.engine != EngineV2 || v.attached == "" {
 			continue
 		}
-		if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
-			in.Replicas = append(in.Replicas, r.name)
+		if r := v.activeReplicaOn(n.name); r != nil {
+			f(v, r)
 		}
 	}
-	return in
 }

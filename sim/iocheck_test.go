@@ -72,7 +72,7 @@ func TestUnsafe(t *testing.T) {
 		VolumeSpec{Name: "vol-ok", ReplicasOn: three, AttachedTo: "node-2"})
 	require.NoError(t, s.SetEngineNode(ctx, "vol-moved", "node-2"))
 	fc.Advance(time.Second)
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
 	require.NoError(t, s.FailReplica(ctx, "vol-lost", "vol-lost-r-1"))
 
 	kinds := func(us []Unsafe) map[string][]UnsafeKind {

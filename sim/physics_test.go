@@ -47,7 +47,7 @@ func TestV112_LonghornReplacesAnIdleOldImageIM(t *testing.T) {
 func TestV112_CuttingTheIMOfAnAttachedNodeFaultsItsVolumes(t *testing.T) {
 	s, _ := cluster3(t, Config{IMStartLatency: time.Minute},
 		VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-1", EngineOn: "node-2"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
 	st := s.IOStats()
 	require.NotZero(t, st.FailedByActions(), st.String())
 	assert.Equal(t, "initiator on node-1 lost: instance manager im-node-1-1 was stopped", st.Failures[0].Reason)

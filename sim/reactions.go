@@ -13,7 +13,7 @@ import (
 // loseReplica takes a replica out of service and remembers where it was, so
 // that the rebuild prefers the same node.
 func (s *Sim) loseReplica(v *volume, r *replica, state dataplane.ReplicaState, byFault bool, now time.Time) {
-	wasActive := r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding
+	wasActive := r.active()
 	r.state = state
 	r.gen++
 	r.byFault = byFault
@@ -118,7 +118,7 @@ func (s *Sim) eligible(v *volume, n *node) bool {
 }
 
 func (s *Sim) canReturn(v *volume, n *node) bool {
-	if r := v.replicaOn(n.name); r != nil && (r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding) {
+	if r := v.activeReplicaOn(n.name); r != nil {
 		return false
 	}
 	return s.eligible(v, n)

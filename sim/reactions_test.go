@@ -38,7 +38,7 @@ func TestRebuild_ReturnsToItsNodeOnceSchedulingIsAllowed(t *testing.T) {
 func TestAdvance_ChainsLatencies(t *testing.T) {
 	s, _ := cluster3(t, Config{IMStartLatency: 10 * time.Second, RebuildLatency: 10 * time.Second},
 		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
 	s.Advance(20 * time.Second)
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
 	due, ok := s.NextDue()
@@ -98,7 +98,7 @@ func TestRebuild_Placement(t *testing.T) {
 func TestRebuild_SalvagesASingleReplicaAfterItsIMReturns(t *testing.T) {
 	s, _ := cluster3(t, Config{IMStartLatency: time.Minute},
 		VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1"}, AttachedTo: "node-2"})
-	require.NoError(t, s.DeleteInstanceManager(ctx, "im-node-1-1"))
+	require.NoError(t, s.CutInstanceManager("im-node-1-1"))
 	v := vol(t, s, "vol-1")
 	require.Equal(t, dataplane.RobustnessFaulted, v.Robustness)
 	require.Len(t, v.Replicas, 1, "no source: nothing is rebuilt elsewhere")

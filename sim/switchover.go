@@ -50,8 +50,11 @@ func (s *Sim) planSwitch(v *volume, now time.Time) {
 	s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 2), kind: timerSwitch, obj: v.name, gen: v.swGen})
 }
 
-// endSwitch drops the switch-over under way, if any.
+// endSwitch drops the switch-over under way, if any, and what it reported:
+// like Longhorn's, a volume's switch-over error is that of the switch-over
+// under way.
 func (s *Sim) endSwitch(v *volume) {
+	v.swError = ""
 	if v.sw != nil {
 		delIdx(s.migratingTo, v.sw.dest, v.name)
 		s.imCheck[v.sw.dest] = struct{}{}
@@ -100,7 +103,7 @@ func (s *Sim) advanceSwitch(name string, gen uint64, now time.Time) bool {
 		}
 		s.endSwitch(v)
 		s.setTarget(v, sw.dest)
-		v.swError, v.broken = "", ""
+		v.broken = ""
 		v.swDone++
 		return true
 	}

@@ -167,16 +167,18 @@ func TestCommandPastMaxDeliverIsDeadLettered(t *testing.T) {
 	}
 	// The worker keeps pulling, as a live one does; the server then finds the
 	// message past MaxDeliver and emits the advisory instead of delivering it.
-	require.Eventually(t, func() bool {
+	var delivered []string
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		batch, err := c.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
-		require.NoError(t, err)
+		require.NoError(ct, err)
 		for m := range batch.Messages() {
-			t.Fatalf("delivered past MaxDeliver: %s", m.Subject())
+			delivered = append(delivered, m.Subject())
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		return len(dead) == 1
+		assert.Len(ct, dead, 1)
 	}, 10*time.Second, 10*time.Millisecond)
+	assert.Empty(t, delivered, "nothing is delivered past MaxDeliver")
 	assert.Equal(t, "doomed", dead[0].Command.ID)
 	assert.Equal(t, 3, dead[0].Deliveries)
 

@@ -25,8 +25,8 @@ type Start struct {
 	DataEngine           string
 	InstanceManagerImage string
 	Attempt              int
-	// Profile is the Longhorn profile the worker detected.
-	Profile string
+	// LonghornProfile is the Longhorn profile the worker detected.
+	LonghornProfile string
 }
 
 // CompleteStep reports that step From is done; the node moves to the next

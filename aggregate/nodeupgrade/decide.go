@@ -90,7 +90,7 @@ func decideStart(s State, c Start) ([]events.Event, error) {
 		DataEngine:           c.DataEngine,
 		InstanceManagerImage: c.InstanceManagerImage,
 		Attempt:              c.Attempt,
-		LonghornProfile:      c.Profile,
+		LonghornProfile:      c.LonghornProfile,
 	}
 	if !s.Exists {
 		return []events.Event{started}, nil

@@ -161,7 +161,7 @@ func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (Stat
 		DataEngine:           d.DataEngine,
 		InstanceManagerImage: d.InstanceManagerImage,
 		Attempt:              d.Attempt,
-		Profile:              d.LonghornProfile,
+		LonghornProfile:      d.LonghornProfile,
 		Transitions:          s.Transitions,
 	}, nil
 }

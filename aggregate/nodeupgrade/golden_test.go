@@ -35,10 +35,12 @@ func (w walker) vol(name string, to events.VolumeState, target, msg string) {
 func (w walker) toSwitchingOver() {
 	w.h.do(cmdStart)
 	w.step(events.NodePending, "node is Ready")
+	w.h.do(RecordScheduling{ID: "scheduling", AllowScheduling: true})
 	w.vol("vol-a", events.VolumePending, node, "attached; snapshot taken")
 	w.vol("vol-b", events.VolumePending, "", "detached")
-	w.step(events.NodeInitializing, "node marked upgrade-requested; 2 v2 volumes concerned")
-	w.step(events.NodeFailingReplicas, "1 v2 replica stopped and deleted")
+	w.h.do(RecordSnapshots{ID: "snapshots", Snapshot: "switchback-upgrade-v2", Volumes: []string{"vol-a"}})
+	w.step(events.NodeInitializing, "replica scheduling turned off on the node; volumes recorded and snapshotted")
+	w.step(events.NodeFailingReplicas, "the node's replicas of attached v2 volumes failed and stopped")
 }
 
 func (w walker) switchOver() {
@@ -47,6 +49,7 @@ func (w walker) switchOver() {
 }
 
 func (w walker) switchBack() {
+	w.h.do(ConfirmSchedulingRestored{ID: "scheduling-restored"})
 	w.vol("vol-a", events.VolumeSwitchingBack, node, "moving target back")
 	w.vol("vol-a", events.VolumeSwitchedBack, node, "target runs on "+node)
 }
@@ -54,11 +57,12 @@ func (w walker) switchBack() {
 func (w walker) fromUpgradingToEnd() {
 	w.step(events.NodeUpgradingInstanceManager, "instance manager runs "+image)
 	w.switchBack()
-	w.step(events.NodeSwitchingBack, "every target is back")
-	w.vol("vol-a", events.VolumeCompleted, "", "healthy")
-	w.step(events.NodeRebuildingReplica, "touched volumes healthy")
-	w.vol("vol-b", events.VolumeCompleted, "", "image set to target")
-	w.step(events.NodeFinalizing, "node flag cleared")
+	w.step(events.NodeSwitchingBack, "replica scheduling restored; every moved target is back where it was")
+	w.step(events.NodeRebuildingReplica, "volumes are healthy again")
+	w.vol("vol-a", events.VolumeCompleted, "", "volume done")
+	w.h.do(ConfirmSnapshotsRemoved{ID: "snapshots-removed"})
+	w.vol("vol-b", events.VolumeCompleted, "", "volume done")
+	w.step(events.NodeFinalizing, "node upgrade completed")
 }
 
 var scenarios = []struct {

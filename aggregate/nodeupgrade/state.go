@@ -19,12 +19,12 @@ type State struct {
 	Node    string            `json:"node,omitempty"`
 	// State is the current step or terminal state.
 	State events.NodeState `json:"state,omitempty"`
-	// DataEngine, InstanceManagerImage, Attempt and Profile come from
+	// DataEngine, InstanceManagerImage, Attempt and LonghornProfile come from
 	// NodeUpgradeStarted.
 	DataEngine           string `json:"dataEngine,omitempty"`
 	InstanceManagerImage string `json:"instanceManagerImage,omitempty"`
 	Attempt              int    `json:"attempt,omitempty"`
-	Profile              string `json:"profile,omitempty"`
+	LonghornProfile      string `json:"longhornProfile,omitempty"`
 	// Scheduling is the node's spec.allowScheduling the upgrade recorded
 	// before turning it off, nil until then.
 	Scheduling *Scheduling `json:"scheduling,omitempty"`

@@ -20,8 +20,8 @@ const DataEngineTypeV2 DataEngineType = "v2"
 // CancelFinalizer is put on a DataEngineUpgradeManager while an upgrade may
 // have side effects in flight. Deleting the manager is how a user cancels
 // (there is no cancel verb); the finalizer holds the object until the node in
-// flight has been brought back to a safe point (targets back on their node,
-// node flag cleared), and is removed only then.
+// flight has been brought back to a safe point (targets back where they were,
+// replica scheduling restored), and is removed only then.
 const CancelFinalizer = "longhorn.io/switchback-cancel"
 
 // Labels put by the controller on the objects it owns, so that they can be
@@ -83,12 +83,14 @@ type NodeUpgradeState string
 const (
 	// NodeUpgradeStatePending means the node waits for its turn.
 	NodeUpgradeStatePending NodeUpgradeState = "pending"
-	// NodeUpgradeStateInitializing means the node is marked upgrade-requested
-	// (nothing new is scheduled on its v2 engine), the concerned v2 volumes are
-	// recorded and each attached one is snapshotted.
+	// NodeUpgradeStateInitializing means the node's replica scheduling is
+	// recorded and turned off, the concerned v2 volumes are recorded and each
+	// attached one is snapshotted. On Longhorn v1.12 a node holding the
+	// initiators of attached v2 volumes waits here, untouched.
 	NodeUpgradeStateInitializing NodeUpgradeState = "initializing"
-	// NodeUpgradeStateFailingReplicas means the v2 replicas on the node are
-	// being stopped, removed from their engines and deleted.
+	// NodeUpgradeStateFailingReplicas means the node's replicas of attached
+	// v2 volumes are being failed as Longhorn fails them, so that they stop
+	// and are rebuilt later.
 	NodeUpgradeStateFailingReplicas NodeUpgradeState = "failing-replicas"
 	// NodeUpgradeStateSwitchingOver means the targets of attached volumes are
 	// being moved to an instance manager on another node.
@@ -96,14 +98,14 @@ const (
 	// NodeUpgradeStateUpgradingInstanceManager means the old instance manager
 	// is being replaced by one running the target image.
 	NodeUpgradeStateUpgradingInstanceManager NodeUpgradeState = "upgrading-instance-manager"
-	// NodeUpgradeStateSwitchingBack means the targets are being moved back to
-	// this node.
+	// NodeUpgradeStateSwitchingBack means the node's replica scheduling is
+	// restored and the targets are being moved back where they were.
 	NodeUpgradeStateSwitchingBack NodeUpgradeState = "switching-back"
 	// NodeUpgradeStateRebuildingReplica means the touched v2 volumes are being
 	// waited on until they are healthy again.
 	NodeUpgradeStateRebuildingReplica NodeUpgradeState = "rebuilding-replica"
-	// NodeUpgradeStateFinalizing means detached volumes are brought to the
-	// target image and the node flag is cleared.
+	// NodeUpgradeStateFinalizing means the upgrade's snapshots of the node's
+	// volumes are removed (unless kept) and the volumes marked completed.
 	NodeUpgradeStateFinalizing NodeUpgradeState = "finalizing"
 	// NodeUpgradeStateCompleted means the node runs the target image and every
 	// concerned volume is back.

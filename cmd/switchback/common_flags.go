@@ -54,9 +54,21 @@ type dataPlaneFlags struct {
 
 func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "data-plane", "sim", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo)")
+	f.registerLonghorn(fs)
+}
+
+// registerLonghorn registers the flags of --data-plane longhorn alone, for
+// a command whose other data plane is its own.
+func (f *dataPlaneFlags) registerLonghorn(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
 	fs.BoolVar(&f.allowExperimental, "allow-experimental-longhorn", false,
 		"with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental: how attached volumes' initiators survive it is not established on any release)")
+}
+
+// longhorn detects the cluster's Longhorn and returns the adapter over it;
+// its informers stop with ctx.
+func (f *dataPlaneFlags) longhorn(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*longhorn.Plane, error) {
+	return longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log, AllowExperimental: f.allowExperimental})
 }
 
 // open returns the data plane (cfg is needed for longhorn; nc for sim) and
@@ -68,7 +80,7 @@ func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Co
 		if cfg == nil {
 			return nil, errors.New("--data-plane longhorn needs a Kubernetes configuration (--kubeconfig or in-cluster)")
 		}
-		plane, err := longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log, AllowExperimental: f.allowExperimental})
+		plane, err := f.longhorn(ctx, cfg, log)
 		if err != nil {
 			return nil, err
 		}
@@ -78,12 +90,15 @@ func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Co
 	default:
 		return nil, fmt.Errorf("--data-plane %q: want longhorn or sim: %w", f.kind, errUsage)
 	}
-	// A simulated cluster may not be served yet: its platform is reported
-	// once it answers.
-	if p, err := dp.Platform(ctx); err == nil {
-		log.Info("data plane", "kind", f.kind, "longhorn", p.String(), "profile", p.Profile, "evidence", p.Evidence)
-		metrics.LonghornProfile.WithLabelValues(string(p.Profile), p.LonghornVersion).Set(1)
+	// A simulated cluster may not be served yet: then only each upgrade's
+	// history says which profile it ran against.
+	p, err := dp.Platform(ctx)
+	if err != nil {
+		log.Warn("data plane does not answer yet: its Longhorn profile is not reported here", "kind", f.kind, "error", err)
+		return dp, nil
 	}
+	log.Info("data plane", "kind", f.kind, "longhorn", p.String(), "profile", p.Profile, "evidence", p.Evidence)
+	metrics.LonghornProfile.WithLabelValues(string(p.Profile), p.LonghornVersion).Set(1)
 	return dp, nil
 }
 

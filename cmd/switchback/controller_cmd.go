@@ -212,11 +212,11 @@ func kubeConfig(path string) (*rest.Config, error) {
 
 // kubeConfigContext is kubeConfig with a kubeconfig context ("" = its
 // current one), as kubectl's --context.
-func kubeConfigContext(path, context string) (*rest.Config, error) {
+func kubeConfigContext(path, kubeContext string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	switch {
-	case path == "" && context == "":
+	case path == "" && kubeContext == "":
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
@@ -225,9 +225,9 @@ func kubeConfigContext(path, context string) (*rest.Config, error) {
 		if path != "" {
 			rules.ExplicitPath = path
 		}
-		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
 		if cfg, err = loader.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %q --context %q: %w", path, context, err)
+			return nil, fmt.Errorf("--kubeconfig %q --context %q: %w", path, kubeContext, err)
 		}
 	}
 	cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst

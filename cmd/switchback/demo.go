@@ -214,7 +214,7 @@ func stuckCandidate(ctx context.Context, s *sim.Sim) (string, error) {
 		if first == "" {
 			first = v.Name
 		}
-		if len(plan.Initiators(vols, v.TargetNode)) == 0 || s.Profile().InitiatorsSurviveIM() {
+		if live, _ := plan.LiveVerdict(s.Profile(), v.TargetNode, vols); live {
 			return v.Name, nil
 		}
 	}

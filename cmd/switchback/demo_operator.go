@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/nodeworker"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
@@ -25,7 +26,7 @@ type demoOperator struct {
 
 // onStall reacts to a node's stall; it returns what it did, one line each.
 func (o *demoOperator) onStall(ctx context.Context, u *replay.Upgrade, node string, d events.NodeStalled) []string {
-	if !o.enabled || d.Reason != "InitiatorsOnNode" {
+	if !o.enabled || d.Reason != nodeworker.ReasonInitiatorsOnNode {
 		return nil
 	}
 	var to string

@@ -7,27 +7,26 @@ import (
 	"log/slog"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
 )
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", "plan [--data-plane sim [--nodes N --volumes V] | --data-plane longhorn [--kubeconfig PATH] [--context C]] [--node NAME ...]", stderr)
-	dataPlane := fs.String("data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster) or longhorn (a cluster's Longhorn, read only)")
+	var df dataPlaneFlags
+	fs.StringVar(&df.kind, "data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster) or longhorn (a cluster's Longhorn, read only)")
+	df.registerLonghorn(fs)
 	var sf simFlags
 	sf.register(fs)
 	kubeconfig := fs.String("kubeconfig", "", "with --data-plane longhorn: the kubeconfig (default: $KUBECONFIG or ~/.kube/config with --context, else in-cluster)")
 	kubeContext := fs.String("context", "", "with --data-plane longhorn: the kubeconfig context to use")
-	namespace := fs.String("longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
-	allowExperimental := fs.Bool("allow-experimental-longhorn", false, "with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental)")
 	var nodes stringList
 	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	var reader dataplane.Reader
-	switch *dataPlane {
+	switch df.kind {
 	case "sim":
 		if err := sf.validate(); err != nil {
 			return err
@@ -44,14 +43,13 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel() // stops the adapter's informers
-		plane, err := longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: *namespace, AllowExperimental: *allowExperimental,
-			Log: slog.New(slog.DiscardHandler)})
+		plane, err := df.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return err
 		}
 		reader = plane
 	default:
-		return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", *dataPlane, errUsage)
+		return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", df.kind, errUsage)
 	}
 	snap, err := plan.Read(ctx, reader)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // watchedKind is one resource the manager watches, its objects decoded
-// once on arrival into the adapter's typed structs (longhorn/fields.go), so
+// once on arrival into the adapter's typed structs (longhorn/types.go), so
 // both sides read the same fields the same way.
 type watchedKind struct {
 	gvr schema.GroupVersionResource

@@ -80,7 +80,9 @@ func (m *Manager) mirror(ctx context.Context) error {
 		switch {
 		case !ok:
 		case im.DeletionTimestamp != nil:
-			m.act("DeleteInstanceManager", im.Name, m.sim.DeleteInstanceManager(ctx, im.Name))
+			// Deleting the object kills the IM whatever it runs, as in Longhorn
+			// (the adapter refuses to delete a busy one; anybody else may).
+			m.act("DeleteInstanceManager", im.Name, m.sim.CutInstanceManager(im.Name))
 		case m.pending(longhorn.InstanceManagersResource.Resource, im.Name, im.Generation):
 			if imageOf[im.Name] != im.Spec.Image && st != dataplane.IMStopped {
 				m.act("SetInstanceManagerImage", im.Name, m.sim.SetInstanceManagerImage(ctx, im.Name, im.Spec.Image))
