@@ -28,27 +28,17 @@ import (
 )
 
 // admit asks the webhook's Admitter about the CREATE of obj, as the
-// apiserver would, with the active upgrades of the test's namespace (the
+// apiserver would, with the test's namespace as the managed one (the
 // apiserver is shared by the package's tests).
 func (w *world) admit(obj *v1beta2.DataEngineUpgradeManager) *admissionv1.AdmissionResponse {
 	w.t.Helper()
-	list := webhook.ActiveFromList{Client: w.kc}
-	active := webhook.ActiveFunc(func(ctx context.Context, except types.UID) ([]string, error) {
-		all, err := list.ActiveUpgrades(ctx, except)
-		var mine []string
-		for _, n := range all {
-			if strings.HasPrefix(n, w.ns+"/") {
-				mine = append(mine, n)
-			}
-		}
-		return mine, err
-	})
+	active := webhook.ActiveFromList{Client: w.kc, Namespace: w.ns}
 	return admitWith(w.t, w.sim, active, obj)
 }
 
 func admitWith(t *testing.T, cluster dataplane.Reader, active webhook.ActiveUpgrades, obj *v1beta2.DataEngineUpgradeManager) *admissionv1.AdmissionResponse {
 	t.Helper()
-	a, err := webhook.NewAdmitter(webhook.AdmitterConfig{Cluster: cluster, Active: active})
+	a, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: obj.Namespace, Cluster: cluster, Active: active})
 	require.NoError(t, err)
 	o := obj.DeepCopy()
 	o.TypeMeta = metav1.TypeMeta{APIVersion: v1beta2.SchemeGroupVersion.String(), Kind: "DataEngineUpgradeManager"}

@@ -19,13 +19,18 @@ import (
 type ActiveFromList struct {
 	// Client reaches the DataEngineUpgradeManager resource.
 	Client *kubeclient.Client
+	// Namespace is the managed namespace, the only one listed.
+	Namespace string
 }
 
-// ActiveUpgrades implements ActiveUpgrades over every namespace.
+// ActiveUpgrades implements ActiveUpgrades.
 func (l ActiveFromList) ActiveUpgrades(ctx context.Context, except types.UID) ([]string, error) {
-	list, err := l.Client.Managers("").List(ctx, metav1.ListOptions{})
+	if l.Namespace == "" {
+		return nil, fmt.Errorf("list DataEngineUpgradeManagers: no managed namespace")
+	}
+	list, err := l.Client.Managers(l.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list DataEngineUpgradeManagers: %w", err)
+		return nil, fmt.Errorf("list DataEngineUpgradeManagers in %s: %w", l.Namespace, err)
 	}
 	items := make([]*v1beta2.DataEngineUpgradeManager, len(list.Items))
 	for i := range list.Items {
@@ -42,6 +47,9 @@ func (l ActiveFromList) ActiveUpgrades(ctx context.Context, except types.UID) ([
 type ActiveFromStore struct {
 	// Store holds *v1beta2.DataEngineUpgradeManager objects.
 	Store cache.Store
+	// Namespace is the managed namespace; the store's managers elsewhere
+	// are left out.
+	Namespace string
 	// HasSynced, when set, must report true before the store is trusted: an
 	// informer that has not listed yet would make every upgrade look alone.
 	HasSynced func() bool
@@ -54,7 +62,7 @@ func (s ActiveFromStore) ActiveUpgrades(_ context.Context, except types.UID) ([]
 	}
 	var items []*v1beta2.DataEngineUpgradeManager
 	for _, obj := range s.Store.List() {
-		if m, ok := obj.(*v1beta2.DataEngineUpgradeManager); ok {
+		if m, ok := obj.(*v1beta2.DataEngineUpgradeManager); ok && m.Namespace == s.Namespace {
 			items = append(items, m)
 		}
 	}

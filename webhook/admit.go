@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,13 +73,18 @@ func DeferredChecks() []string {
 // ActiveUpgrades lists the managers that count as the one active upgrade.
 type ActiveUpgrades interface {
 	// ActiveUpgrades returns, as namespace/name, every DataEngineUpgradeManager
-	// in any namespace whose state is not completed, error or cancelled,
-	// except the one whose UID is except (the object being admitted).
+	// of the managed namespace whose state is not completed, error or
+	// cancelled, except the one whose UID is except (the object being
+	// admitted). Managers elsewhere are never taken in by the controller, so
+	// they do not count.
 	ActiveUpgrades(ctx context.Context, except types.UID) ([]string, error)
 }
 
 // AdmitterConfig is what an Admitter needs.
 type AdmitterConfig struct {
+	// Namespace is the namespace whose managers the controller takes in
+	// (its --namespace); a manager created anywhere else is refused.
+	Namespace string
 	// Cluster is read (plan.Read) for each admitted manager.
 	Cluster dataplane.Reader
 	// Active lists the other active managers.
@@ -91,16 +97,17 @@ type AdmitterConfig struct {
 
 // Admitter decides admission requests for DataEngineUpgradeManager.
 type Admitter struct {
-	cluster dataplane.Reader
-	active  ActiveUpgrades
-	log     *slog.Logger
-	timeout time.Duration
+	namespace string
+	cluster   dataplane.Reader
+	active    ActiveUpgrades
+	log       *slog.Logger
+	timeout   time.Duration
 }
 
 // NewAdmitter returns an Admitter for cfg; Cluster and Active are required.
 func NewAdmitter(cfg AdmitterConfig) (*Admitter, error) {
-	if cfg.Cluster == nil || cfg.Active == nil {
-		return nil, errors.New("webhook: new admitter: Cluster and Active are required")
+	if cfg.Namespace == "" || cfg.Cluster == nil || cfg.Active == nil {
+		return nil, errors.New("webhook: new admitter: Namespace, Cluster and Active are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -108,7 +115,7 @@ func NewAdmitter(cfg AdmitterConfig) (*Admitter, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultAdmitTimeout
 	}
-	return &Admitter{cluster: cfg.Cluster, active: cfg.Active, log: cfg.Logger, timeout: cfg.Timeout}, nil
+	return &Admitter{namespace: cfg.Namespace, cluster: cfg.Cluster, active: cfg.Active, log: cfg.Logger, timeout: cfg.Timeout}, nil
 }
 
 // managerKind is what the webhook admits.
@@ -141,6 +148,13 @@ func (a *Admitter) Admit(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if err := json.Unmarshal(req.Object.Raw, &m); err != nil {
 		log.Warn("admission denied: undecodable object", slog.Any("error", err))
 		return denyBadRequest(fmt.Sprintf("cannot decode the DataEngineUpgradeManager: %v", err))
+	}
+	if ns := cmp.Or(req.Namespace, m.Namespace); ns != a.namespace {
+		log.Info("admission denied: not the managed namespace", slog.String("managed", a.namespace))
+		msg := fmt.Sprintf("Switchback manages upgrades in namespace %q only (its controller takes in no other): create it there", a.namespace)
+		return deny(http.StatusForbidden, metav1.StatusReasonForbidden,
+			fmt.Sprintf("DataEngineUpgradeManager %s refused: metadata.namespace: %s", objectName(req, &m), msg),
+			metav1.StatusCause{Type: metav1.CauseTypeFieldValueNotSupported, Field: "metadata.namespace", Message: msg})
 	}
 
 	results, err := a.Evaluate(ctx, &m)

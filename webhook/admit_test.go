@@ -255,18 +255,39 @@ func TestEveryPrecheckIsDecided(t *testing.T) {
 	assert.Equal(t, []string{precheck.DefaultImageOnAllNodesReady, precheck.VolumesHealthy}, webhook.DeferredChecks())
 }
 
-func TestNewAdmitterRequiresClusterAndActive(t *testing.T) {
-	_, err := webhook.NewAdmitter(webhook.AdmitterConfig{Active: noActive})
-	require.Error(t, err)
-	_, err = webhook.NewAdmitter(webhook.AdmitterConfig{Cluster: threeNodes(t)})
-	require.Error(t, err)
+func TestNewAdmitterRequiresNamespaceClusterAndActive(t *testing.T) {
+	for _, cfg := range []webhook.AdmitterConfig{
+		{Namespace: ns, Active: noActive},
+		{Namespace: ns, Cluster: threeNodes(t)},
+		{Cluster: threeNodes(t), Active: noActive},
+	} {
+		_, err := webhook.NewAdmitter(cfg)
+		require.Error(t, err)
+	}
+}
+
+// A manager outside the managed namespace is refused before any check: the
+// controller would never take it in, and it would sit there without a state.
+func TestAdmitRefusesAnotherNamespace(t *testing.T) {
+	m := manager("v2")
+	m.Namespace = "team-b"
+	req := request(t, m)
+	req.Namespace = m.Namespace
+	resp := newAdmitter(t, threeNodes(t), noActive).Admit(context.Background(), req)
+	assert.False(t, resp.Allowed)
+	require.NotNil(t, resp.Result)
+	assert.Equal(t, int32(http.StatusForbidden), resp.Result.Code)
+	assert.Equal(t, `DataEngineUpgradeManager "team-b/upgrade" refused: metadata.namespace: Switchback manages upgrades in namespace "longhorn-system" only (its controller takes in no other): create it there`, resp.Result.Message)
+	require.NotNil(t, resp.Result.Details)
+	require.Len(t, resp.Result.Details.Causes, 1)
+	assert.Equal(t, "metadata.namespace", resp.Result.Details.Causes[0].Field)
 }
 
 // TestAdmitTimeout checks that a cluster read that hangs is cut at the
 // configured timeout and refused, before the apiserver's own deadline.
 func TestAdmitTimeout(t *testing.T) {
 	a, err := webhook.NewAdmitter(webhook.AdmitterConfig{
-		Cluster: hangingReader{threeNodes(t)}, Active: noActive, Timeout: 50 * time.Millisecond,
+		Namespace: ns, Cluster: hangingReader{threeNodes(t)}, Active: noActive, Timeout: 50 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	resp := a.Admit(context.Background(), request(t, manager("v2")))
@@ -285,16 +306,17 @@ func (hangingReader) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 
 func TestActiveFromStore(t *testing.T) {
 	store := newManagerStore(t,
-		mgr("a", "pending", "", "uid-a"),
-		mgr("b", "upgrading", v1beta2.UpgradeStateUpgrading, "uid-b"),
-		mgr("c", "done", v1beta2.UpgradeStateCompleted, "uid-c"),
-		mgr("c", "failed", v1beta2.UpgradeStateError, "uid-d"),
-		mgr("d", "cancelled", v1beta2.UpgradeStateCancelled, "uid-e"),
-		mgr("d", "initializing", v1beta2.UpgradeStateInitializing, "uid-f"),
-		mgr("e", "self", "", "uid-self"),
+		mgr(ns, "pending", "", "uid-a"),
+		mgr(ns, "upgrading", v1beta2.UpgradeStateUpgrading, "uid-b"),
+		mgr(ns, "done", v1beta2.UpgradeStateCompleted, "uid-c"),
+		mgr(ns, "failed", v1beta2.UpgradeStateError, "uid-d"),
+		mgr(ns, "cancelled", v1beta2.UpgradeStateCancelled, "uid-e"),
+		mgr(ns, "initializing", v1beta2.UpgradeStateInitializing, "uid-f"),
+		mgr(ns, "self", "", "uid-self"),
+		mgr("team-b", "elsewhere", v1beta2.UpgradeStateUpgrading, "uid-g"), // never taken in: does not count
 	)
 	synced := false
-	active := webhook.ActiveFromStore{Store: store, HasSynced: func() bool { return synced }}
+	active := webhook.ActiveFromStore{Store: store, Namespace: ns, HasSynced: func() bool { return synced }}
 
 	_, err := active.ActiveUpgrades(context.Background(), "uid-self")
 	require.Error(t, err, "an unsynced informer must not be trusted")
@@ -302,5 +324,5 @@ func TestActiveFromStore(t *testing.T) {
 	synced = true
 	got, err := active.ActiveUpgrades(context.Background(), "uid-self")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"a/pending", "b/upgrading", "d/initializing"}, got)
+	assert.Equal(t, []string{ns + "/initializing", ns + "/pending", ns + "/upgrading"}, got)
 }

@@ -9,16 +9,20 @@
 // The webhook runs the precheck functions themselves (package precheck), on a
 // snapshot of the cluster read through a dataplane.Reader (plan.Read) and on
 // the list of other active managers, so that admission and the controller can
-// never disagree on what a rule means. It enforces the checks whose answer
-// depends on the request and on facts that only an operator's action changes:
+// never disagree on what a rule means. First, a manager outside the
+// namespace Switchback manages (the controller's --namespace) is refused: the
+// controller would never take it in, and it would sit there without a state.
+// Then it enforces the checks whose answer depends on the request and on
+// facts that only an operator's action changes:
 //
 //   - DataEngineSupported (spec.dataEngine must be v2; the CRD's enum refuses
 //     other values first, this covers a CRD served without it);
 //   - NodesKnown (every name in spec.nodes exists and runs the v2 engine; the
 //     message names the unknown ones);
 //   - AtLeastTwoNodes (a target needs another node to move to);
-//   - SingleActiveUpgrade (no other manager, in any namespace, that is not
-//     completed, error or cancelled);
+//   - SingleActiveUpgrade (no other manager of the managed namespace that is
+//     not completed, error or cancelled; one created elsewhere while the
+//     webhook was off is never taken in, so it does not count);
 //   - NoVersionDrift (no node left behind on an older instance-manager image
 //     by an earlier subset upgrade).
 //

@@ -56,7 +56,7 @@ func activeNamed(names ...string) webhook.ActiveFunc {
 
 func newAdmitter(t testing.TB, cluster dataplane.Reader, active webhook.ActiveUpgrades) *webhook.Admitter {
 	t.Helper()
-	a, err := webhook.NewAdmitter(webhook.AdmitterConfig{Cluster: cluster, Active: active})
+	a, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: ns, Cluster: cluster, Active: active})
 	require.NoError(t, err)
 	return a
 }

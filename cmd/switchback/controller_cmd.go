@@ -114,7 +114,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if *webhookAddr != "" {
-		admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Cluster: cluster, Active: webhook.ActiveFromList{Client: kc}, Logger: log})
+		admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: *namespace, Cluster: cluster,
+			Active: webhook.ActiveFromList{Client: kc, Namespace: *namespace}, Logger: log})
 		if err != nil {
 			return err
 		}

@@ -131,3 +131,35 @@ func TestDeletingAManagerCancelsAtASafePoint(t *testing.T) {
 	assert.Equal(t, events.ManagerCancelled, st.State)
 	assert.Empty(t, f.sim.Unsafe(""), "every target is home, nothing flagged")
 }
+
+// A manager created outside the managed namespace (past the webhook, which
+// refuses it) is never taken in: no finalizer, no history, and it does not
+// count as an active upgrade for one in the managed namespace.
+func TestManagerOutsideTheNamespaceIsNotTakenInAndDoesNotBlock(t *testing.T) {
+	f := setup(t)
+	cs, err := kubernetes.NewForConfig(testenv.Get(t).Config)
+	require.NoError(t, err)
+	other := f.ns + "-other"
+	_, err = cs.CoreV1().Namespaces().Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	stray, err := f.kc.Managers(other).Create(f.ctx, &v1beta2.DataEngineUpgradeManager{
+		ObjectMeta: metav1.ObjectMeta{Name: "stray"},
+		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+	})
+	require.NoError(t, err)
+	stray.Status.State = v1beta2.UpgradeStateUpgrading
+	_, err = f.kc.Managers(other).UpdateStatus(f.ctx, stray)
+	require.NoError(t, err)
+
+	_, ref := f.create(t, "managed")
+	st := f.e.WaitManager(ref, 30*time.Second, "completed", func(s manager.State) bool { return s.Terminal() })
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	for _, p := range st.Prechecks {
+		assert.True(t, p.Passed, "%s: %s", p.Check, p.Message)
+	}
+
+	got, err := f.kc.Managers(other).Get(f.ctx, "stray")
+	require.NoError(t, err)
+	assert.NotContains(t, got.Finalizers, v1beta2.CancelFinalizer, "not taken in")
+	assert.Empty(t, f.e.History(events.ManagerRef{Namespace: other, Name: "stray", UID: string(stray.UID)}), "no history")
+}

@@ -29,8 +29,8 @@ import (
 	"github.com/switchback-dev/switchback/webhook"
 )
 
-// otherNS holds a manager in another namespace than the install's, to show
-// that the single-active-upgrade rule spans namespaces.
+// otherNS is a namespace the controller does not manage: a manager there is
+// refused, and one created behind the webhook's back does not count.
 const otherNS = "team-b"
 
 // switchableCluster is the webhook's dataplane.Reader: a simulated cluster
@@ -110,6 +110,8 @@ type fixture struct {
 	ctx     context.Context
 	cluster *switchableCluster
 	kc      *kubeclient.Client
+	cs      kubernetes.Interface
+	vwc     string // the registration's name
 }
 
 // startWebhook serves the webhook on 127.0.0.1 with a certificate made for
@@ -134,7 +136,7 @@ func startWebhook(t *testing.T) *fixture {
 	cluster := &switchableCluster{}
 	cluster.set(threeNodes(t))
 	admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{
-		Cluster: cluster, Active: webhook.ActiveFromList{Client: kc}, Logger: testLogger(t),
+		Namespace: installNS, Cluster: cluster, Active: webhook.ActiveFromList{Client: kc, Namespace: installNS}, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
 	srv, err := webhook.NewServer(webhook.ServerConfig{CertFile: certFile, KeyFile: keyFile, Admitter: admitter, Logger: testLogger(t)})
@@ -164,7 +166,7 @@ func startWebhook(t *testing.T) *fixture {
 		assert.NoError(t, err)
 	})
 
-	f := &fixture{env: env, ctx: ctx, cluster: cluster, kc: kc}
+	f := &fixture{env: env, ctx: ctx, cluster: cluster, kc: kc, cs: cs, vwc: vwc.Name}
 	f.waitRegistered(t)
 	return f
 }
@@ -221,6 +223,36 @@ func (f *fixture) waitRegistered(t *testing.T) {
 	require.NoError(t, err, "the apiserver never called the webhook")
 }
 
+// behindTheWebhook creates a manager in ns while the registration leaves
+// ns out (as on a cluster where the webhook was off when it was created),
+// then puts the registration back as shipped.
+func (f *fixture) behindTheWebhook(t *testing.T, ns, name string) *v1beta2.DataEngineUpgradeManager {
+	t.Helper()
+	vwcs := f.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	setSelector := func(sel *metav1.LabelSelector) {
+		cfg, err := vwcs.Get(f.ctx, f.vwc, metav1.GetOptions{})
+		require.NoError(t, err)
+		cfg.Webhooks[0].NamespaceSelector = sel
+		_, err = vwcs.Update(f.ctx, cfg, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	shipped := shippedWebhookConfiguration(t).Webhooks[0].NamespaceSelector
+	setSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{ns}}}})
+	defer setSelector(shipped)
+	var created *v1beta2.DataEngineUpgradeManager
+	err := poll(f.ctx, 50*time.Millisecond, func() (bool, error) {
+		m, err := f.kc.Managers(ns).Create(f.ctx, &v1beta2.DataEngineUpgradeManager{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+		})
+		created = m
+		return err == nil, err // refused until the apiserver sees the new selector
+	})
+	require.NoError(t, err)
+	return created
+}
+
 // apply runs kubectl apply on manifest, as a user would.
 func (f *fixture) apply(manifest string) (stdout, stderr string, err error) {
 	return f.env.Kubectl(f.ctx, strings.NewReader(manifest), "apply", "-f", "-")
@@ -256,26 +288,48 @@ func TestWebhookOnTheAPIServer(t *testing.T) {
 		assert.True(t, apierrors.IsNotFound(err), "refused manager must not exist: %v", err)
 	})
 
-	t.Run("a second active upgrade is refused, in any namespace", func(t *testing.T) {
+	t.Run("a manager outside the managed namespace is refused", func(t *testing.T) {
 		t.Cleanup(func() { f.deleteManagers(t) })
 		f.cluster.set(threeNodes(t))
-		first, err := f.kc.Managers(otherNS).Create(f.ctx, &v1beta2.DataEngineUpgradeManager{
+		_, stderr, err := f.apply(managerYAML(otherNS, "elsewhere", "v2"))
+		require.Error(t, err)
+		assert.Contains(t, stderr, denied+`DataEngineUpgradeManager "team-b/elsewhere" refused: metadata.namespace: `+
+			`Switchback manages upgrades in namespace "longhorn-system" only (its controller takes in no other): create it there`)
+	})
+
+	t.Run("a manager created elsewhere behind the webhook's back does not count", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		stray := f.behindTheWebhook(t, otherNS, "stray")
+		stray.Status.State = v1beta2.UpgradeStateUpgrading
+		_, err := f.kc.Managers(otherNS).UpdateStatus(f.ctx, stray)
+		require.NoError(t, err)
+
+		stdout, stderr, err := f.apply(managerYAML(installNS, "managed", "v2"))
+		require.NoError(t, err, stderr)
+		assert.Contains(t, stdout, "dataengineupgrademanager.longhorn.io/managed created")
+	})
+
+	t.Run("a second active upgrade is refused", func(t *testing.T) {
+		t.Cleanup(func() { f.deleteManagers(t) })
+		f.cluster.set(threeNodes(t))
+		first, err := f.kc.Managers(installNS).Create(f.ctx, &v1beta2.DataEngineUpgradeManager{
 			ObjectMeta: metav1.ObjectMeta{Name: "first"},
 			Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
 		})
 		require.NoError(t, err, "the first upgrade is alone: admitted")
 		first.Status.State = v1beta2.UpgradeStateUpgrading
-		first, err = f.kc.Managers(otherNS).UpdateStatus(f.ctx, first)
+		first, err = f.kc.Managers(installNS).UpdateStatus(f.ctx, first)
 		require.NoError(t, err)
 
 		_, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
 		require.Error(t, err)
 		assert.Contains(t, stderr, denied+`DataEngineUpgradeManager "longhorn-system/second" refused: `+
-			"SingleActiveUpgrade (AnotherUpgradeActive): another upgrade is active: team-b/first")
+			"SingleActiveUpgrade (AnotherUpgradeActive): another upgrade is active: longhorn-system/first")
 
 		// Once the first one is over, the second is admitted.
 		first.Status.State = v1beta2.UpgradeStateCompleted
-		_, err = f.kc.Managers(otherNS).UpdateStatus(f.ctx, first)
+		_, err = f.kc.Managers(installNS).UpdateStatus(f.ctx, first)
 		require.NoError(t, err)
 		stdout, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
 		require.NoError(t, err, stderr)
