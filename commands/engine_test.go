@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,11 @@ func TestPrechecksRefuse(t *testing.T) {
 			return s
 		}, nil, "VolumesHealthy", "degraded"},
 		{"unknown nodes", slowLayout, []string{"n1", "ghost-1", "ghost.2"}, "NodesKnown", "ghost-1, ghost.2"},
+		{"Longhorn's own upgrader on", func(t *testing.T) *sim.Sim {
+			s := slowLayout(t)
+			s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}})
+			return s
+		}, nil, "NoOtherUpgrader", `setting allow-v2-instance-manager-automatic-upgrade is "true": set it to "false"`},
 		{"one node", func(t *testing.T) *sim.Sim {
 			s := sim.New(sim.Config{Profile: inPlace})
 			require.NoError(t, s.AddNode("solo"))
@@ -394,5 +400,42 @@ func TestNodesAlreadyOnTheTargetImageAreANoOp(t *testing.T) {
 	for _, a := range after[len(before):] {
 		assert.NotContains(t, []string{"FailReplica", "SetEngineNode", "DeleteInstanceManager", "SetInstanceManagerImage"}, a.Action, "%+v", a)
 	}
+	assert.Zero(t, cluster.IOStats().Failed)
+}
+
+// Longhorn's own upgrader switched on mid-upgrade: the node in flight
+// finishes, no new node starts and the upgrade is held with the reason
+// until it is off again; then it goes on and completes.
+func TestOtherUpgraderSwitchedOnMidUpgradeHoldsBeforeTheNextNode(t *testing.T) {
+	cluster := slowLayout(t)
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	m := ref("held")
+	e.Request(m, "n1", "n2", "n3")
+	first := e.WaitManager(m, 20*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`}})
+
+	held := e.WaitManager(m, 30*time.Second, "held", func(s manager.State) bool { return s.Held != nil && s.UpgradingNode == "" })
+	assert.Equal(t, events.ManagerUpgrading, held.State, "held, not error")
+	assert.Equal(t, events.NodeCompleted, held.Nodes[first].State, "the node in flight finished")
+	assert.Len(t, held.Nodes, 1, "no new node started")
+	assert.Equal(t, "OtherUpgraderActive", held.Held.Reason)
+	assert.Contains(t, held.Message, `; held, no new node starts: Longhorn's own instance-manager upgrader would race this upgrade: setting allow-instance-manager-automatic-upgrade is`)
+
+	// The other setting switched on too: the re-check while held updates
+	// the hold's message, and still starts nothing.
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{
+		dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`, dataplane.SettingV2IMAutoUpgrade: "true"}})
+	updated := e.WaitManager(m, 30*time.Second, "the hold updated", func(s manager.State) bool {
+		return s.Held != nil && strings.Contains(s.Held.Message, dataplane.SettingV2IMAutoUpgrade)
+	})
+	assert.Len(t, updated.Nodes, 1, "still no new node")
+	assert.Equal(t, held.Held.Since, updated.Held.Since, "the same hold")
+
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"false"}`}})
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	released, ok := lastOf[events.UpgradeReleased](e.History(m))
+	require.True(t, ok, "the history shows the release")
+	assert.Equal(t, "Longhorn's own instance-manager upgrader is off and idle (allow-instance-manager-automatic-upgrade)", released.Message)
 	assert.Zero(t, cluster.IOStats().Failed)
 }

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type OrchestratorConfig struct {
 	Now            func() time.Time
 	// OnParked is told about messages on the stream that do not decode.
 	OnParked func(*events.DecodeError)
+	// HoldPoll is how often a held upgrade is re-checked; default
+	// DefaultHoldPoll.
+	HoldPoll time.Duration
 	Log      *slog.Logger
 }
 
@@ -81,6 +85,9 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HoldPoll <= 0 {
+		cfg.HoldPoll = DefaultHoldPoll
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -111,6 +118,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		return err
 	}
 	defer dead.Stop()
+	holds, stopHolds := context.WithCancel(ctx)
+	defer stopHolds()
+	go o.watchHolds(holds, o.cfg.HoldPoll)
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
 	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
@@ -176,6 +186,13 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 	case events.UpgradeRequested:
 		return o.runPrechecks(ctx, ref, e)
 	case events.UpgradePlanned:
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if ok, err := o.gateOtherUpgrader(ctx, st); !ok || err != nil {
+			return err
+		}
 		return o.manager(ctx, ref, manager.ScheduleNext{ID: id(e)})
 	case events.NodeScheduled:
 		st, err := o.loadManager(ctx, ref)
@@ -237,6 +254,17 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 		// Wakes an idle worker; a busy one sees the request on its next poll.
 		return o.publish(ctx, st, e.Aggregate.Node, node.Attempt, node.State, "cancel")
 	case events.NodeUpgradeCompleted:
+		// Before the next node starts (which recording this outcome does),
+		// Longhorn's own upgrader is checked again.
+		st, err := o.loadManager(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if _, more := st.NextNode(); more && !st.Terminal() && !st.CancelRequested && st.UpgradingNode == e.Aggregate.Node {
+			if _, err := o.gateOtherUpgrader(ctx, st); err != nil {
+				return err
+			}
+		}
 		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeCompleted, Message: d.Message})
 	case events.NodeUpgradeFailed:
 		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeError,
@@ -388,6 +416,31 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 // forgetting managers once they are terminal: a stream with 10k finished
 // upgrades must not be read whole at every new request.
 func (o *Orchestrator) activeFromStream(ctx context.Context, except events.ManagerRef) ([]string, error) {
+	var out []string
+	err := o.foldOpen(ctx, func(ref events.ManagerRef, _ manager.State) {
+		if ref != except {
+			out = append(out, ref.String())
+		}
+	})
+	slices.Sort(out)
+	return out, err
+}
+
+// heldFromStream returns the managers held, from the same fold.
+func (o *Orchestrator) heldFromStream(ctx context.Context) ([]events.ManagerRef, error) {
+	var out []events.ManagerRef
+	err := o.foldOpen(ctx, func(ref events.ManagerRef, st manager.State) {
+		if st.Held != nil {
+			out = append(out, ref)
+		}
+	})
+	slices.SortFunc(out, func(a, b events.ManagerRef) int { return cmp.Compare(a.String(), b.String()) })
+	return out, err
+}
+
+// foldOpen extends the fold of the manager subjects to the stream's end
+// and calls f for each manager not terminal yet.
+func (o *Orchestrator) foldOpen(ctx context.Context, f func(events.ManagerRef, manager.State)) error {
 	o.activeMu.Lock()
 	defer o.activeMu.Unlock()
 	if o.open == nil {
@@ -411,14 +464,12 @@ func (o *Orchestrator) activeFromStream(ctx context.Context, except events.Manag
 			return nil
 		}, func(de *events.DecodeError) { seen(de.Sequence) })
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []string
 	for ref, st := range o.open {
-		if ref != except && st.Exists {
-			out = append(out, ref.String())
+		if st.Exists {
+			f(ref, st)
 		}
 	}
-	slices.Sort(out)
-	return out, nil
+	return nil
 }

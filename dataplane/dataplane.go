@@ -311,6 +311,9 @@ type Reader interface {
 	// only these counts; reading them from an index instead of listing every
 	// volume keeps a node step's cost from growing with the cluster.
 	TargetCounts(ctx context.Context) (map[string]int, error)
+	// LonghornUpgrader reads what Longhorn's own instance-manager upgrader
+	// shows (zero on a Longhorn without one).
+	LonghornUpgrader(ctx context.Context) (LonghornUpgrader, error)
 }
 
 // Actions are what node steps do. Each is idempotent.

@@ -23,6 +23,8 @@ const (
 	TypeUpgradeFailed    Type = "io.switchback.manager.upgrade-failed.v1"
 	TypeCancelRequested  Type = "io.switchback.manager.cancel-requested.v1"
 	TypeUpgradeCancelled Type = "io.switchback.manager.cancelled.v1"
+	TypeUpgradeHeld      Type = "io.switchback.manager.held.v1"
+	TypeUpgradeReleased  Type = "io.switchback.manager.released.v1"
 )
 
 // Node aggregate event types.
@@ -121,6 +123,19 @@ type UpgradeCancelled struct {
 	Message string `json:"message,omitempty"`
 	// Node is the node that was in flight when the cancel arrived, if any.
 	Node string `json:"node,omitempty"`
+}
+
+// UpgradeHeld: no new node may start, for Reason (e.g. Longhorn's own
+// upgrader was switched on); the node in flight, if any, finishes. A later
+// UpgradeHeld updates the message while the hold lasts.
+type UpgradeHeld struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// UpgradeReleased ends a hold: the next node may start.
+type UpgradeReleased struct {
+	Message string `json:"message,omitempty"`
 }
 
 // NodeUpgradeStarted opens a node aggregate: the worker accepted the node.
@@ -251,6 +266,12 @@ func (CancelRequested) EventType() Type { return TypeCancelRequested }
 
 // EventType implements Event.
 func (UpgradeCancelled) EventType() Type { return TypeUpgradeCancelled }
+
+// EventType implements Event.
+func (UpgradeHeld) EventType() Type { return TypeUpgradeHeld }
+
+// EventType implements Event.
+func (UpgradeReleased) EventType() Type { return TypeUpgradeReleased }
 
 // EventType implements Event.
 func (NodeUpgradeStarted) EventType() Type { return TypeNodeUpgradeStarted }

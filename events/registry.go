@@ -29,6 +29,8 @@ func init() {
 	register[UpgradeFailed]()
 	register[CancelRequested]()
 	register[UpgradeCancelled]()
+	register[UpgradeHeld]()
+	register[UpgradeReleased]()
 	register[NodeUpgradeStarted]()
 	register[NodeStateChanged]()
 	register[VolumeStateChanged]()

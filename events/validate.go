@@ -107,6 +107,8 @@ func (e NodeUpgradeCancelled) validate() error {
 	return nil
 }
 
+func (e UpgradeHeld) validate() error { return required("reason", e.Reason, "message", e.Message) }
+
 func (e SnapshotsTaken) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }
 
 func (e SnapshotsRemoved) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }

@@ -10,7 +10,9 @@
 // Reads come from informer caches of Longhorn nodes, volumes, engines,
 // engine frontends, replicas, instance managers, settings and the Events on
 // engine frontends, plus the core Kubernetes Nodes, indexed by node and by
-// volume so that VolumesOn costs what the node holds. Actions read the
+// volume so that VolumesOn costs what the node holds; the objects of
+// Longhorn's own instance-manager upgrader, read only for the
+// NoOtherUpgrader precheck, are listed live instead. Actions read the
 // object fresh, patch only the fields they own (merge patches, with a
 // resourceVersion precondition where a decision depends on the object as
 // read), treat an object already gone as success on delete, and wait for

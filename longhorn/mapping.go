@@ -408,3 +408,50 @@ func robustness(s string) dataplane.Robustness {
 func computedRobustness(v dataplane.Volume) dataplane.Robustness {
 	return dataplane.RobustnessOf(v.HealthyReplicas(), v.NumberOfReplicas)
 }
+
+// toIMUpgrade maps one of Longhorn's per-node instance-manager upgrades:
+// its node and its phase as written. One being deleted keeps its phase:
+// its controller may still be moving engines back, and the rule that reads
+// it (precheck.OtherUpgrader) fails closed on anything not over.
+func toIMUpgrade(u *InstanceManagerUpgrade) dataplane.IMUpgrade {
+	return dataplane.IMUpgrade{Name: u.Name, Node: u.Spec.NodeID, State: u.Status.State}
+}
+
+// toUpgradeControl maps Longhorn's upgrade control: the node its cycle is
+// on and the state of each node (nil when it lists none).
+func toUpgradeControl(c *InstanceManagerUpgradeControl) dataplane.UpgradeControl {
+	out := dataplane.UpgradeControl{Name: c.Name, CurrentNode: c.Status.CurrentNode}
+	if len(c.Status.Nodes) > 0 {
+		out.Nodes = make(map[string]string, len(c.Status.Nodes))
+		for node, st := range c.Status.Nodes {
+			out.Nodes[node] = st.State
+		}
+	}
+	return out
+}
+
+// toUpgrader maps what Longhorn's own upgrader shows: the automatic-upgrade
+// settings found (raw values, by name), its upgrade controls and its
+// per-node upgrades, each sorted by name so that two reads of the same
+// objects agree (caches and lists come in no particular order). Nothing
+// found is the zero value, as on a Longhorn without that upgrader.
+func toUpgrader(settings []*Setting, controls []*InstanceManagerUpgradeControl, upgrades []*InstanceManagerUpgrade) dataplane.LonghornUpgrader {
+	var out dataplane.LonghornUpgrader
+	for _, s := range settings {
+		if out.Settings == nil {
+			out.Settings = make(map[string]string, len(settings))
+		}
+		out.Settings[s.Name] = s.Value
+	}
+	controls = slices.Clone(controls)
+	slices.SortFunc(controls, func(a, b *InstanceManagerUpgradeControl) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range controls {
+		out.Controls = append(out.Controls, toUpgradeControl(c))
+	}
+	upgrades = slices.Clone(upgrades)
+	slices.SortFunc(upgrades, func(a, b *InstanceManagerUpgrade) int { return strings.Compare(a.Name, b.Name) })
+	for _, u := range upgrades {
+		out.Upgrades = append(out.Upgrades, toIMUpgrade(u))
+	}
+	return out
+}

@@ -2,12 +2,15 @@ package longhorn
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -314,4 +317,97 @@ func TestPatches(t *testing.T) {
 		assert.JSONEq(t, tt.want, string(tt.got))
 		assert.True(t, json.Valid(tt.got))
 	}
+}
+
+func TestToUpgrader(t *testing.T) {
+	setting := func(name, value string) *Setting {
+		return &Setting{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	}
+	control := func(name, current string, nodes map[string]string) *InstanceManagerUpgradeControl {
+		c := &InstanceManagerUpgradeControl{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: InstanceManagerUpgradeControlStatus{CurrentNode: current}}
+		for n, st := range nodes {
+			if c.Status.Nodes == nil {
+				c.Status.Nodes = map[string]UpgradeControlNode{}
+			}
+			c.Status.Nodes[n] = UpgradeControlNode{State: st}
+		}
+		return c
+	}
+	imu := func(name, node, state string) *InstanceManagerUpgrade {
+		return &InstanceManagerUpgrade{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: InstanceManagerUpgradeSpec{NodeID: node, TargetImage: "im:v2"}, Status: InstanceManagerUpgradeStatus{State: state}}
+	}
+	deleting := imu("upgrade-n3-20261130123000", "n3", "restoring-engines")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	tests := []struct {
+		name     string
+		settings []*Setting
+		controls []*InstanceManagerUpgradeControl
+		upgrades []*InstanceManagerUpgrade
+		want     dataplane.LonghornUpgrader
+	}{
+		{name: "nothing (Longhorn v1.12.1): the zero value"},
+		{name: "settings keep their raw value",
+			settings: []*Setting{setting(dataplane.SettingIMAutoUpgrade, `{"v1":"false","v2":"true"}`), setting(dataplane.SettingV2IMAutoUpgrade, " True ")},
+			want: dataplane.LonghornUpgrader{Settings: map[string]string{
+				dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`, dataplane.SettingV2IMAutoUpgrade: " True "}}},
+		{name: "an empty value is a setting that exists",
+			settings: []*Setting{setting(dataplane.SettingV2IMAutoUpgrade, "")},
+			want:     dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: ""}}},
+		{name: "the control: current node and each node's state",
+			controls: []*InstanceManagerUpgradeControl{control(InstanceManagerUpgradeControlName, "n2",
+				map[string]string{"n1": "completed", "n2": "in-progress", "n3": "pending"})},
+			want: dataplane.LonghornUpgrader{Controls: []dataplane.UpgradeControl{{Name: InstanceManagerUpgradeControlName, CurrentNode: "n2",
+				Nodes: map[string]string{"n1": "completed", "n2": "in-progress", "n3": "pending"}}}}},
+		{name: "a control with no node yet",
+			controls: []*InstanceManagerUpgradeControl{control(InstanceManagerUpgradeControlName, "", nil)},
+			want:     dataplane.LonghornUpgrader{Controls: []dataplane.UpgradeControl{{Name: InstanceManagerUpgradeControlName}}}},
+		{name: "controls and upgrades sorted by name; one being deleted keeps its state; no state yet stays empty",
+			controls: []*InstanceManagerUpgradeControl{control("b", "", nil), control("a", "", nil)},
+			upgrades: []*InstanceManagerUpgrade{deleting, imu("upgrade-n2-20261130121500", "n2", "relocating-engines"),
+				imu("upgrade-n1-20261130120000", "n1", "completed"), imu("upgrade-n4-20261130124500", "n4", "")},
+			want: dataplane.LonghornUpgrader{
+				Controls: []dataplane.UpgradeControl{{Name: "a"}, {Name: "b"}},
+				Upgrades: []dataplane.IMUpgrade{
+					{Name: "upgrade-n1-20261130120000", Node: "n1", State: "completed"},
+					{Name: "upgrade-n2-20261130121500", Node: "n2", State: "relocating-engines"},
+					{Name: "upgrade-n3-20261130123000", Node: "n3", State: "restoring-engines"},
+					{Name: "upgrade-n4-20261130124500", Node: "n4"},
+				}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := slices.Clone(tt.upgrades)
+			assert.Equal(t, tt.want, toUpgrader(tt.settings, tt.controls, tt.upgrades))
+			assert.Equal(t, in, tt.upgrades, "the caller's slice is not reordered")
+		})
+	}
+}
+
+// The wire types read the fields of PR #4676's objects as the apiserver
+// returns them, ignoring the rest.
+func TestUpgraderWireTypes(t *testing.T) {
+	var c InstanceManagerUpgradeControl
+	require.NoError(t, FromUnstructured(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "longhorn.io/v1beta2", "kind": KindInstanceManagerUpgradeControl,
+		"metadata": map[string]any{"name": InstanceManagerUpgradeControlName},
+		"spec":     map[string]any{"targetImage": "im:v2", "startAt": ""},
+		"status": map[string]any{"ownerID": "n1", "currentNode": "n2", "nodes": map[string]any{
+			"n1": map[string]any{"state": "completed", "imuName": "upgrade-n1-1", "retryCount": int64(0)},
+			"n2": map[string]any{"state": "in-progress", "imuName": "upgrade-n2-1", "retryCount": int64(2), "errorMsg": "x"},
+		}},
+	}}, &c))
+	assert.Equal(t, dataplane.UpgradeControl{Name: InstanceManagerUpgradeControlName, CurrentNode: "n2",
+		Nodes: map[string]string{"n1": "completed", "n2": "in-progress"}}, toUpgradeControl(&c))
+
+	var u InstanceManagerUpgrade
+	require.NoError(t, FromUnstructured(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "longhorn.io/v1beta2", "kind": KindInstanceManagerUpgrade,
+		"metadata": map[string]any{"name": "upgrade-n2-1"},
+		"spec":     map[string]any{"nodeID": "n2", "targetImage": "im:v2"},
+		"status": map[string]any{"ownerID": "n1", "state": "waiting-for-source-im", "abortRequested": false,
+			"engines": map[string]any{"pvc-1": map[string]any{"originalNodeID": "n2", "temporaryNodeID": "n3"}}},
+	}}, &u))
+	assert.Equal(t, dataplane.IMUpgrade{Name: "upgrade-n2-1", Node: "n2", State: "waiting-for-source-im"}, toIMUpgrade(&u))
 }

@@ -8,6 +8,10 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
@@ -187,4 +191,63 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
 		efs, evs)
+}
+
+// LonghornUpgrader implements dataplane.Reader. The automatic-upgrade
+// settings (dataplane.AutoUpgradeSettings) that exist come from the
+// settings cache, with their raw value. The upgrade controls and per-node
+// upgrades exist only where Longhorn serves their CRDs, which is what the
+// in-place profile was detected from (detect.go): there they are listed
+// live from the apiserver, elsewhere none are. They are read once per
+// upgrade start, before each node and while an upgrade is held: too rarely
+// to keep two more informers in every process, and a live list shows an
+// upgrader that started a moment ago.
+func (p *Plane) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.LonghornUpgrader{}, err
+	}
+	var settings []*Setting
+	for _, name := range dataplane.AutoUpgradeSettings {
+		if s, ok := get[Setting](p.settings, key(p.ns, name)); ok {
+			settings = append(settings, s)
+		}
+	}
+	var (
+		controls []*InstanceManagerUpgradeControl
+		upgrades []*InstanceManagerUpgrade
+	)
+	if p.opts.Platform.Profile.InPlaceIM() {
+		var err error
+		if controls, err = listLive[InstanceManagerUpgradeControl](ctx, p, InstanceManagerUpgradeControlsResource); err != nil {
+			return dataplane.LonghornUpgrader{}, err
+		}
+		if upgrades, err = listLive[InstanceManagerUpgrade](ctx, p, InstanceManagerUpgradesResource); err != nil {
+			return dataplane.LonghornUpgrader{}, err
+		}
+	}
+	return toUpgrader(settings, controls, upgrades), nil
+}
+
+// listLive lists every object of a resource in Longhorn's namespace from the
+// apiserver (not a cache), typed. A list is answered NotFound only when the
+// resource is not served (its CRD was removed after detection, or a plane
+// was told a profile the cluster does not have): then no object of it can
+// exist, so that is no object rather than an error.
+func listLive[T any](ctx context.Context, p *Plane, gvr schema.GroupVersionResource) ([]*T, error) {
+	l, err := p.ri(gvr).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), p.nsOf(gvr), err)
+	}
+	out := make([]*T, 0, len(l.Items))
+	for i := range l.Items {
+		t := new(T)
+		if err := FromUnstructured(&l.Items[i], t); err != nil {
+			return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), p.nsOf(gvr), err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }

@@ -35,7 +35,9 @@ var (
 )
 
 // Resources of Longhorn's own instance-manager upgrader (a Longhorn that
-// updates IMs in place); only their presence is read.
+// updates IMs in place). Their presence decides the in-place profile
+// (detect.go); their objects are listed by LonghornUpgrader, so that
+// Switchback never races that upgrader.
 var (
 	InstanceManagerUpgradesResource        = GroupVersion.WithResource("instancemanagerupgrades")
 	InstanceManagerUpgradeControlsResource = GroupVersion.WithResource("instancemanagerupgradecontrols")
@@ -52,6 +54,10 @@ const (
 	KindSetting         = "Setting"
 	KindSnapshot        = "Snapshot"
 	KindEvent           = "Event"
+	// KindInstanceManagerUpgrade and KindInstanceManagerUpgradeControl are
+	// the kinds of Longhorn's own upgrader (in-place profile only).
+	KindInstanceManagerUpgrade        = "InstanceManagerUpgrade"
+	KindInstanceManagerUpgradeControl = "InstanceManagerUpgradeControl"
 )
 
 // Names and values with a meaning in Longhorn.
@@ -62,6 +68,9 @@ const (
 	// SettingCurrentLonghornVersion names the setting holding the installed
 	// version ("v1.12.1"), written by Longhorn once its upgrade is done.
 	SettingCurrentLonghornVersion = "current-longhorn-version"
+	// InstanceManagerUpgradeControlName is the name of the singleton
+	// upgrade control of Longhorn's own upgrader (LM#4676:types/types.go).
+	InstanceManagerUpgradeControlName = "longhorn-instance-manager-upgrade-control"
 	// ConditionReady is the Ready condition of Longhorn and Kubernetes nodes.
 	ConditionReady = "Ready"
 	// DisableV2Label on a Kubernetes node turns the v2 data engine off there.
@@ -346,6 +355,61 @@ type Setting struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Value             string `json:"value"`
+}
+
+// InstanceManagerUpgrade is an instancemanagerupgrades.longhorn.io object:
+// Longhorn's own upgrader at work on one node (longhorn-manager PR #4676),
+// reduced to the fields used.
+type InstanceManagerUpgrade struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              InstanceManagerUpgradeSpec   `json:"spec"`
+	Status            InstanceManagerUpgradeStatus `json:"status"`
+}
+
+// InstanceManagerUpgradeSpec names the node upgraded and the image it goes
+// to. The CRD requires both; only NodeID is read (the simulated manager
+// writes TargetImage).
+type InstanceManagerUpgradeSpec struct {
+	NodeID      string `json:"nodeID"`
+	TargetImage string `json:"targetImage"`
+}
+
+// InstanceManagerUpgradeStatus is the upgrade's phase: pending,
+// relocating-engines, waiting-for-source-im, waiting-for-healthy-volumes,
+// restoring-engines, completed or failed ("" before Longhorn's controller
+// took it up).
+type InstanceManagerUpgradeStatus struct {
+	State string `json:"state,omitempty"`
+}
+
+// InstanceManagerUpgradeControl is an instancemanagerupgradecontrols.longhorn.io
+// object: the cycle of Longhorn's own upgrader over the nodes, a singleton
+// named InstanceManagerUpgradeControlName, reduced to the fields used.
+type InstanceManagerUpgradeControl struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              InstanceManagerUpgradeControlSpec   `json:"spec"`
+	Status            InstanceManagerUpgradeControlStatus `json:"status"`
+}
+
+// InstanceManagerUpgradeControlSpec is the image the cycle upgrades to
+// (written by the simulated manager, not read).
+type InstanceManagerUpgradeControlSpec struct {
+	TargetImage string `json:"targetImage,omitempty"`
+}
+
+// InstanceManagerUpgradeControlStatus is where the cycle is: the node it is
+// on ("" when none) and the progress of each node.
+type InstanceManagerUpgradeControlStatus struct {
+	CurrentNode string                        `json:"currentNode,omitempty"`
+	Nodes       map[string]UpgradeControlNode `json:"nodes,omitempty"`
+}
+
+// UpgradeControlNode is one node of the cycle; State is pending,
+// in-progress, completed or failed.
+type UpgradeControlNode struct {
+	State string `json:"state"`
 }
 
 // Snapshot is a snapshots.longhorn.io object, reduced to the fields used.

@@ -568,3 +568,36 @@ func (w *writeLog) String() string {
 	defer w.mu.Unlock()
 	return strings.Join(w.lines, "\n") + "\n"
 }
+
+// TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode: Longhorn's own
+// upgrader switched on (its setting, as Longhorn's objects show it) while a
+// storage node is upgraded: that node finishes, no new node starts, the
+// upgrade is held naming the setting; switched off, it goes on and
+// completes with every node as it was.
+func TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode(t *testing.T) {
+	s, storage := storageLayout(t, latencies)
+	c := newCluster(t, s)
+	was := recordBefore(t, c)
+	e := enginetest.Start(t, c.plane, enginetest.Options{})
+	m := ref("held")
+	e.Request(m, storage...)
+	first := e.WaitManager(m, 20*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`}})
+	c.mgr.Kick()
+
+	held := e.WaitManager(m, 30*time.Second, "held between nodes", func(s manager.State) bool { return s.Held != nil && s.UpgradingNode == "" })
+	assert.Equal(t, events.ManagerUpgrading, held.State)
+	assert.Equal(t, events.NodeCompleted, held.Nodes[first].State, "the node in flight finished")
+	assert.Len(t, held.Nodes, 1, "no new node started")
+	assert.Equal(t, `Longhorn's own instance-manager upgrader would race this upgrade: setting allow-instance-manager-automatic-upgrade is "{\"v1\":\"false\",\"v2\":\"true\"}": set "v2" to "false" in it`, held.Held.Message)
+
+	s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"false"}`}})
+	c.mgr.Kick()
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	_, released := lastOf[events.UpgradeReleased](e.History(m))
+	assert.True(t, released)
+	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
+	c.waitInStep("after the upgrade")
+	was.restored(t, c)
+}

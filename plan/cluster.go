@@ -27,6 +27,8 @@ type Cluster struct {
 	// TargetCounts, when not nil, stands in for Volumes in choosing
 	// temporary targets (see ReadPlacement); nil means count from Volumes.
 	TargetCounts map[string]int
+	// Upgrader is what Longhorn's own instance-manager upgrader shows.
+	Upgrader dataplane.LonghornUpgrader
 }
 
 // Read takes a snapshot through r. It and ReadPlacement are the package's
@@ -42,6 +44,9 @@ func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	}
 	if c.DefaultImage, err = r.DefaultInstanceManagerImage(ctx); err != nil {
 		return Cluster{}, fmt.Errorf("plan: read default instance-manager image: %w", err)
+	}
+	if c.Upgrader, err = r.LonghornUpgrader(ctx); err != nil {
+		return Cluster{}, fmt.Errorf("plan: read Longhorn's own upgrader: %w", err)
 	}
 	return c, nil
 }

@@ -69,8 +69,13 @@ func (f fakeReader) TargetCounts(context.Context) (map[string]int, error) {
 	return dataplane.CountTargets(f.c.Volumes), f.err("targets")
 }
 
+func (f fakeReader) LonghornUpgrader(context.Context) (dataplane.LonghornUpgrader, error) {
+	return f.c.Upgrader, f.err("upgrader")
+}
+
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
+	want.Upgrader = dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "false"}}
 	asked := "unset"
 	got, err := Read(context.Background(), fakeReader{c: want, imNode: &asked})
 	require.NoError(t, err)
@@ -97,6 +102,7 @@ func TestReadWrapsErrors(t *testing.T) {
 		"ims":      "plan: read instance managers: boom",
 		"volumes":  "plan: read volumes: boom",
 		"image":    "plan: read default instance-manager image: boom",
+		"upgrader": "plan: read Longhorn's own upgrader: boom",
 	} {
 		t.Run(call, func(t *testing.T) {
 			_, err := Read(context.Background(), fakeReader{c: cluster3(), failOn: call})

@@ -21,6 +21,9 @@ const (
 	AtLeastTwoNodes = "AtLeastTwoNodes"
 	// SingleActiveUpgrade holds when no other upgrade manager is active.
 	SingleActiveUpgrade = "SingleActiveUpgrade"
+	// NoOtherUpgrader holds when Longhorn's own instance-manager upgrader is
+	// off and idle, so that two upgraders never move the same engines.
+	NoOtherUpgrader = "NoOtherUpgrader"
 	// DefaultImageOnAllNodesReady holds when the target image is present on
 	// every node to upgrade (name from the design review).
 	DefaultImageOnAllNodesReady = "DefaultImageOnAllNodesReady"
@@ -48,6 +51,9 @@ const (
 	ReasonTooFewNodes = "TooFewNodes"
 	// ReasonAnotherUpgradeActive: another manager is active.
 	ReasonAnotherUpgradeActive = "AnotherUpgradeActive"
+	// ReasonOtherUpgraderActive: Longhorn's own instance-manager upgrader
+	// is switched on or at work.
+	ReasonOtherUpgraderActive = "OtherUpgraderActive"
 	// ReasonImageNotReady: the target image is missing on a node to upgrade,
 	// or there is no target image.
 	ReasonImageNotReady = "ImageNotReady"
@@ -92,7 +98,8 @@ type Result struct {
 // checks is the fixed order of Run. It goes from the request itself to the
 // cluster: first what is wrong with the spec whatever the cluster
 // (DataEngineSupported, NodesKnown), then the cluster's shape
-// (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade), the image
+// (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade, then Longhorn's
+// own upgrader: NoOtherUpgrader), the image
 // (DefaultImageOnAllNodesReady), versions (NoVersionDrift), and last the
 // volumes, the most detailed and the most likely to change from one try to
 // the next. The order is also the order of the precheck events and conditions.
@@ -104,6 +111,7 @@ var checks = []struct {
 	{NodesKnown, CheckNodesKnown},
 	{AtLeastTwoNodes, CheckAtLeastTwoNodes},
 	{SingleActiveUpgrade, CheckSingleActiveUpgrade},
+	{NoOtherUpgrader, CheckNoOtherUpgrader},
 	{DefaultImageOnAllNodesReady, CheckDefaultImageOnAllNodesReady},
 	{NoVersionDrift, CheckNoVersionDrift},
 	{VolumesHealthy, CheckVolumesHealthy},

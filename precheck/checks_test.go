@@ -22,7 +22,7 @@ func TestRunHealthyCluster(t *testing.T) {
 	c := cluster(3, vol("vol-1", "node-1", "node-1", "node-2", "node-3"))
 	rs := Run(input(c))
 	require.Equal(t, []string{
-		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade",
+		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade", "NoOtherUpgrader",
 		"DefaultImageOnAllNodesReady", "NoVersionDrift", "VolumesHealthy",
 	}, checkNames(rs))
 	assert.Equal(t, Names(), checkNames(rs))
@@ -31,17 +31,19 @@ func TestRunHealthyCluster(t *testing.T) {
 		{NodesKnown, true, ReasonChecksPassed, "spec.nodes is empty: every node with the v2 data engine is upgraded (3)"},
 		{AtLeastTwoNodes, true, ReasonChecksPassed, "3 nodes run the v2 data engine"},
 		{SingleActiveUpgrade, true, ReasonChecksPassed, "no other upgrade is active"},
+		{NoOtherUpgrader, true, ReasonChecksPassed, "this Longhorn has no instance-manager upgrader of its own"},
 		{DefaultImageOnAllNodesReady, true, ReasonChecksPassed, "instance-manager image im:v2 is present on every node to upgrade (3)"},
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
 		{VolumesHealthy, true, ReasonChecksPassed, "every attached v2 volume on the nodes to upgrade is healthy and has more than one replica (1)"},
 	}, rs)
 	assert.True(t, Passed(rs))
-	assert.Equal(t, "all 7 prechecks passed", Summary(rs))
+	assert.Equal(t, "all 8 prechecks passed", Summary(rs))
 }
 
 func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 	// One v2 node without the target image, a single-replica volume, another
-	// upgrade active, a v1 request naming a ghost: each check finds its own
+	// upgrade active, Longhorn's own upgrader on, a v1 request naming a
+	// ghost: each check finds its own
 	// problem, whatever the others found. NoVersionDrift needs two v2 nodes to
 	// fail, so it is the one check that holds here (and fails in the drift
 	// tests).
@@ -49,6 +51,7 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		Nodes:            []dataplane.Node{{Name: "node-1", Ready: true, V2: true, Images: []string{oldIM}}, {Name: "node-2", Ready: true}},
 		InstanceManagers: []dataplane.InstanceManager{runningIM("node-1", oldIM)},
 		Volumes:          []dataplane.Volume{vol("vol-1", "node-1", "node-1")},
+		Upgrader:         dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}},
 	}
 	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"}}
 	assert.Equal(t, []Result{
@@ -56,12 +59,13 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		{NodesKnown, false, ReasonUnknownNodes, "spec.nodes names unknown nodes: ghost; the upgrade does not start: spec.nodes cannot change, so name only existing nodes with the v2 data engine in a new manager"},
 		{AtLeastTwoNodes, false, ReasonTooFewNodes, "1 node(s) run the v2 data engine (node-1); at least 2 are needed so that each target has another node to move to"},
 		{SingleActiveUpgrade, false, ReasonAnotherUpgradeActive, "another upgrade is active: longhorn-system/earlier; wait until it completes or delete it"},
+		{NoOtherUpgrader, false, ReasonOtherUpgraderActive, `Longhorn's own instance-manager upgrader would race this upgrade: setting allow-v2-instance-manager-automatic-upgrade is "true": set it to "false"`},
 		{DefaultImageOnAllNodesReady, false, ReasonImageNotReady, "instance-manager image im:v2 is not present on nodes: node-1"},
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
 		{VolumesHealthy, false, ReasonSingleReplica, "attached v2 volumes on the nodes to upgrade must be healthy and have more than one replica: vol-1 has a single replica"},
 	}, Run(in))
 	assert.False(t, Passed(Run(in)))
-	assert.Equal(t, "6 of 7 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, DefaultImageOnAllNodesReady, VolumesHealthy", Summary(Run(in)))
+	assert.Equal(t, "7 of 8 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, VolumesHealthy", Summary(Run(in)))
 }
 
 func TestPassedAndSummary(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/precheck"
 )
 
 // Condition reasons the API package does not define. Reasons are CamelCase
@@ -40,7 +41,8 @@ const maxConditionMessage = 4096
 //   - Progressing: True while pending, initializing or upgrading, stalled
 //     or not (a stall is the upgrade waiting, not giving up).
 //   - Stalled: True while the node in flight is stalled, with the node, the
-//     step, the volume and what blocks in the message: the "stuck" rule.
+//     step, the volume and what blocks in the message: the "stuck" rule;
+//     also while the upgrade is held between nodes, with why.
 //   - Degraded: True once the upgrade ended in error.
 func managerConditions(v *view) []metav1.Condition {
 	m := v.mgr
@@ -50,6 +52,10 @@ func managerConditions(v *view) []metav1.Condition {
 		if !p.Passed {
 			c.Status = metav1.ConditionFalse
 			c.Reason = conditionReason(p.Reason, ReasonPrecheckFailed)
+		}
+		if h := m.Held; h != nil && p.Check == precheck.NoOtherUpgrader && h.Reason == precheck.ReasonOtherUpgraderActive && !m.Terminal() {
+			// The requirement, re-checked before each node, no longer holds.
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, h.Reason, h.Message
 		}
 		out = append(out, c)
 	}
@@ -70,6 +76,10 @@ func managerConditions(v *view) []metav1.Condition {
 		stalled.Status = metav1.ConditionTrue
 		stalled.Reason = stallReason(n)
 		stalled.Message = stallMessage(n)
+	} else if h := m.Held; h != nil && !done && m.UpgradingNode == "" {
+		stalled.Status = metav1.ConditionTrue
+		stalled.Reason = conditionReason(h.Reason, "Held")
+		stalled.Message = fmt.Sprintf("held since %s, no new node starts: %s", h.Since.UTC().Format(time.RFC3339), h.Message)
 	}
 	degraded := metav1.Condition{Type: v1beta2.ConditionDegraded, Status: metav1.ConditionFalse, Reason: phase, Message: "no error"}
 	if m.State == events.ManagerError {

@@ -36,7 +36,7 @@ type managerState = manager.State
 
 var prechecks = []string{
 	v1beta2.ConditionDataEngineSupported, v1beta2.ConditionNodesKnown, v1beta2.ConditionAtLeastTwoNodes,
-	v1beta2.ConditionSingleActiveUpgrade, v1beta2.ConditionDefaultImageOnAllNodesReady,
+	v1beta2.ConditionSingleActiveUpgrade, v1beta2.ConditionNoOtherUpgrader, v1beta2.ConditionDefaultImageOnAllNodesReady,
 	v1beta2.ConditionNoVersionDrift, v1beta2.ConditionVolumesHealthy,
 }
 
@@ -613,4 +613,42 @@ func series(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return 0
+}
+
+// Longhorn's own upgrader switched on mid-upgrade, seen three ways: the
+// NoOtherUpgrader condition turns False and Stalled True with the reason,
+// status.message says the upgrade is held, and Warning/Normal Events mark
+// the hold and the release; the upgrade then completes.
+func TestHeldUpgradeSurfacesAndResumes(t *testing.T) {
+	cluster := threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 50 * time.Millisecond})
+	h := newHarness(t, cluster, enginetest.Options{})
+	ref := h.createManager("held", "n1", "n2", "n3")
+	h.startProjector(nil)
+	h.e.Request(ref)
+	h.e.WaitManager(ref, 20*time.Second, "a node in flight", func(s managerState) bool { return s.UpgradingNode != "" })
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}})
+
+	held := eventually(t, 30*time.Second, "NoOtherUpgrader=False", h.getManager(ref.Name), func(o *v1beta2.DataEngineUpgradeManager) bool {
+		return meta.IsStatusConditionFalse(o.Status.Conditions, v1beta2.ConditionNoOtherUpgrader) && o.Status.UpgradingNode == ""
+	})
+	st := held.Status
+	assert.Equal(t, v1beta2.UpgradeStateUpgrading, st.State, "held is not error")
+	c := assertCondition(t, st.Conditions, v1beta2.ConditionNoOtherUpgrader, metav1.ConditionFalse, v1beta2.ReasonOtherUpgraderActive)
+	if c != nil {
+		assert.Contains(t, c.Message, `setting allow-v2-instance-manager-automatic-upgrade is "true": set it to "false"`)
+		assert.Equal(t, held.Generation, c.ObservedGeneration)
+	}
+	assertCondition(t, st.Conditions, v1beta2.ConditionStalled, metav1.ConditionTrue, v1beta2.ReasonOtherUpgraderActive)
+	assert.Contains(t, st.Message, "held, no new node starts: Longhorn's own instance-manager upgrader would race this upgrade")
+	eventually(t, 20*time.Second, "a Warning Event for the hold", h.k8sEvents, hasEvents(
+		eventKey{"Warning", "UpgradeHeld", "DataEngineUpgradeManager", ref.Name}))
+
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "false"}})
+	obj := h.waitCaughtUp(ref, 30*time.Second)
+	assert.Equal(t, v1beta2.UpgradeStateCompleted, obj.Status.State)
+	assertCondition(t, obj.Status.Conditions, v1beta2.ConditionNoOtherUpgrader, metav1.ConditionTrue, v1beta2.ReasonChecksPassed)
+	assertCondition(t, obj.Status.Conditions, v1beta2.ConditionStalled, metav1.ConditionFalse, v1beta2.ReasonCompleted)
+	eventually(t, 20*time.Second, "the release is an Event", h.k8sEvents, hasEvents(
+		eventKey{"Normal", "UpgradeReleased", "DataEngineUpgradeManager", ref.Name}))
+	h.assertMatchesReplay(ref)
 }

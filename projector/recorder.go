@@ -117,6 +117,16 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.node, n.managerOnly = d.Node, true
 		n.reason, n.action = "UpgradeCancelled", actionCancel
 		n.note = m.Message
+	case events.UpgradeHeld:
+		n.warning = true
+		n.reason, n.action = "UpgradeHeld", actionScheduleNode
+		n.note = fmt.Sprintf("no new node starts until this is fixed (%s): %s", d.Reason, d.Message)
+	case events.UpgradeReleased:
+		n.reason, n.action = "UpgradeReleased", actionScheduleNode
+		n.note = "the next node may start"
+		if d.Message != "" {
+			n.note += ": " + d.Message
+		}
 
 	case events.NodeUpgradeStarted:
 		n.reason, n.action = "NodeUpgradeStarted", actionUpgradeNode

@@ -48,6 +48,10 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "cancel requested", d.Reason
 	case events.UpgradeCancelled:
 		l.What, l.Message = "upgrade cancelled", d.Message
+	case events.UpgradeHeld:
+		l.What, l.Message = "held: no new node starts ("+d.Reason+")", d.Message
+	case events.UpgradeReleased:
+		l.What, l.Message = "released: the next node may start", d.Message
 	case events.NodeUpgradeStarted:
 		l.What, l.Message = "started", fmt.Sprintf("attempt %d, target image %s", d.Attempt, d.InstanceManagerImage)
 		if d.LonghornProfile != "" {

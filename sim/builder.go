@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/switchback-dev/switchback/dataplane"
@@ -247,4 +248,22 @@ func ThreeNodes(cfg Config) (*Sim, error) {
 		}
 	}
 	return s, nil
+}
+
+// SetLonghornUpgrader sets what Longhorn's own instance-manager upgrader
+// shows (its settings and objects), as an operator or Longhorn would change
+// them; the simulated Longhorn never runs that upgrader.
+func (s *Sim) SetLonghornUpgrader(u dataplane.LonghornUpgrader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.upgrader = cloneUpgrader(u)
+}
+
+func cloneUpgrader(u dataplane.LonghornUpgrader) dataplane.LonghornUpgrader {
+	out := dataplane.LonghornUpgrader{Settings: maps.Clone(u.Settings), Upgrades: slices.Clone(u.Upgrades)}
+	for _, c := range u.Controls {
+		c.Nodes = maps.Clone(c.Nodes)
+		out.Controls = append(out.Controls, c)
+	}
+	return out
 }

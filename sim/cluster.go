@@ -135,6 +135,9 @@ type Sim struct {
 	faults  faultSet
 	io      ioChecker
 	actions actionLog
+	// upgrader is what Longhorn's own instance-manager upgrader shows, as a
+	// test sets it; the simulated Longhorn never runs it.
+	upgrader dataplane.LonghornUpgrader
 }
 
 type node struct {

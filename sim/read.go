@@ -157,6 +157,16 @@ func (s *Sim) TargetCounts(ctx context.Context) (map[string]int, error) {
 	return maps.Clone(s.hosted), nil
 }
 
+// LonghornUpgrader implements dataplane.Reader.
+func (s *Sim) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.LonghornUpgrader{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneUpgrader(s.upgrader), nil
+}
+
 // Snapshots returns the names of a volume's snapshots in creation order.
 func (s *Sim) Snapshots(name string) ([]string, error) {
 	s.mu.Lock()

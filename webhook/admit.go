@@ -46,6 +46,9 @@ var admissionChecks = []admissionCheck{
 	// image, is a problem of that field.
 	{precheck.AtLeastTwoNodes, "spec.nodes", precheck.CheckAtLeastTwoNodes},
 	{precheck.SingleActiveUpgrade, "", precheck.CheckSingleActiveUpgrade},
+	// Longhorn's own upgrader is switched on by an operator: refused at
+	// once, with what to turn off.
+	{precheck.NoOtherUpgrader, "", precheck.CheckNoOtherUpgrader},
 	{precheck.NoVersionDrift, "spec.nodes", precheck.CheckNoVersionDrift},
 }
 

@@ -68,6 +68,17 @@ func TestAdmitThroughHandler(t *testing.T) {
 			want: allowed,
 		},
 		{
+			name: "Longhorn's own upgrader on: refused, saying what to turn off",
+			cluster: func(t *testing.T) dataplane.Reader {
+				s := threeNodes(t)
+				s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v2":"true"}`}})
+				return s
+			},
+			req: func(t *testing.T) *admissionv1.AdmissionRequest { return request(t, manager("v2")) },
+			want: denied([]string{""},
+				`DataEngineUpgradeManager "longhorn-system/upgrade" refused: NoOtherUpgrader (OtherUpgraderActive): Longhorn's own instance-manager upgrader would race this upgrade: setting allow-instance-manager-automatic-upgrade is "{\"v2\":\"true\"}": set "v2" to "false" in it`),
+		},
+		{
 			name: "unknown nodes: refused, naming them",
 			req: func(t *testing.T) *admissionv1.AdmissionRequest {
 				return request(t, manager("v2", "n1", "ghost-b", "ghost-a"))

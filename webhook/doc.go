@@ -23,6 +23,9 @@
 //   - SingleActiveUpgrade (no other manager of the managed namespace that is
 //     not completed, error or cancelled; one created elsewhere while the
 //     webhook was off is never taken in, so it does not count);
+//   - NoOtherUpgrader (Longhorn's own instance-manager upgrader is off and
+//     idle; the message says which setting or object to wait for or turn
+//     off);
 //   - NoVersionDrift (no node left behind on an older instance-manager image
 //     by an earlier subset upgrade).
 //

@@ -62,6 +62,22 @@ type ScheduleNext struct {
 	At time.Time
 }
 
+// Hold stops new nodes from starting, for Reason; the node in flight
+// finishes. Holding again with another message updates it.
+type Hold struct {
+	ID      string
+	At      time.Time
+	Reason  string
+	Message string
+}
+
+// Release ends a hold and starts the next node when none is in flight.
+type Release struct {
+	ID      string
+	At      time.Time
+	Message string
+}
+
 // RequestCancel records the deletion of the manager.
 type RequestCancel struct {
 	ID     string
@@ -137,3 +153,17 @@ func (ScheduleNext) commandName() string      { return "ScheduleNext" }
 func (RequestCancel) commandName() string     { return "RequestCancel" }
 func (ConfirmCancelled) commandName() string  { return "ConfirmCancelled" }
 func (Fail) commandName() string              { return "Fail" }
+func (Hold) commandName() string              { return "Hold" }
+func (Release) commandName() string           { return "Release" }
+
+// CommandID implements Command.
+func (c Hold) CommandID() string { return c.ID }
+
+// CommandID implements Command.
+func (c Release) CommandID() string { return c.ID }
+
+// CommandTime implements Command.
+func (c Hold) CommandTime() time.Time { return c.At }
+
+// CommandTime implements Command.
+func (c Release) CommandTime() time.Time { return c.At }

@@ -49,6 +49,10 @@ func Decide(s State, cmd Command) ([]events.Event, error) {
 		evs, err = decideConfirmCancelled(s, c)
 	case Fail:
 		evs, err = decideFail(s, c)
+	case Hold:
+		evs, err = decideHold(s, c)
+	case Release:
+		evs, err = decideRelease(s, c)
 	default:
 		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
 	}
@@ -206,11 +210,53 @@ func advance(s State, last string) []events.Event {
 		return []events.Event{events.UpgradeCancelled{Node: last, Message: cancelledIdleMessage(s)}}
 	}
 	if next, ok := s.NextNode(); ok {
+		if s.Held != nil {
+			return nil // Release schedules it
+		}
 		return []events.Event{events.NodeScheduled{Node: next, Attempt: s.Nodes[next].Attempt + 1}}
 	}
 	return []events.Event{events.UpgradeCompleted{
 		Message: fmt.Sprintf("upgraded %d node(s) to %s", len(s.Plan), s.InstanceManagerImage),
 	}}
+}
+
+func decideHold(s State, c Hold) ([]events.Event, error) {
+	if s.Terminal() || s.CancelRequested {
+		return nil, nil
+	}
+	if !s.Planned() {
+		return nil, refuse(s, c, nil, "the upgrade is not planned yet")
+	}
+	if c.Reason == "" || c.Message == "" {
+		return nil, refuse(s, c, nil, "a hold needs a reason and a message")
+	}
+	if s.Held != nil && s.Held.Reason == c.Reason && s.Held.Message == c.Message {
+		return nil, nil
+	}
+	return []events.Event{events.UpgradeHeld{Reason: c.Reason, Message: c.Message}}, nil
+}
+
+func decideRelease(s State, c Release) ([]events.Event, error) {
+	if s.Terminal() {
+		return nil, nil
+	}
+	if s.Held == nil {
+		// Released already; what follows may not be stored (a decision
+		// stored in part): what ScheduleNext would do.
+		if s.CancelRequested || s.UpgradingNode != "" || !s.Planned() {
+			return nil, nil
+		}
+		return advance(s, ""), nil
+	}
+	released := events.UpgradeReleased{Message: c.Message}
+	if s.UpgradingNode != "" {
+		return []events.Event{released}, nil
+	}
+	mid, err := preview(s, released)
+	if err != nil {
+		return nil, refuse(s, c, err, "internal: releasing would be illegal")
+	}
+	return append([]events.Event{released}, advance(mid, "")...), nil
 }
 
 func decideCancel(s State, c RequestCancel) ([]events.Event, error) {

@@ -45,6 +45,8 @@ func canonicalCommands(s State) map[string]Command {
 		"cancel":             RequestCancel{ID: "cancel", Reason: "manager deleted"},
 		"confirm-cancelled":  ConfirmCancelled{ID: "confirm", Node: s.UpgradingNode},
 		"fail":               Fail{ID: "fail", Reason: "Manual", Message: "stopped by operator"},
+		"hold":               Hold{ID: "hold", Reason: "OtherUpgraderActive", Message: "Longhorn's upgrader is on"},
+		"release":            Release{ID: "release", Message: "off again"},
 	}
 }
 
@@ -60,6 +62,8 @@ const (
 	tErr   = events.TypeUpgradeFailed
 	tCReq  = events.TypeCancelRequested
 	tCanc  = events.TypeUpgradeCancelled
+	tHeld  = events.TypeUpgradeHeld
+	tRel   = events.TypeUpgradeReleased
 )
 
 // outcome is what a command must decide: event types, none, or a refusal.
@@ -78,7 +82,7 @@ var (
 	terminalRe = map[string]outcome{ // every command on a terminal manager
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": none, "outcome-error": none, "schedule-next": none, "cancel": none,
-		"confirm-cancelled": none, "fail": none,
+		"confirm-cancelled": none, "fail": none, "hold": none, "release": none,
 	}
 )
 
@@ -88,57 +92,80 @@ var decisions = map[string]map[string]outcome{
 		"request": emits(tReq), "request-other-spec": emits(tReq), "prechecks-pass": notFound, "prechecks-fail": notFound,
 		"outcome-completed": notFound, "outcome-error": notFound, "schedule-next": notFound, "cancel": notFound,
 		"confirm-cancelled": notFound, "fail": notFound,
+		"hold": notFound, "release": notFound,
 	},
 	"pending": {
 		"request": none, "request-other-spec": conflict,
 		"prechecks-pass": emits(tPass, tPass, tPass, tPlan), "prechecks-fail": emits(tPass, tFail, tFail, tErr),
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": refused, "release": none,
 	},
 	"initializing": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": emits(tPass, tPass, tPlan), "prechecks-fail": emits(tFail, tFail, tErr), // completes a decision stored in part
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": refused, "release": none,
 	},
 	"initializing-failed-check": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": emits(tPass, tPass, tErr), "prechecks-fail": emits(tFail, tFail, tErr), // the recorded failure wins
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": refused,
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": refused, "release": none,
 	},
 	"planned": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": refused, "outcome-error": refused, "schedule-next": emits(tSched),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": emits(tHeld), "release": emits(tSched),
 	},
 	"in-flight": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": emits(tFin, tSched), "outcome-error": emits(tFin, tErr), "schedule-next": none,
 		"cancel": emits(tCReq), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": emits(tHeld), "release": none,
 	},
 	"between-nodes": { // node-1 completed: a repeated outcome completes what followed it
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": emits(tSched), "outcome-error": conflict, "schedule-next": emits(tSched),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": emits(tHeld), "release": emits(tSched),
 	},
 	"node-errored": { // only reachable by raw events: NodeFinished(error) without UpgradeFailed
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": conflict, "outcome-error": emits(tErr), "schedule-next": emits(tErr),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": emits(tHeld), "release": emits(tErr),
 	},
 	"all-nodes-done": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": emits(tDone), "outcome-error": conflict, "schedule-next": emits(tDone),
 		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": emits(tHeld), "release": emits(tDone),
 	},
 	"cancel-in-flight": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": emits(tFin, tCanc), "outcome-error": emits(tFin, tErr), "schedule-next": none,
 		"cancel": none, "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
+		"hold": none, "release": none,
 	},
 	"cancel-idle": {
 		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
 		"outcome-completed": emits(tCanc), "outcome-error": conflict, "schedule-next": none,
 		"cancel": emits(tCanc), "confirm-cancelled": emits(tCanc), "fail": emits(tErr),
+		"hold": none, "release": none,
+	},
+	"held-idle": { // between nodes, held: nothing starts until released
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": none, "outcome-error": conflict, "schedule-next": none,
+		"cancel": emits(tCReq, tCanc), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": none, "release": emits(tRel, tSched),
+	},
+	"held-in-flight": { // the node in flight finishes; the next waits
+		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+		"outcome-completed": emits(tFin), "outcome-error": emits(tFin, tErr), "schedule-next": none,
+		"cancel": emits(tCReq), "confirm-cancelled": refused, "fail": emits(tErr),
+		"hold": none, "release": emits(tRel),
 	},
 	"completed": terminalRe,
 	"error":     terminalRe,

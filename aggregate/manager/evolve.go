@@ -65,6 +65,10 @@ func Evolve(s State, e events.Envelope) (State, error) {
 		next, err = applyCancelRequested(s, e, d)
 	case events.UpgradeCancelled:
 		next, err = applyCancelled(s, e, d)
+	case events.UpgradeHeld:
+		next, err = applyHeld(s, e, d)
+	case events.UpgradeReleased:
+		next, err = applyReleased(s, e, d)
 	default:
 		return s, illegal(s, e, "not a manager event")
 	}
@@ -175,6 +179,8 @@ func applyScheduled(s State, e events.Envelope, d events.NodeScheduled) (State, 
 		return s, illegal(s, e, "nodes are scheduled only in %s or %s", events.ManagerInitializing, events.ManagerUpgrading)
 	case s.CancelRequested:
 		return s, illegal(s, e, "cancel was requested; no new node starts")
+	case s.Held != nil:
+		return s, illegal(s, e, "the upgrade is held (%s); no new node starts", s.Held.Reason)
 	case s.UpgradingNode != "":
 		return s, illegal(s, e, "node %s is still in flight", s.UpgradingNode)
 	case !slices.Contains(s.Plan, d.Node):
@@ -211,6 +217,9 @@ func applyFinished(s State, e events.Envelope, d events.NodeFinished) (State, er
 	s.Message = fmt.Sprintf("node %s %s", d.Node, d.State)
 	if d.Message != "" {
 		s.Message += ": " + d.Message
+	}
+	if s.Held != nil {
+		s.Message += "; " + heldMessage(s.Held)
 	}
 	return s, nil
 }
@@ -267,6 +276,33 @@ func applyCancelled(s State, e events.Envelope, d events.UpgradeCancelled) (Stat
 	s.Message = d.Message
 	if s.Message == "" {
 		s.Message = "upgrade cancelled"
+	}
+	return s, nil
+}
+
+func applyHeld(s State, e events.Envelope, d events.UpgradeHeld) (State, error) {
+	if !s.Planned() || s.CancelRequested {
+		return s, illegal(s, e, "only a planned upgrade that is not being cancelled is held")
+	}
+	since := e.Time
+	if s.Held != nil {
+		since = s.Held.Since // an update of the same hold
+	}
+	s.Held = &HoldState{Reason: d.Reason, Message: d.Message, Since: since}
+	s.Message = heldMessage(s.Held)
+	return s, nil
+}
+
+func heldMessage(h *HoldState) string { return "held, no new node starts: " + h.Message }
+
+func applyReleased(s State, e events.Envelope, d events.UpgradeReleased) (State, error) {
+	if s.Held == nil {
+		return s, illegal(s, e, "the upgrade is not held")
+	}
+	s.Held = nil
+	s.Message = "released"
+	if d.Message != "" {
+		s.Message += ": " + d.Message
 	}
 	return s, nil
 }

@@ -29,6 +29,8 @@ func fixtures() []fixture {
 		evScheduled("node-3"), evFinished("node-3", events.NodeCompleted))
 	cancelInFlight := append(slices.Clone(inFlight), events.CancelRequested{Reason: "manager deleted"})
 	cancelIdle := append(slices.Clone(between), events.CancelRequested{Reason: "manager deleted"})
+	heldIdle := append(slices.Clone(between), evHeld)
+	heldInFlight := append(slices.Clone(inFlight), evHeld)
 	return []fixture{
 		{"absent", nil},
 		{"pending", req},
@@ -41,6 +43,8 @@ func fixtures() []fixture {
 		{"all-nodes-done", allDone},
 		{"cancel-in-flight", cancelInFlight},
 		{"cancel-idle", cancelIdle},
+		{"held-idle", heldIdle},
+		{"held-in-flight", heldInFlight},
 		{"completed", append(slices.Clone(allDone), events.UpgradeCompleted{})},
 		{"error", append(slices.Clone(req), events.UpgradeFailed{Reason: "Manual", Message: "stopped"})},
 		{"cancelled", append(slices.Clone(cancelInFlight), events.UpgradeCancelled{Node: "node-1"})},
@@ -69,8 +73,13 @@ func canonical(s State) map[string]events.Event {
 		"failed":           events.UpgradeFailed{Reason: "Manual", Message: "stopped by operator"},
 		"cancel-requested": events.CancelRequested{Reason: "manager deleted"},
 		"cancelled":        events.UpgradeCancelled{Node: s.UpgradingNode},
+		"held":             evHeld,
+		"released":         events.UpgradeReleased{Message: "off again"},
 	}
 }
+
+// evHeld is the hold of the fixtures, the same as the canonical Hold command.
+var evHeld = events.UpgradeHeld{Reason: "OtherUpgraderActive", Message: "Longhorn's upgrader is on"}
 
 // legal is the transition matrix: for each fixture, the event kinds it accepts.
 // Every other kind must be refused.
@@ -79,13 +88,15 @@ var legal = map[string][]string{
 	"pending":                   {"precheck-passed", "precheck-failed", "failed", "cancel-requested"},
 	"initializing":              {"precheck-passed", "precheck-failed", "planned", "failed", "cancel-requested"},
 	"initializing-failed-check": {"precheck-passed", "precheck-failed", "failed", "cancel-requested"},
-	"planned":                   {"scheduled", "failed", "cancel-requested"},
-	"in-flight":                 {"finished", "failed", "cancel-requested"},
-	"between-nodes":             {"scheduled", "failed", "cancel-requested"},
-	"node-errored":              {"failed", "cancel-requested"},
-	"all-nodes-done":            {"completed", "failed", "cancel-requested"},
+	"planned":                   {"scheduled", "failed", "cancel-requested", "held"},
+	"in-flight":                 {"finished", "failed", "cancel-requested", "held"},
+	"between-nodes":             {"scheduled", "failed", "cancel-requested", "held"},
+	"node-errored":              {"failed", "cancel-requested", "held"},
+	"all-nodes-done":            {"completed", "failed", "cancel-requested", "held"},
 	"cancel-in-flight":          {"finished", "failed", "cancelled"},
 	"cancel-idle":               {"failed", "cancelled"},
+	"held-idle":                 {"failed", "cancel-requested", "held", "released"},
+	"held-in-flight":            {"finished", "failed", "cancel-requested", "held", "released"},
 	"completed":                 nil,
 	"error":                     nil,
 	"cancelled":                 nil,
@@ -104,6 +115,8 @@ var wantState = map[string]events.ManagerState{
 	"failed":           events.ManagerError,
 	"cancel-requested": "",
 	"cancelled":        events.ManagerCancelled,
+	"held":             "",
+	"released":         "",
 }
 
 func TestEvolveTransitionMatrix(t *testing.T) {

@@ -339,7 +339,11 @@ func genCommand(r *choices, s State, i int) Command {
 			return ScheduleNext{ID: id, At: at}
 		}
 	}
-	switch r.pick(7) {
+	switch r.pick(9) {
+	case 7:
+		return Hold{ID: id, At: at, Reason: r.str("OtherUpgraderActive"), Message: r.str("Longhorn's upgrader is on")}
+	case 8:
+		return Release{ID: id, At: at, Message: r.str("off again")}
 	case 0:
 		m := ref
 		if r.pick(4) == 0 {

@@ -41,6 +41,8 @@ type State struct {
 	// Nodes holds every scheduled node; a node is pending until its outcome
 	// is recorded. Planned nodes not yet scheduled have no entry.
 	Nodes map[string]NodeStatus `json:"nodes,omitempty"`
+	// Held is set while no new node may start (UpgradeHeld), nil otherwise.
+	Held *HoldState `json:"held,omitempty"`
 	// CancelRequested is set once the manager's deletion was recorded.
 	CancelRequested bool   `json:"cancelRequested,omitempty"`
 	CancelReason    string `json:"cancelReason,omitempty"`
@@ -51,6 +53,13 @@ type State struct {
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// Transitions counts applied events (refused ones are not counted).
 	Transitions int `json:"transitions,omitempty"`
+}
+
+// HoldState is why no new node may start, and since when.
+type HoldState struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since,omitzero"`
 }
 
 // NodeStatus is the manager's view of one scheduled node.

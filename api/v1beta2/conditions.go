@@ -22,6 +22,10 @@ const (
 	ConditionNoVersionDrift = "NoVersionDrift"
 	// ConditionSingleActiveUpgrade is True when no other manager is active.
 	ConditionSingleActiveUpgrade = "SingleActiveUpgrade"
+	// ConditionNoOtherUpgrader is True when Longhorn's own instance-manager
+	// upgrader is off and idle. It is checked again before each node: False
+	// later means the upgrade is held between nodes until it is off.
+	ConditionNoOtherUpgrader = "NoOtherUpgrader"
 	// ConditionAtLeastTwoNodes is True when the cluster has at least two nodes
 	// with the v2 engine, so that targets have somewhere to go.
 	ConditionAtLeastTwoNodes = "AtLeastTwoNodes"
@@ -58,6 +62,9 @@ const (
 	ReasonVersionDrift = "VersionDrift"
 	// ReasonAnotherUpgradeActive is the reason SingleActiveUpgrade is False.
 	ReasonAnotherUpgradeActive = "AnotherUpgradeActive"
+	// ReasonOtherUpgraderActive is the reason NoOtherUpgrader is False (and
+	// Stalled True while an upgrade is held for it).
+	ReasonOtherUpgraderActive = "OtherUpgraderActive"
 	// ReasonTooFewNodes is the reason AtLeastTwoNodes is False.
 	ReasonTooFewNodes = "TooFewNodes"
 	// ReasonVolumeUnhealthy is the reason VolumesHealthy is False because a

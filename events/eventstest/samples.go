@@ -28,6 +28,8 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{mgr, events.NodeFinished{Node: "n1", State: events.NodeCompleted}},
 		{mgr, events.UpgradeCompleted{Message: "2 nodes upgraded"}},
 		{mgr, events.UpgradeFailed{Reason: "NodeUpgradeFailed", Message: "n1: IM did not start", Node: "n1"}},
+		{mgr, events.UpgradeHeld{Reason: "OtherUpgraderActive", Message: "Longhorn's own instance-manager upgrader would race this upgrade"}},
+		{mgr, events.UpgradeReleased{Message: "Longhorn's own instance-manager upgrader is off and idle"}},
 		{mgr, events.CancelRequested{Reason: "manager deleted"}},
 		{mgr, events.UpgradeCancelled{Message: "safe point reached", Node: "n1"}},
 		{nodeAgg, events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1, LonghornProfile: "v1.12"}},

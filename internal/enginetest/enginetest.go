@@ -37,6 +37,8 @@ type Options struct {
 	MaxDeliver   int           // default 8
 	// NoWorkers starts no worker; call StartWorker.
 	NoWorkers bool
+	// HoldPoll is how often a held upgrade is re-checked (default 20ms).
+	HoldPoll time.Duration
 }
 
 // Engine is a running engine.
@@ -76,6 +78,9 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	if opts.AckWait == 0 {
 		opts.AckWait = 2 * time.Second
 	}
+	if opts.HoldPoll == 0 {
+		opts.HoldPoll = 20 * time.Millisecond
+	}
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,7 +118,7 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 
 // StartOrchestrator starts one more orchestrator instance.
 func (e *Engine) StartOrchestrator() {
-	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: e.Store, Queue: e.Queue, Cluster: e.Plane, Log: e.Log})
+	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: e.Store, Queue: e.Queue, Cluster: e.Plane, Log: e.Log, HoldPoll: e.opts.HoldPoll})
 	if err != nil {
 		e.t.Fatalf("orchestrator: %v", err)
 	}

@@ -295,3 +295,31 @@ func sameReplicaSpec(a, b longhorn.ReplicaSpec) bool {
 		(a.HealthyAt == "") == (b.HealthyAt == "") && a.NodeID == b.NodeID && a.VolumeName == b.VolumeName &&
 		a.EngineName == b.EngineName && a.MigrationEngineName == b.MigrationEngineName
 }
+
+// upgradeControl renders the upgrade control of Longhorn's own upgrader as
+// the simulator shows it, aimed at image (the simulator keeps no target of
+// its own for that upgrader, which it never runs).
+func upgradeControl(c dataplane.UpgradeControl, image, namespace string) *longhorn.InstanceManagerUpgradeControl {
+	out := &longhorn.InstanceManagerUpgradeControl{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: namespace},
+		Spec:       longhorn.InstanceManagerUpgradeControlSpec{TargetImage: image},
+		Status:     longhorn.InstanceManagerUpgradeControlStatus{CurrentNode: c.CurrentNode},
+	}
+	for node, st := range c.Nodes {
+		if out.Status.Nodes == nil {
+			out.Status.Nodes = make(map[string]longhorn.UpgradeControlNode, len(c.Nodes))
+		}
+		out.Status.Nodes[node] = longhorn.UpgradeControlNode{State: st}
+	}
+	return out
+}
+
+// imUpgrade renders one per-node upgrade of Longhorn's own upgrader, aimed
+// at image (the CRD requires a target image).
+func imUpgrade(u dataplane.IMUpgrade, image, namespace string) *longhorn.InstanceManagerUpgrade {
+	return &longhorn.InstanceManagerUpgrade{
+		ObjectMeta: metav1.ObjectMeta{Name: u.Name, Namespace: namespace},
+		Spec:       longhorn.InstanceManagerUpgradeSpec{NodeID: u.Node, TargetImage: image},
+		Status:     longhorn.InstanceManagerUpgradeStatus{State: u.State},
+	}
+}

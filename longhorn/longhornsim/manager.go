@@ -11,9 +11,13 @@
 // Longhorn's status updates: switch-overs with their second engine, the
 // EngineFrontend's path switch and FailedSwitchover Events, replicas
 // rebuilt, old IMs replaced once they run nothing, the IMs' instance maps,
-// robustness. Status is written only through the /status subresource. The
-// simulator's I/O checker therefore judges an upgrade driven through the
-// longhorn adapter exactly as one driven through the simulator.
+// robustness; and what Longhorn's own instance-manager upgrader shows (its
+// automatic-upgrade settings, and, once the simulator shows any, its
+// upgrade control and per-node upgrades, whose CRDs only a Longhorn with
+// that upgrader serves). Status is written only through the /status
+// subresource. The simulator's I/O checker therefore judges an upgrade
+// driven through the longhorn adapter exactly as one driven through the
+// simulator.
 //
 // Spec changes are told apart from the manager's own by metadata.generation:
 // a spec the manager has not applied yet is mirrored, never overwritten, and
@@ -66,6 +70,10 @@ type Manager struct {
 	// text and the switch-over count Events were recorded for.
 	failures    map[string]string
 	switchovers map[string]uint64
+	// upgrader is what the objects of Longhorn's own upgrader were last
+	// brought in line with; nil while the simulator shows none (then their
+	// CRDs, which may not be served, are not asked for).
+	upgrader *upgraderObjects
 
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -46,10 +47,16 @@ func (m *Manager) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	upgrader, err := m.sim.LonghornUpgrader(ctx)
+	if err != nil {
+		return err
+	}
 	byIM, byVolume := m.sim.Instances()
 	return errors.Join(
 		m.writeSetting(ctx, longhorn.SettingDefaultInstanceManagerImage, image),
 		m.writeSetting(ctx, longhorn.SettingCurrentLonghornVersion, platform.LonghornVersion),
+		m.writeUpgraderSettings(ctx, upgrader.Settings),
+		m.writeUpgraderObjects(ctx, upgrader, image),
 		m.writeNodes(ctx, nodes),
 		m.writeIMs(ctx, ims, byIM),
 		m.writeVolumes(ctx, vols, ims, byVolume),
@@ -71,6 +78,142 @@ func (m *Manager) writeSetting(ctx context.Context, name, value string) error {
 		return nil
 	}
 	return m.patch(ctx, longhorn.SettingsResource, name, map[string]any{"value": value})
+}
+
+// writeUpgraderSettings keeps the automatic-upgrade settings of Longhorn's
+// own upgrader (dataplane.AutoUpgradeSettings) as the simulator has them:
+// created or updated with its value (an empty one included), deleted when
+// it has none. Other settings are left alone.
+func (m *Manager) writeUpgraderSettings(ctx context.Context, settings map[string]string) error {
+	have := byName[longhorn.Setting](m.settings)
+	var errs []error
+	for _, name := range dataplane.AutoUpgradeSettings {
+		value, want := settings[name]
+		h := have[name]
+		switch {
+		case want && h == nil:
+			_, err := m.create(ctx, longhorn.SettingsResource, longhorn.KindSetting,
+				&longhorn.Setting{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.ns}, Value: value}, nil)
+			errs = append(errs, err)
+		case want && h.Value != value:
+			errs = append(errs, m.patch(ctx, longhorn.SettingsResource, name, map[string]any{"value": value}))
+		case !want && h != nil:
+			errs = append(errs, m.remove(ctx, longhorn.SettingsResource, name, h.DeletionTimestamp != nil))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeUpgraderObjects keeps the upgrade controls and per-node upgrades of
+// Longhorn's own upgrader as the simulator shows them. Their CRDs are
+// served only by a Longhorn with that upgrader, so nothing is asked of the
+// apiserver until the simulator shows one. They are not watched either:
+// the objects are listed and brought in line whenever the simulator's view
+// of them (or the image they aim at) changed since the last time they were.
+func (m *Manager) writeUpgraderObjects(ctx context.Context, u dataplane.LonghornUpgrader, image string) error {
+	want := upgraderObjects{controls: u.Controls, upgrades: u.Upgrades, image: image}
+	shows := len(u.Controls) > 0 || len(u.Upgrades) > 0
+	if (!shows && m.upgrader == nil) || (m.upgrader != nil && reflect.DeepEqual(*m.upgrader, want)) {
+		return nil
+	}
+	haveControls, err := listTyped[longhorn.InstanceManagerUpgradeControl](ctx, m, longhorn.InstanceManagerUpgradeControlsResource)
+	if err != nil {
+		return err
+	}
+	haveUpgrades, err := listTyped[longhorn.InstanceManagerUpgrade](ctx, m, longhorn.InstanceManagerUpgradesResource)
+	if err != nil {
+		return err
+	}
+	var wantControls, wantUpgrades []*whole
+	for _, c := range u.Controls {
+		obj := upgradeControl(c, image, m.ns)
+		wantControls = append(wantControls, &whole{gvr: longhorn.InstanceManagerUpgradeControlsResource,
+			kind: longhorn.KindInstanceManagerUpgradeControl, name: obj.Name, obj: obj, spec: obj.Spec, status: obj.Status})
+	}
+	for _, up := range u.Upgrades {
+		obj := imUpgrade(up, image, m.ns)
+		wantUpgrades = append(wantUpgrades, &whole{gvr: longhorn.InstanceManagerUpgradesResource,
+			kind: longhorn.KindInstanceManagerUpgrade, name: obj.Name, obj: obj, spec: obj.Spec, status: obj.Status})
+	}
+	errs := []error{
+		m.keepWhole(ctx, longhorn.InstanceManagerUpgradeControlsResource, wantControls, wholes(haveControls,
+			func(c *longhorn.InstanceManagerUpgradeControl) *whole { return &whole{spec: c.Spec, status: c.Status} })),
+		m.keepWhole(ctx, longhorn.InstanceManagerUpgradesResource, wantUpgrades, wholes(haveUpgrades,
+			func(u *longhorn.InstanceManagerUpgrade) *whole { return &whole{spec: u.Spec, status: u.Status} })),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err // the next round tries again
+	}
+	if shows {
+		m.upgrader = &want
+	} else {
+		m.upgrader = nil
+	}
+	return nil
+}
+
+// keepWhole brings gvr's objects in line with want: each written whole
+// (see writeWhole), those have holds and want does not removed.
+func (m *Manager) keepWhole(ctx context.Context, gvr schema.GroupVersionResource, want []*whole, have map[string]*whole) error {
+	var errs []error
+	wanted := map[string]bool{}
+	for _, w := range want {
+		wanted[w.name] = true
+		errs = append(errs, m.writeWhole(ctx, w, have[w.name]))
+	}
+	for name, h := range have {
+		if !wanted[name] {
+			errs = append(errs, m.remove(ctx, gvr, name, h.deleting))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wholes maps listed objects to what writeWhole compares.
+func wholes[T any, PT interface {
+	*T
+	metav1.Object
+}](objs map[string]PT, f func(PT) *whole) map[string]*whole {
+	out := make(map[string]*whole, len(objs))
+	for name, o := range objs {
+		w := f(o)
+		w.deleting = o.GetDeletionTimestamp() != nil
+		out[name] = w
+	}
+	return out
+}
+
+// upgraderObjects is what the upgrader's objects were last brought in line
+// with.
+type upgraderObjects struct {
+	controls []dataplane.UpgradeControl
+	upgrades []dataplane.IMUpgrade
+	image    string
+}
+
+// listTyped lists a resource's objects in the namespace from the apiserver,
+// typed, by name. A resource not served (NotFound) has none: its CRD may
+// have been removed since the objects were written.
+func listTyped[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, m *Manager, gvr schema.GroupVersionResource) (map[string]PT, error) {
+	l, err := m.ri(gvr).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return map[string]PT{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+	}
+	out := make(map[string]PT, len(l.Items))
+	for i := range l.Items {
+		t := PT(new(T))
+		if err := longhorn.FromUnstructured(&l.Items[i], t); err != nil {
+			return nil, err
+		}
+		out[t.GetName()] = t
+	}
+	return out, nil
 }
 
 func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error {
@@ -233,6 +376,7 @@ type whole struct {
 	kind, name   string
 	obj          any // the object, to create it
 	spec, status any
+	deleting     bool // as listed: being deleted already
 }
 
 func engineWhole(e *longhorn.Engine) *whole {

@@ -93,6 +93,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volume":    func(ctx context.Context, r request) (any, error) { return dp.Volume(ctx, r.Volume) },
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
+		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
 		"scheduling": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.SetReplicaScheduling(ctx, r.Node, r.Allow)
 		},
@@ -197,6 +198,11 @@ func (c *Client) VolumesOn(ctx context.Context, node string) (out []dataplane.Vo
 // TargetCounts implements dataplane.Reader.
 func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err error) {
 	return out, c.call(ctx, "targets", request{}, &out)
+}
+
+// LonghornUpgrader implements dataplane.Reader.
+func (c *Client) LonghornUpgrader(ctx context.Context) (out dataplane.LonghornUpgrader, err error) {
+	return out, c.call(ctx, "upgrader", request{}, &out)
 }
 
 // SetReplicaScheduling implements dataplane.Actions.

@@ -51,6 +51,14 @@ func TestRemoteClientMatchesTheSimulator(t *testing.T) {
 	p, err := c.Platform(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, dataplane.ProfileV112, p.Profile)
+
+	up := dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"},
+		Controls: []dataplane.UpgradeControl{{Name: "control", CurrentNode: "node-2", Nodes: map[string]string{"node-2": "in-progress"}}},
+		Upgrades: []dataplane.IMUpgrade{{Name: "upgrade-node-2", Node: "node-2", State: "relocating-engines"}}}
+	s.SetLonghornUpgrader(up)
+	gotUp, err := c.LonghornUpgrader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, up, gotUp, "Longhorn's own upgrader as the simulator shows it")
 }
 
 // A whole upgrade whose workers reach the cluster only over NATS (on the

@@ -148,6 +148,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		can(controller, "get", lh, "settings", installNS),
 		can(controller, "watch", lh, "enginefrontends", installNS),
 		can(controller, "list", "", "events", installNS),
+		// Longhorn's own upgrader, listed live by the NoOtherUpgrader
+		// precheck: list only, in Longhorn's namespace.
+		can(controller, "list", lh, "instancemanagerupgrades", installNS),
+		can(controller, "list", lh, "instancemanagerupgradecontrols", installNS),
 		can(controller, "create", "coordination.k8s.io", "leases", installNS),
 		named(can(controller, "update", "coordination.k8s.io", "leases", installNS), "switchback-controller"),
 		// Not for the controller: users create and delete managers; Longhorn
@@ -159,6 +163,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		cannot(controller, "delete", lh, "instancemanagers", installNS),
 		cannot(controller, "list", lh, "volumes", "team-b"),
 		cannot(controller, "patch", "", "nodes", anyNS),
+		// Longhorn's own upgrader is listed, never watched nor changed.
+		cannot(controller, "watch", lh, "instancemanagerupgrades", installNS),
+		cannot(controller, "patch", lh, "instancemanagerupgrades", installNS),
+		cannot(controller, "delete", lh, "instancemanagerupgradecontrols", installNS),
+		sub(cannot(controller, "update", lh, "instancemanagerupgradecontrols", installNS), "status"),
+		cannot(controller, "list", lh, "instancemanagerupgrades", "team-b"),
 		named(cannot(controller, "update", "coordination.k8s.io", "leases", installNS), "someone-else"),
 		// The worker: the node steps' changes in Longhorn...
 		can(worker, "patch", lh, "nodes", installNS),
@@ -185,6 +195,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		cannot(worker, "patch", lh, "settings", installNS),
 		cannot(worker, "delete", lh, "snapshots", "team-b"),
 		cannot(worker, "patch", lh, "volumes", "team-b"),
+		cannot(worker, "list", lh, "instancemanagerupgrades", installNS),
+		cannot(worker, "list", lh, "instancemanagerupgradecontrols", installNS),
 		cannot(worker, "get", "", "secrets", installNS),
 		cannot(worker, "create", "events.k8s.io", "events", installNS),
 	}

@@ -76,6 +76,10 @@ func (c *switchableCluster) TargetCounts(ctx context.Context) (map[string]int, e
 	return c.cur.Load().TargetCounts(ctx)
 }
 
+func (c *switchableCluster) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader, error) {
+	return c.cur.Load().LonghornUpgrader(ctx)
+}
+
 // newCluster is a simulated cluster of the given nodes (Ready, v2, IM on
 // sim.OldIMImage unless said otherwise; target sim.NewIMImage).
 func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {
