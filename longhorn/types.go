@@ -30,8 +30,11 @@ var (
 	InstanceManagersResource = GroupVersion.WithResource("instancemanagers")
 	SettingsResource         = GroupVersion.WithResource("settings")
 	SnapshotsResource        = GroupVersion.WithResource("snapshots")
-	KubeNodesResource        = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	EventsResource           = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	// VolumeAttachmentsResource holds the attachment tickets Longhorn sets
+	// a volume's spec.nodeID from (one object per volume, named after it).
+	VolumeAttachmentsResource = GroupVersion.WithResource("volumeattachments")
+	KubeNodesResource         = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	EventsResource            = schema.GroupVersionResource{Version: "v1", Resource: "events"}
 )
 
 // Resources of Longhorn's own instance-manager upgrader (a Longhorn that
@@ -192,6 +195,28 @@ type VolumeSpec struct {
 	Image           string `json:"image"`
 	Frontend        string `json:"frontend"`
 	DisableFrontend bool   `json:"disableFrontend"`
+}
+
+// VolumeAttachment is a volumeattachments.longhorn.io object, reduced to the
+// fields used: who asks for the volume to be attached where.
+type VolumeAttachment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              VolumeAttachmentSpec `json:"spec"`
+}
+
+// VolumeAttachmentSpec names the volume and its attachment tickets by id.
+type VolumeAttachmentSpec struct {
+	Volume            string                      `json:"volume"`
+	AttachmentTickets map[string]AttachmentTicket `json:"attachmentTickets,omitempty"`
+}
+
+// AttachmentTicket is one request to attach the volume to NodeID, by an
+// attacher Type (csi-attacher, longhorn-api, snapshot-controller, …).
+type AttachmentTicket struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	NodeID string `json:"nodeID"`
 }
 
 // VolumeStatus is the observed state of a volume.

@@ -601,3 +601,70 @@ func TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode(t *testing.T) {
 	c.waitInStep("after the upgrade")
 	was.restored(t, c)
 }
+
+// schedulingProbe records, at each replica-scheduling write the upgrade
+// makes, whether the node already runs an instance manager of the target
+// image (read through the same adapter at that moment).
+type schedulingProbe struct {
+	dataplane.DataPlane
+	image string
+	mu    sync.Mutex
+	calls []schedulingCall
+}
+
+type schedulingCall struct {
+	node         string
+	allow        bool
+	newIMRunning bool
+}
+
+func (p *schedulingProbe) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	ims, err := p.DataPlane.InstanceManagers(ctx, node)
+	if err != nil {
+		return err
+	}
+	running := slices.ContainsFunc(ims, func(im dataplane.InstanceManager) bool {
+		return im.Image == p.image && im.State == dataplane.IMRunning
+	})
+	p.mu.Lock()
+	p.calls = append(p.calls, schedulingCall{node: node, allow: allow, newIMRunning: running})
+	p.mu.Unlock()
+	return p.DataPlane.SetReplicaScheduling(ctx, node, allow)
+}
+
+// TestSchedulingOffExactlyUntilTheNewIMRuns: on the storage layout (n3 not
+// scheduling replicas before the upgrade), each storage node's replica
+// scheduling is turned off before its new instance manager runs and turned
+// back on only once it runs; a node that did not schedule is never written;
+// afterwards each node has exactly its own value, and the rebuilds that
+// needed the restored scheduling completed.
+func TestSchedulingOffExactlyUntilTheNewIMRuns(t *testing.T) {
+	s, storage := storageLayout(t, latencies)
+	c := newCluster(t, s)
+	was := recordBefore(t, c)
+	probe := &schedulingProbe{DataPlane: c.plane, image: sim.NewIMImage}
+	e := enginetest.Start(t, probe, enginetest.Options{})
+	m := ref("scheduling")
+	e.Request(m, storage...)
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+
+	byNode := map[string][]schedulingCall{}
+	for _, call := range probe.calls {
+		byNode[call.node] = append(byNode[call.node], call)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		calls := byNode[n]
+		require.NotEmpty(t, calls, n)
+		assert.Equal(t, schedulingCall{node: n, allow: false, newIMRunning: false}, calls[0], "%s: off before its new IM runs", n)
+		last := calls[len(calls)-1]
+		assert.Equal(t, schedulingCall{node: n, allow: true, newIMRunning: true}, last, "%s: back on only once its new IM runs", n)
+		for _, call := range calls[1 : len(calls)-1] {
+			assert.False(t, call.allow, "%s: never on in between: %+v", n, calls)
+		}
+	}
+	assert.Empty(t, byNode["n3"], "a node that did not schedule replicas is never written")
+	c.waitInStep("after the upgrade")
+	was.restored(t, c)
+	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
+}

@@ -208,7 +208,7 @@ func TestAdmitThroughHandler(t *testing.T) {
 			if tt.active != nil {
 				active = tt.active
 			}
-			h := webhook.NewHandler(newAdmitter(t, cluster, active), nil)
+			h := webhook.NewHandler(newAdmitter(t, cluster, active), nil, nil)
 
 			resp := decodeAnswer(t, post(h, reviewBody(t, tt.req(t))))
 

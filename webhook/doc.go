@@ -51,6 +51,18 @@
 // from the event stream, when the upgrade starts; this webhook only makes
 // refusals early and visible.
 //
+// # The guard, which fails open
+//
+// The same server answers, on GuardPath, the reviews of Longhorn's
+// VolumeAttachments and Volumes that deploy/webhook/guard.yaml sends (Guard):
+// while a node's v2 data engine is upgraded, a new attachment ticket for it
+// and a change of a v2 volume's spec.engineNodeID to it are refused, naming
+// the upgrade (guard.go says why those two writes). Unlike the manager's
+// webhook it fails open, in its configuration (failurePolicy: Ignore) and in
+// the server (what it cannot decide is allowed): attachments are on the path
+// of every pod start, and the node steps re-check live state before an
+// instance manager may go.
+//
 // # Certificates
 //
 // The serving certificate is read from files (a mounted kubernetes.io/tls

@@ -1,9 +1,11 @@
 package webhook_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -70,7 +72,7 @@ func FuzzValidate(f *testing.F) {
 	for _, s := range seedReviews(f) {
 		f.Add(s)
 	}
-	h := webhook.NewHandler(newAdmitter(f, threeNodes(f), activeNamed("longhorn-system/other")), nil)
+	h := webhook.NewHandler(newAdmitter(f, threeNodes(f), activeNamed("longhorn-system/other")), nil, nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := post(h, body)
 		switch w.Code {
@@ -96,6 +98,47 @@ func FuzzValidate(f *testing.F) {
 		}
 		if !review.Response.Allowed && (review.Response.Result == nil || review.Response.Result.Message == "") {
 			t.Fatalf("denial without a message: %s", w.Body.String())
+		}
+	})
+}
+
+// FuzzGuard sends arbitrary reviews to the guard's path: never a panic, a
+// 200 answers the request's uid, and a denial is a 403 with a message; what
+// the guard cannot read it allows (it fails open).
+func FuzzGuard(f *testing.F) {
+	for _, s := range []string{
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"longhorn.io","version":"v1beta2","kind":"VolumeAttachment"},"operation":"UPDATE","object":{"spec":{"volume":"pvc-v2","attachmentTickets":{"csi-n2":{"id":"csi-n2","type":"csi-attacher","nodeID":"n2"}}}},"oldObject":{"spec":{"volume":"pvc-v2"}}}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"longhorn.io","version":"v1beta2","kind":"Volume"},"operation":"UPDATE","object":{"metadata":{"name":"pvc-v2"},"spec":{"dataEngine":"v2","engineNodeID":"n2"}},"oldObject":{"spec":{"dataEngine":"v2"}}}}`,
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"longhorn.io","version":"v1beta2","kind":"Volume"},"operation":"UPDATE","object":{"spec":{"engineNodeID":7}}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	g, err := webhook.NewGuard(webhook.GuardConfig{Upgrading: upgradingFunc(n2Upgrading), Cluster: guardCluster(f), Trusted: []string{worker}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := webhook.NewHandler(newAdmitter(f, threeNodes(f), noActive), g, nil)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, webhook.GuardPath, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			if w.Code != http.StatusBadRequest && w.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("unexpected status %d: %s", w.Code, w.Body.String())
+			}
+			return
+		}
+		req, err := webhook.DecodeReview(body)
+		if err != nil {
+			t.Fatalf("answered 200 to a malformed review: %v", err)
+		}
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(w.Body.Bytes(), &review); err != nil || review.Response == nil || review.Response.UID != req.Request.UID {
+			t.Fatalf("answer does not carry the request uid: %s (%v)", w.Body.String(), err)
+		}
+		if !review.Response.Allowed && (review.Response.Result == nil || review.Response.Result.Code != http.StatusForbidden || review.Response.Result.Message == "") {
+			t.Fatalf("a denial is a 403 with a message: %s", w.Body.String())
 		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
 )
 
 // Paths served by the webhook.
@@ -48,15 +50,18 @@ const (
 // one; anything bigger is not a review the apiserver sent.
 const MaxReviewBytes = 4 << 20
 
-// NewHandler returns the webhook's HTTP handler: ValidatePath and
-// HealthzPath. It does not recover panics (Server does), so that tests and
-// fuzzing see them.
-func NewHandler(a *Admitter, logger *slog.Logger) http.Handler {
+// NewHandler returns the webhook's HTTP handler: ValidatePath, GuardPath
+// when g is not nil, and HealthzPath. It does not recover panics (Server
+// does), so that tests and fuzzing see them.
+func NewHandler(a *Admitter, g *Guard, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(ValidatePath, &validateHandler{admitter: a, log: logger})
+	mux.Handle(ValidatePath, &validateHandler{admit: a.Admit, log: logger})
+	if g != nil {
+		mux.Handle(GuardPath, &validateHandler{admit: g.Admit, log: logger})
+	}
 	mux.HandleFunc(HealthzPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok")
@@ -65,8 +70,8 @@ func NewHandler(a *Admitter, logger *slog.Logger) http.Handler {
 }
 
 type validateHandler struct {
-	admitter *Admitter
-	log      *slog.Logger
+	admit func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse
+	log   *slog.Logger
 }
 
 // ServeHTTP answers 200 with an AdmissionReview for every well-formed review
@@ -100,7 +105,7 @@ func (h *validateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, log, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp := h.admitter.Admit(r.Context(), review.Request)
+	resp := h.admit(r.Context(), review.Request)
 	out, err := EncodeResponse(review.Request, resp)
 	if err != nil {
 		httpError(w, log, http.StatusInternalServerError, err.Error())
@@ -142,8 +147,11 @@ type ServerConfig struct {
 	// CertFile and KeyFile are the serving certificate and key (PEM),
 	// reloaded when they change.
 	CertFile, KeyFile string
-	// Admitter decides the requests.
+	// Admitter decides the requests for DataEngineUpgradeManagers.
 	Admitter *Admitter
+	// Guard, when set, decides the requests for Longhorn VolumeAttachments
+	// and Volumes (GuardPath).
+	Guard *Guard
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -175,7 +183,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		addr:    cfg.Addr,
 		certs:   certs,
-		handler: recoverPanics(NewHandler(cfg.Admitter, cfg.Logger), cfg.Logger),
+		handler: recoverPanics(NewHandler(cfg.Admitter, cfg.Guard, cfg.Logger), cfg.Logger),
 		log:     cfg.Logger,
 	}, nil
 }

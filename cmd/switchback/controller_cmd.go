@@ -45,6 +45,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	dp.register(fs)
 	webhookAddr := fs.String("webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
 	certDir := fs.String("webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
+	guard := fs.Bool("guard-longhorn", true, "serve the guard that refuses new v2 attachments and engine moves onto a node being upgraded (deploy/webhook/guard.yaml sends it the writes)")
+	var trusted stringList
+	fs.Var(&trusted, "guard-trusted-user", "a user whose writes the guard always lets through (repeat; default: the workers' service account, system:serviceaccount:<namespace>:switchback-worker)")
 	var hf healthFlags
 	hf.register(fs)
 	var lf logFlags
@@ -119,7 +122,17 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
-		srv, err := webhook.NewServer(webhook.ServerConfig{Addr: *webhookAddr, Admitter: admitter, Logger: log,
+		if len(trusted) == 0 {
+			trusted = stringList{"system:serviceaccount:" + *namespace + ":switchback-worker"}
+		}
+		nodeUpgrades := kc.NodeUpgrades(*namespace).Informer(0)
+		wg.Go(func() { nodeUpgrades.Run(ctx.Done()) })
+		g, err := webhook.NewGuard(webhook.GuardConfig{Disabled: !*guard, Cluster: cluster, Trusted: trusted, Logger: log,
+			Upgrading: webhook.UpgradingFromStore{Store: nodeUpgrades.GetStore(), Namespace: *namespace, HasSynced: nodeUpgrades.HasSynced}})
+		if err != nil {
+			return err
+		}
+		srv, err := webhook.NewServer(webhook.ServerConfig{Addr: *webhookAddr, Admitter: admitter, Guard: g, Logger: log,
 			CertFile: filepath.Join(*certDir, webhook.CertFileName), KeyFile: filepath.Join(*certDir, webhook.KeyFileName)})
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,6 +57,7 @@ func TestDeployManifestsDryRun(t *testing.T) {
 		{"webhook", []string{
 			"service/switchback-webhook created (server dry run)",
 			"validatingwebhookconfiguration.admissionregistration.k8s.io/switchback created (server dry run)",
+			"validatingwebhookconfiguration.admissionregistration.k8s.io/switchback-guard created (server dry run)",
 		}},
 	}
 	for _, tt := range tests {
@@ -77,7 +79,7 @@ func TestDeployManifestsDryRun(t *testing.T) {
 		[]byte("resources:\n- "+base+"\ncomponents:\n- "+base+"/cert-manager\n"), 0o600))
 	stdout, stderr, err := env.Kubectl(ctx, nil, "kustomize", overlay)
 	require.NoError(t, err, stderr)
-	assert.Contains(t, stdout, "cert-manager.io/inject-ca-from: longhorn-system/switchback-webhook")
+	assert.Equal(t, 2, strings.Count(stdout, "cert-manager.io/inject-ca-from: longhorn-system/switchback-webhook"), "both configurations get the CA")
 	assert.Contains(t, stdout, "secretName: "+webhook.SecretName+"\n")
 	assert.Contains(t, stdout, "- switchback-webhook.longhorn-system.svc\n")
 	assert.Contains(t, stdout, "kind: ValidatingWebhookConfiguration")

@@ -179,12 +179,7 @@ func startWebhook(t *testing.T) *fixture {
 // the rules the test relies on are the ones users install.
 func shippedWebhookConfiguration(t *testing.T) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "validatingwebhookconfiguration.yaml"))
-	require.NoError(t, err)
-	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096).Decode(&vwc))
+	vwc := readWebhookConfiguration(t, "validatingwebhookconfiguration.yaml")
 	require.Equal(t, webhook.ConfigurationName, vwc.Name)
 	require.Len(t, vwc.Webhooks, 1)
 	wh := vwc.Webhooks[0]
@@ -200,6 +195,19 @@ func shippedWebhookConfiguration(t *testing.T) *admissionregistrationv1.Validati
 	assert.Equal(t, int32(5), *wh.TimeoutSeconds)
 	assert.Less(t, webhook.DefaultAdmitTimeout, time.Duration(*wh.TimeoutSeconds)*time.Second,
 		"the webhook answers before the apiserver gives up")
+	return vwc
+}
+
+// readWebhookConfiguration decodes a ValidatingWebhookConfiguration of
+// deploy/webhook.
+func readWebhookConfiguration(t *testing.T, file string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", file))
+	require.NoError(t, err)
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096).Decode(&vwc))
 	return &vwc
 }
 
