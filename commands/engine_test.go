@@ -1,8 +1,11 @@
 package commands_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,6 +406,34 @@ func TestNodesAlreadyOnTheTargetImageAreANoOp(t *testing.T) {
 	assert.Zero(t, cluster.IOStats().Failed)
 }
 
+// firstNodeStuck makes the first node of an upgrade of cluster wait in
+// switching-over (every attached volume's switch-over fails until healed)
+// and returns that node once it does, with the function that heals it: a
+// change made in between lands while the node is in flight, whatever the
+// machine's speed.
+func firstNodeStuck(t *testing.T, cluster *sim.Sim, e *enginetest.Engine, m events.ManagerRef) (string, func()) {
+	t.Helper()
+	vols, err := cluster.Volumes(e.Context())
+	require.NoError(t, err)
+	var stuck []string
+	for _, v := range vols {
+		if v.Attached() {
+			require.NoError(t, cluster.InjectTargetMoveFailure(v.Name))
+			stuck = append(stuck, v.Name)
+		}
+	}
+	e.Request(m, "n1", "n2", "n3")
+	first := e.WaitManager(m, 20*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	e.WaitNode(m, first, 20*time.Second, "stuck switching over", func(n nodeupgrade.State) bool {
+		return n.State == events.NodeSwitchingOver && n.Stalled
+	})
+	return first, func() {
+		for _, v := range stuck {
+			require.NoError(t, cluster.HealTargetMoveFailure(v))
+		}
+	}
+}
+
 // Longhorn's own upgrader switched on mid-upgrade: the node in flight
 // finishes, no new node starts and the upgrade is held with the reason
 // until it is off again; then it goes on and completes.
@@ -410,9 +441,9 @@ func TestOtherUpgraderSwitchedOnMidUpgradeHoldsBeforeTheNextNode(t *testing.T) {
 	cluster := slowLayout(t)
 	e := enginetest.Start(t, cluster, enginetest.Options{})
 	m := ref("held")
-	e.Request(m, "n1", "n2", "n3")
-	first := e.WaitManager(m, 20*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	first, heal := firstNodeStuck(t, cluster, e, m)
 	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`}})
+	heal()
 
 	held := e.WaitManager(m, 30*time.Second, "held", func(s manager.State) bool { return s.Held != nil && s.UpgradingNode == "" })
 	assert.Equal(t, events.ManagerUpgrading, held.State, "held, not error")
@@ -438,4 +469,54 @@ func TestOtherUpgraderSwitchedOnMidUpgradeHoldsBeforeTheNextNode(t *testing.T) {
 	require.True(t, ok, "the history shows the release")
 	assert.Equal(t, "Longhorn's own instance-manager upgrader is off and idle (allow-instance-manager-automatic-upgrade)", released.Message)
 	assert.Zero(t, cluster.IOStats().Failed)
+}
+
+// A held upgrade is cancelled like any: deleting the manager ends it at
+// once (no node is in flight).
+func TestHeldUpgradeIsCancelled(t *testing.T) {
+	cluster := slowLayout(t)
+	e := enginetest.Start(t, cluster, enginetest.Options{})
+	m := ref("held-cancel")
+	_, heal := firstNodeStuck(t, cluster, e, m)
+	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}})
+	heal()
+	e.WaitManager(m, 30*time.Second, "held", func(s manager.State) bool { return s.Held != nil && s.UpgradingNode == "" })
+	e.Cancel(m)
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	assert.Equal(t, events.ManagerCancelled, final.State, final.Message)
+	assert.Len(t, final.Nodes, 1, "no node started after the hold")
+}
+
+// failingUpgrader is a data plane whose read of Longhorn's own upgrader
+// fails while failing is set (an RBAC rule missing, the apiserver away).
+type failingUpgrader struct {
+	dataplane.DataPlane
+	failing atomic.Bool
+}
+
+func (f *failingUpgrader) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader, error) {
+	if f.failing.Load() {
+		return dataplane.LonghornUpgrader{}, errors.New(`instancemanagerupgrades.longhorn.io is forbidden`)
+	}
+	return f.DataPlane.LonghornUpgrader(ctx)
+}
+
+// Longhorn's own upgrader unreadable before the next node: the outcome of
+// the node in flight is recorded, the upgrade is held visibly (fail
+// closed) and goes on once the read answers again.
+func TestUnreadableUpgraderHoldsThenResumes(t *testing.T) {
+	cluster := slowLayout(t)
+	dp := &failingUpgrader{DataPlane: cluster}
+	e := enginetest.Start(t, dp, enginetest.Options{})
+	m := ref("unreadable")
+	first, heal := firstNodeStuck(t, cluster, e, m)
+	dp.failing.Store(true)
+	heal()
+	held := e.WaitManager(m, 30*time.Second, "held", func(s manager.State) bool { return s.Held != nil && s.UpgradingNode == "" })
+	assert.Equal(t, "OtherUpgraderUnknown", held.Held.Reason)
+	assert.Contains(t, held.Held.Message, "cannot be read (instancemanagerupgrades.longhorn.io is forbidden)")
+	assert.Equal(t, events.NodeCompleted, held.Nodes[first].State, "the node's outcome is recorded")
+	dp.failing.Store(false)
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
 }

@@ -63,7 +63,9 @@ type OrchestratorConfig struct {
 }
 
 // Orchestrator is the process manager: it turns history into the next
-// decisions (prechecks, scheduling, node commands, outcomes, cancel).
+// decisions (prechecks, scheduling, node commands, outcomes, cancel), and
+// holds an upgrade between nodes while Longhorn's own upgrader would race it
+// (see gateOtherUpgrader).
 type Orchestrator struct {
 	cfg OrchestratorConfig
 	log *slog.Logger
@@ -119,8 +121,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	}
 	defer dead.Stop()
 	holds, stopHolds := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { o.watchHolds(holds, o.cfg.HoldPoll) })
+	defer watching.Wait()
 	defer stopHolds()
-	go o.watchHolds(holds, o.cfg.HoldPoll)
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
 	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
@@ -185,6 +189,10 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 	switch d := e.Data.(type) {
 	case events.UpgradeRequested:
 		return o.runPrechecks(ctx, ref, e)
+	case events.UpgradeReleased:
+		// Release schedules the next node in the same decision; should only
+		// the release be stored, this completes it.
+		return o.manager(ctx, ref, manager.ScheduleNext{ID: id(e)})
 	case events.UpgradePlanned:
 		st, err := o.loadManager(ctx, ref)
 		if err != nil {

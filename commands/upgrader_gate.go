@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
@@ -14,23 +15,29 @@ import (
 // is gone.
 const DefaultHoldPoll = 10 * time.Second
 
+// gateReasons are the holds gateOtherUpgrader places, and releases.
+var gateReasons = []string{precheck.ReasonOtherUpgraderActive, precheck.ReasonOtherUpgraderUnknown}
+
 // gateOtherUpgrader applies NoOtherUpgrader before a new node may start:
 // Longhorn's own instance-manager upgrader switched on (or at work) since
-// the prechecks holds the upgrade, so that two upgraders never move the same
-// engines; once it is off and idle, a hold of that reason is released. It
-// reports whether a new node may start. Command ids derive from the state's
-// position in history, so a redelivered event decides the same commands.
+// the prechecks, or unreadable, holds the upgrade, so that two upgraders
+// never move the same engines; once it is off and idle, a hold the gate
+// placed is released. It reports whether a new node may start. Command ids
+// name the state they were decided on: a command decided again on the same
+// state is the same command.
 func (o *Orchestrator) gateOtherUpgrader(ctx context.Context, st manager.State) (bool, error) {
+	at := fmt.Sprintf("/%d", st.Transitions)
 	u, err := o.cfg.Cluster.LonghornUpgrader(ctx)
 	if err != nil {
-		return false, fmt.Errorf("manager %s: read Longhorn's own upgrader: %w", st.Ref, err)
+		o.log.Warn("cannot read Longhorn's own upgrader; holding the upgrade", "manager", st.Ref.String(), "error", err)
+		return false, o.manager(ctx, st.Ref, manager.Hold{ID: "orchestrator/hold" + at, Reason: precheck.ReasonOtherUpgraderUnknown,
+			Message: fmt.Sprintf("Longhorn's own instance-manager upgrader cannot be read (%v): no new node starts until it can", err)})
 	}
 	r := precheck.OtherUpgrader(u)
-	at := fmt.Sprintf("/%d", st.Transitions)
 	switch {
 	case !r.Passed:
 		return false, o.manager(ctx, st.Ref, manager.Hold{ID: "orchestrator/hold" + at, Reason: r.Reason, Message: r.Message})
-	case st.Held != nil && st.Held.Reason == precheck.ReasonOtherUpgraderActive:
+	case st.Held != nil && slices.Contains(gateReasons, st.Held.Reason):
 		return true, o.manager(ctx, st.Ref, manager.Release{ID: "orchestrator/release" + at, Message: r.Message})
 	}
 	return st.Held == nil, nil

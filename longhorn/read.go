@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -198,10 +199,10 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 // settings cache, with their raw value. The upgrade controls and per-node
 // upgrades exist only where Longhorn serves their CRDs, which is what the
 // in-place profile was detected from (detect.go): there they are listed
-// live from the apiserver, elsewhere none are. They are read once per
-// upgrade start, before each node and while an upgrade is held: too rarely
-// to keep two more informers in every process, and a live list shows an
-// upgrader that started a moment ago.
+// live from the apiserver, elsewhere none are. They are read at each
+// manager's admission and upgrade start, before each node and while an
+// upgrade is held: too rarely to keep two more informers in every process,
+// and a live list shows an upgrader that started a moment ago.
 func (p *Plane) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader, error) {
 	if err := ctx.Err(); err != nil {
 		return dataplane.LonghornUpgrader{}, err
@@ -218,34 +219,34 @@ func (p *Plane) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrade
 	)
 	if p.opts.Platform.Profile.InPlaceIM() {
 		var err error
-		if controls, err = listLive[InstanceManagerUpgradeControl](ctx, p, InstanceManagerUpgradeControlsResource); err != nil {
+		if controls, err = ListServed[InstanceManagerUpgradeControl](ctx, p.ri(InstanceManagerUpgradeControlsResource), InstanceManagerUpgradeControlsResource, p.ns); err != nil {
 			return dataplane.LonghornUpgrader{}, err
 		}
-		if upgrades, err = listLive[InstanceManagerUpgrade](ctx, p, InstanceManagerUpgradesResource); err != nil {
+		if upgrades, err = ListServed[InstanceManagerUpgrade](ctx, p.ri(InstanceManagerUpgradesResource), InstanceManagerUpgradesResource, p.ns); err != nil {
 			return dataplane.LonghornUpgrader{}, err
 		}
 	}
 	return toUpgrader(settings, controls, upgrades), nil
 }
 
-// listLive lists every object of a resource in Longhorn's namespace from the
-// apiserver (not a cache), typed. A list is answered NotFound only when the
-// resource is not served (its CRD was removed after detection, or a plane
-// was told a profile the cluster does not have): then no object of it can
-// exist, so that is no object rather than an error.
-func listLive[T any](ctx context.Context, p *Plane, gvr schema.GroupVersionResource) ([]*T, error) {
-	l, err := p.ri(gvr).List(ctx, metav1.ListOptions{})
+// ListServed lists every object of a resource from the apiserver (not a
+// cache), typed. A list is answered NotFound only when the resource is not
+// served (its CRD was removed after detection, or a plane was told a profile
+// the cluster does not have): then no object of it can exist, so that is no
+// object rather than an error.
+func ListServed[T any](ctx context.Context, ri dynamic.ResourceInterface, gvr schema.GroupVersionResource, namespace string) ([]*T, error) {
+	l, err := ri.List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), p.nsOf(gvr), err)
+		return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), namespace, err)
 	}
 	out := make([]*T, 0, len(l.Items))
 	for i := range l.Items {
 		t := new(T)
 		if err := FromUnstructured(&l.Items[i], t); err != nil {
-			return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), p.nsOf(gvr), err)
+			return nil, fmt.Errorf("longhorn: list %s in %s: %w", resourceName(gvr), namespace, err)
 		}
 		out = append(out, t)
 	}

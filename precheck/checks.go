@@ -54,6 +54,9 @@ const (
 	// ReasonOtherUpgraderActive: Longhorn's own instance-manager upgrader
 	// is switched on or at work.
 	ReasonOtherUpgraderActive = "OtherUpgraderActive"
+	// ReasonOtherUpgraderUnknown: Longhorn's own upgrader could not be read
+	// before a node of a running upgrade, which is held until it can.
+	ReasonOtherUpgraderUnknown = "OtherUpgraderUnknown"
 	// ReasonImageNotReady: the target image is missing on a node to upgrade,
 	// or there is no target image.
 	ReasonImageNotReady = "ImageNotReady"

@@ -28,6 +28,7 @@ func TestNamesMatchTheAPI(t *testing.T) {
 	assert.Equal(t, v1beta2.ReasonTooFewNodes, ReasonTooFewNodes)
 	assert.Equal(t, v1beta2.ReasonAnotherUpgradeActive, ReasonAnotherUpgradeActive)
 	assert.Equal(t, v1beta2.ReasonOtherUpgraderActive, ReasonOtherUpgraderActive)
+	assert.Equal(t, v1beta2.ReasonOtherUpgraderUnknown, ReasonOtherUpgraderUnknown)
 	assert.Equal(t, v1beta2.ReasonImageNotReady, ReasonImageNotReady)
 	assert.Equal(t, v1beta2.ReasonVersionDrift, ReasonVersionDrift)
 	assert.Equal(t, v1beta2.ReasonVolumeUnhealthy, ReasonVolumeUnhealthy)

@@ -2,6 +2,7 @@ package precheck
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -77,7 +78,7 @@ func OtherUpgrader(u dataplane.LonghornUpgrader) Result {
 
 // settingOnForV2 reads an automatic-upgrade setting's value: a boolean for
 // every data engine, or a JSON object of booleans (as strings or not) by
-// data engine, where a missing v2 is off.
+// data engine, which must say v2.
 func settingOnForV2(value string) (bool, error) {
 	v := strings.TrimSpace(value)
 	if b, err := strconv.ParseBool(v); err == nil {
@@ -85,11 +86,15 @@ func settingOnForV2(value string) (bool, error) {
 	}
 	var byEngine map[string]any
 	if err := json.Unmarshal([]byte(v), &byEngine); err != nil {
-		return false, fmt.Errorf("not a boolean nor a JSON object")
+		return false, errors.New("not a boolean nor a JSON object") // the parser's detail helps no operator
 	}
-	switch x := byEngine[dataplane.DataEngineV2].(type) {
-	case nil:
-		return false, nil
+	x, ok := byEngine[dataplane.DataEngineV2]
+	if !ok {
+		// What Longhorn makes of a missing engine is not established:
+		// refused, like any value that does not say.
+		return false, fmt.Errorf("no %q in it", dataplane.DataEngineV2)
+	}
+	switch x := x.(type) {
 	case bool:
 		return x, nil
 	case string:

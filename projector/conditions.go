@@ -53,9 +53,15 @@ func managerConditions(v *view) []metav1.Condition {
 			c.Status = metav1.ConditionFalse
 			c.Reason = conditionReason(p.Reason, ReasonPrecheckFailed)
 		}
-		if h := m.Held; h != nil && p.Check == precheck.NoOtherUpgrader && h.Reason == precheck.ReasonOtherUpgraderActive && !m.Terminal() {
-			// The requirement, re-checked before each node, no longer holds.
-			c.Status, c.Reason, c.Message = metav1.ConditionFalse, h.Reason, h.Message
+		if h := m.Held; h != nil && p.Check == precheck.NoOtherUpgrader && !m.Terminal() {
+			// The requirement, re-checked before each node, no longer holds,
+			// or cannot be told.
+			switch h.Reason {
+			case precheck.ReasonOtherUpgraderActive:
+				c.Status, c.Reason, c.Message = metav1.ConditionFalse, h.Reason, h.Message
+			case precheck.ReasonOtherUpgraderUnknown:
+				c.Status, c.Reason, c.Message = metav1.ConditionUnknown, h.Reason, h.Message
+			}
 		}
 		out = append(out, c)
 	}

@@ -623,10 +623,25 @@ func TestHeldUpgradeSurfacesAndResumes(t *testing.T) {
 	cluster := threeNodes(t, sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 50 * time.Millisecond})
 	h := newHarness(t, cluster, enginetest.Options{})
 	ref := h.createManager("held", "n1", "n2", "n3")
+	// Every attached volume's switch-over fails until healed: the first
+	// node waits in switching-over while the setting is switched on.
+	vols, err := cluster.Volumes(h.ctx)
+	require.NoError(t, err)
+	for _, v := range vols {
+		if v.Attached() {
+			require.NoError(t, cluster.InjectTargetMoveFailure(v.Name))
+		}
+	}
 	h.startProjector(nil)
 	h.e.Request(ref)
-	h.e.WaitManager(ref, 20*time.Second, "a node in flight", func(s managerState) bool { return s.UpgradingNode != "" })
+	first := h.e.WaitManager(ref, 20*time.Second, "a node in flight", func(s managerState) bool { return s.UpgradingNode != "" }).UpgradingNode
+	h.e.WaitNode(ref, first, 20*time.Second, "stuck switching over", func(n nodeupgrade.State) bool { return n.Stalled })
 	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}})
+	for _, v := range vols {
+		if v.Attached() {
+			require.NoError(t, cluster.HealTargetMoveFailure(v.Name))
+		}
+	}
 
 	held := eventually(t, 30*time.Second, "NoOtherUpgrader=False", h.getManager(ref.Name), func(o *v1beta2.DataEngineUpgradeManager) bool {
 		return meta.IsStatusConditionFalse(o.Status.Conditions, v1beta2.ConditionNoOtherUpgrader) && o.Status.UpgradingNode == ""

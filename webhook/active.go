@@ -57,6 +57,9 @@ type ActiveFromStore struct {
 
 // ActiveUpgrades implements ActiveUpgrades.
 func (s ActiveFromStore) ActiveUpgrades(_ context.Context, except types.UID) ([]string, error) {
+	if s.Namespace == "" {
+		return nil, fmt.Errorf("list DataEngineUpgradeManagers: no managed namespace")
+	}
 	if s.HasSynced != nil && !s.HasSynced() {
 		return nil, fmt.Errorf("the DataEngineUpgradeManager informer has not synced yet")
 	}

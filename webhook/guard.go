@@ -27,10 +27,13 @@ import (
 // only one, and the node steps set it), so the guard refuses the two writes
 // that cause them, where users and CSI make them: a new attachment ticket
 // for the node (Longhorn's VolumeAttachment controller sets spec.nodeID from
-// tickets) and a change of spec.engineNodeID to the node. Longhorn's own
-// reconciliation of existing tickets, detaches, status writes and
+// tickets) and a change of spec.engineNodeID to the node. Existing tickets,
+// detaches, status writes, tickets for a volume already on the node and
 // Switchback's own writes (the switch-back restores engineNodeID onto the
-// node) pass. The guard fails open: what it cannot decide is allowed, and
+// node) pass; Longhorn's own controllers asking to attach a detached v2
+// volume to the node (a snapshot or a rebuild on its owner node) are
+// refused like anyone, and their retries pass once the node's upgrade is
+// over. The guard fails open: what it cannot decide is allowed, and
 // its configuration's failurePolicy is Ignore, so that Longhorn keeps
 // working while Switchback is down; the node steps' own checks on live
 // state (no initiator and no target on the node right before its IM may go)
@@ -56,7 +59,7 @@ const DefaultGuardTimeout = 1500 * time.Millisecond
 type NodeUpgrade struct {
 	// Manager is the DataEngineUpgradeManager as namespace/name.
 	Manager string
-	// State is the node upgrade's state ("" before its first status).
+	// State is the node upgrade's state.
 	State v1beta2.NodeUpgradeState
 }
 
@@ -67,8 +70,8 @@ type UpgradingNodes interface {
 
 // UpgradingFromStore reads the nodes being upgraded from an informer store
 // of NodeDataEngineUpgrades (which the controller projects): a node counts
-// from its node upgrade's creation until it is completed, error or
-// cancelled.
+// while its node upgrade is at work (v1beta2.NodeUpgradeState.Working), from
+// initializing until it is completed, error or cancelled.
 type UpgradingFromStore struct {
 	// Store holds *v1beta2.NodeDataEngineUpgrade objects.
 	Store cache.Store
@@ -82,12 +85,12 @@ type UpgradingFromStore struct {
 // UpgradingNodes implements UpgradingNodes.
 func (s UpgradingFromStore) UpgradingNodes(context.Context) (map[string]NodeUpgrade, error) {
 	if s.HasSynced != nil && !s.HasSynced() {
-		return nil, fmt.Errorf("the NodeDataEngineUpgrade informer has not synced yet")
+		return nil, errors.New("the NodeDataEngineUpgrade informer has not synced yet")
 	}
 	out := map[string]NodeUpgrade{}
 	for _, obj := range s.Store.List() {
 		nu, ok := obj.(*v1beta2.NodeDataEngineUpgrade)
-		if !ok || nu.Namespace != s.Namespace || nu.Status.State.IsTerminal() {
+		if !ok || nu.Namespace != s.Namespace || !nu.Status.State.Working() {
 			continue
 		}
 		out[nu.Spec.NodeID] = NodeUpgrade{Manager: nu.Namespace + "/" + nu.Spec.DataEngineUpgradeManager, State: nu.Status.State}
@@ -124,7 +127,7 @@ type Guard struct {
 // unless it is disabled.
 func NewGuard(cfg GuardConfig) (*Guard, error) {
 	if !cfg.Disabled && (cfg.Upgrading == nil || cfg.Cluster == nil) {
-		return nil, fmt.Errorf("webhook: new guard: Upgrading and Cluster are required")
+		return nil, errors.New("webhook: new guard: Upgrading and Cluster are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -175,8 +178,11 @@ func (g *Guard) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *a
 }
 
 // attachment refuses a new ticket, or a ticket moved, to a node being
-// upgraded, for a v2 volume. Tickets kept as they were (Longhorn bumps
-// their generation) and removed ones pass.
+// upgraded, for a v2 volume that is neither attached there nor asked there
+// by a ticket it already has: only a request that would put the volume on
+// the node. Tickets kept as they were (Longhorn bumps their generation),
+// removed ones, and Longhorn's own tickets for a volume already there
+// (snapshots, backups, rebuilds of an attached volume) pass.
 func (g *Guard) attachment(ctx context.Context, req *admissionv1.AdmissionRequest) (string, error) {
 	var obj, old longhorn.VolumeAttachment
 	if err := decodeObject(req.Object.Raw, &obj); err != nil {
@@ -195,19 +201,26 @@ func (g *Guard) attachment(ctx context.Context, req *admissionv1.AdmissionReques
 	if err != nil {
 		return "", err
 	}
+	asked := map[string]bool{}
+	for _, t := range old.Spec.AttachmentTickets {
+		asked[t.NodeID] = true
+	}
 	var refused []string
 	for _, t := range added {
-		if u, ok := upgrading[t.NodeID]; ok {
+		if u, ok := upgrading[t.NodeID]; ok && !asked[t.NodeID] {
 			refused = append(refused, fmt.Sprintf("ticket %s (%s) for node %s, whose v2 data engine is being upgraded by DataEngineUpgradeManager %s (%s)",
-				t.ID, t.Type, t.NodeID, u.Manager, stateOr(u.State)))
+				t.ID, t.Type, t.NodeID, u.Manager, u.State))
 		}
 	}
 	if len(refused) == 0 {
 		return "", nil
 	}
-	v2, err := g.isV2(ctx, obj.Spec.Volume)
-	if err != nil || !v2 {
+	v, err := g.volume(ctx, obj.Spec.Volume)
+	if err != nil || v.DataEngine != dataplane.DataEngineV2 {
 		return "", err
+	}
+	if _, there := upgrading[v.AttachedNode]; there {
+		return "", nil // attached there already: nothing lands anew
 	}
 	return fmt.Sprintf("attaching v2 volume %s is refused while its node is upgraded: %s; it is retried and passes once that node's upgrade is over",
 		obj.Spec.Volume, strings.Join(refused, "; ")), nil
@@ -238,7 +251,7 @@ func (g *Guard) engineNode(ctx context.Context, req *admissionv1.AdmissionReques
 		return "", nil
 	}
 	return fmt.Sprintf("moving the engine of v2 volume %s to node %s (spec.engineNodeID) is refused: that node's v2 data engine is being upgraded by DataEngineUpgradeManager %s (%s); set it once that node's upgrade is over",
-		obj.Name, node, u.Manager, stateOr(u.State)), nil
+		obj.Name, node, u.Manager, u.State), nil
 }
 
 // newTickets returns, sorted by id, the tickets of now that old does not
@@ -258,17 +271,19 @@ func newTickets(old, now map[string]longhorn.AttachmentTicket) []longhorn.Attach
 	return out
 }
 
-// isV2 reports whether the volume is a v2 one; an unknown volume is not
-// guarded (Longhorn refuses the attachment of a volume it does not have).
-func (g *Guard) isV2(ctx context.Context, volume string) (bool, error) {
-	v, err := g.cfg.Cluster.Volume(ctx, volume)
+// volume reads the volume a VolumeAttachment is for. One the cache does not
+// have yet (created a moment ago) is taken as a detached v2 volume: guarded,
+// since a refusal is retried once the cache has it, and Longhorn refuses to
+// attach a volume it does not have anyway.
+func (g *Guard) volume(ctx context.Context, name string) (dataplane.Volume, error) {
+	v, err := g.cfg.Cluster.Volume(ctx, name)
 	switch {
 	case err == nil:
-		return v.DataEngine == dataplane.DataEngineV2, nil
+		return v, nil
 	case errors.Is(err, dataplane.ErrNotFound):
-		return false, nil
+		return dataplane.Volume{Name: name, DataEngine: dataplane.DataEngineV2}, nil
 	default:
-		return false, fmt.Errorf("read volume %s: %w", volume, err)
+		return dataplane.Volume{}, fmt.Errorf("read volume %s: %w", name, err)
 	}
 }
 
@@ -280,11 +295,4 @@ func decodeObject(raw []byte, out any) error {
 		return fmt.Errorf("decode the object: %w", err)
 	}
 	return nil
-}
-
-func stateOr(s v1beta2.NodeUpgradeState) string {
-	if s == "" {
-		return "starting"
-	}
-	return string(s)
 }

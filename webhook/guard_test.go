@@ -38,6 +38,7 @@ func guardCluster(t testing.TB) *sim.Sim {
 	s := threeNodes(t)
 	require.NoError(t, s.AddVolume("pvc-v2", sim.EngineV2, []string{"n1", "n3"}, ""))
 	require.NoError(t, s.AddVolume("pvc-v1", sim.EngineV1, []string{"n1", "n3"}, ""))
+	require.NoError(t, s.AddVolume("pvc-on-n2", sim.EngineV2, []string{"n1", "n3"}, "n2"))
 	return s
 }
 
@@ -107,7 +108,16 @@ func TestGuard(t *testing.T) {
 		{name: "an existing ticket kept (Longhorn bumps its generation)", op: admissionv1.Update, old: va("pvc-v2", csi("n2")), obj: va("pvc-v2", csi("n2"))},
 		{name: "a detach", op: admissionv1.Update, old: va("pvc-v2", csi("n2")), obj: va("pvc-v2")},
 		{name: "a v1 volume", op: admissionv1.Update, old: va("pvc-v1"), obj: va("pvc-v1", csi("n2"))},
-		{name: "a volume Longhorn does not have", op: admissionv1.Update, old: va("ghost"), obj: va("ghost", csi("n2"))},
+		{name: "a volume the cache does not have yet is guarded (the retry passes once it does, or Longhorn refuses)", op: admissionv1.Update,
+			old: va("ghost"), obj: va("ghost", csi("n2")),
+			denied: "attaching v2 volume ghost is refused while its node is upgraded: ticket csi-n2 (csi-attacher) for node n2, " +
+				"whose v2 data engine is being upgraded by DataEngineUpgradeManager longhorn-system/upgrade (switching-over); it is retried and passes once that node's upgrade is over"},
+		{name: "Longhorn's snapshot ticket for a volume already attached to the node", op: admissionv1.Update,
+			old: va("pvc-on-n2", csi("n2")), obj: va("pvc-on-n2", csi("n2"), longhorn.AttachmentTicket{ID: "snapshot-controller-s1", Type: "snapshot-controller", NodeID: "n2"})},
+		{name: "a ticket for the node a volume is attached to, not asked there before", op: admissionv1.Update,
+			old: va("pvc-on-n2"), obj: va("pvc-on-n2", longhorn.AttachmentTicket{ID: "volume-rebuilding-controller-pvc-on-n2", Type: "volume-rebuilding-controller", NodeID: "n2"})},
+		{name: "a detach and a new attach to the node in one update: the attach is refused", op: admissionv1.Update,
+			old: va("pvc-v2", csi("n1")), obj: va("pvc-v2", csi("n2")), denied: refusedAttach},
 		{name: "no upgrade in progress", op: admissionv1.Update, old: va("pvc-v2"), obj: va("pvc-v2", csi("n2")),
 			upgrading: func(context.Context) (map[string]webhook.NodeUpgrade, error) { return nil, nil }},
 		{name: "the upgrading nodes cannot be read: fails open", op: admissionv1.Update, old: va("pvc-v2"), obj: va("pvc-v2", csi("n2")),
@@ -171,6 +181,7 @@ func TestUpgradingFromStore(t *testing.T) {
 		nu("longhorn-system", "upgrade-n1", "n1", v1beta2.NodeUpgradeStateCompleted),
 		nu("longhorn-system", "upgrade-n2", "n2", v1beta2.NodeUpgradeStateSwitchingOver),
 		nu("longhorn-system", "upgrade-n3", "n3", ""),
+		nu("longhorn-system", "upgrade-n5", "n5", v1beta2.NodeUpgradeStatePending),
 		nu("team-b", "upgrade-n4", "n4", v1beta2.NodeUpgradeStateInitializing),
 	} {
 		require.NoError(t, store.Add(o))
@@ -184,6 +195,6 @@ func TestUpgradingFromStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]webhook.NodeUpgrade{
 		"n2": {Manager: "longhorn-system/upgrade", State: v1beta2.NodeUpgradeStateSwitchingOver},
-		"n3": {Manager: "longhorn-system/upgrade"},
-	}, got, "completed ones and other namespaces do not count; one without a status yet does")
+	}, got, "only node upgrades at work count: not completed ones, not ones that never started "+
+		"(pending, no status: also those of an upgrade that ended before them), not other namespaces")
 }

@@ -133,6 +133,14 @@ var NodeUpgradeStates = []NodeUpgradeState{
 	NodeUpgradeStateCompleted,
 }
 
+// Working reports whether a node upgrade in state s is at work on its node:
+// started (past pending) and not over. A node upgrade that never started
+// (pending, or no status yet) has touched nothing, also when its upgrade
+// ended before it could.
+func (s NodeUpgradeState) Working() bool {
+	return s != "" && s != NodeUpgradeStatePending && !s.IsTerminal()
+}
+
 // IsTerminal reports whether no further transition can follow s.
 func (s NodeUpgradeState) IsTerminal() bool {
 	switch s {

@@ -65,6 +65,10 @@ const (
 	// ReasonOtherUpgraderActive is the reason NoOtherUpgrader is False (and
 	// Stalled True while an upgrade is held for it).
 	ReasonOtherUpgraderActive = "OtherUpgraderActive"
+	// ReasonOtherUpgraderUnknown is the reason NoOtherUpgrader is Unknown
+	// (and Stalled True) while a running upgrade is held because Longhorn's
+	// own upgrader cannot be read.
+	ReasonOtherUpgraderUnknown = "OtherUpgraderUnknown"
 	// ReasonTooFewNodes is the reason AtLeastTwoNodes is False.
 	ReasonTooFewNodes = "TooFewNodes"
 	// ReasonVolumeUnhealthy is the reason VolumesHealthy is False because a

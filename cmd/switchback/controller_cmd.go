@@ -47,7 +47,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	certDir := fs.String("webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
 	guard := fs.Bool("guard-longhorn", true, "serve the guard that refuses new v2 attachments and engine moves onto a node being upgraded (deploy/webhook/guard.yaml sends it the writes)")
 	var trusted stringList
-	fs.Var(&trusted, "guard-trusted-user", "a user whose writes the guard always lets through (repeat; default: the workers' service account, system:serviceaccount:<namespace>:switchback-worker)")
+	fs.Var(&trusted, "guard-trusted-user", "a user whose writes the guard lets through, besides the workers' service account system:serviceaccount:<namespace>:switchback-worker (repeat)")
 	var hf healthFlags
 	hf.register(fs)
 	var lf logFlags
@@ -122,13 +122,16 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
-		if len(trusted) == 0 {
-			trusted = stringList{"system:serviceaccount:" + *namespace + ":switchback-worker"}
+		// The workers run in the controller's namespace (deploy/), as the
+		// service account deploy/rbac names.
+		gcfg := webhook.GuardConfig{Disabled: !*guard, Cluster: cluster, Logger: log,
+			Trusted: append([]string{"system:serviceaccount:" + *namespace + ":switchback-worker"}, trusted...)}
+		if *guard {
+			nodeUpgrades := kc.NodeUpgrades(*namespace).Informer(0)
+			wg.Go(func() { nodeUpgrades.Run(ctx.Done()) })
+			gcfg.Upgrading = webhook.UpgradingFromStore{Store: nodeUpgrades.GetStore(), Namespace: *namespace, HasSynced: nodeUpgrades.HasSynced}
 		}
-		nodeUpgrades := kc.NodeUpgrades(*namespace).Informer(0)
-		wg.Go(func() { nodeUpgrades.Run(ctx.Done()) })
-		g, err := webhook.NewGuard(webhook.GuardConfig{Disabled: !*guard, Cluster: cluster, Trusted: trusted, Logger: log,
-			Upgrading: webhook.UpgradingFromStore{Store: nodeUpgrades.GetStore(), Namespace: *namespace, HasSynced: nodeUpgrades.HasSynced}})
+		g, err := webhook.NewGuard(gcfg)
 		if err != nil {
 			return err
 		}

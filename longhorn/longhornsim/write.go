@@ -116,11 +116,11 @@ func (m *Manager) writeUpgraderObjects(ctx context.Context, u dataplane.Longhorn
 	if (!shows && m.upgrader == nil) || (m.upgrader != nil && reflect.DeepEqual(*m.upgrader, want)) {
 		return nil
 	}
-	haveControls, err := listTyped[longhorn.InstanceManagerUpgradeControl](ctx, m, longhorn.InstanceManagerUpgradeControlsResource)
+	haveControls, err := byNameServed[longhorn.InstanceManagerUpgradeControl](ctx, m, longhorn.InstanceManagerUpgradeControlsResource)
 	if err != nil {
 		return err
 	}
-	haveUpgrades, err := listTyped[longhorn.InstanceManagerUpgrade](ctx, m, longhorn.InstanceManagerUpgradesResource)
+	haveUpgrades, err := byNameServed[longhorn.InstanceManagerUpgrade](ctx, m, longhorn.InstanceManagerUpgradesResource)
 	if err != nil {
 		return err
 	}
@@ -191,27 +191,19 @@ type upgraderObjects struct {
 	image    string
 }
 
-// listTyped lists a resource's objects in the namespace from the apiserver,
-// typed, by name. A resource not served (NotFound) has none: its CRD may
-// have been removed since the objects were written.
-func listTyped[T any, PT interface {
+// byNameServed lists a resource's objects in the namespace from the
+// apiserver (none when it is not served), by name.
+func byNameServed[T any, PT interface {
 	*T
 	metav1.Object
 }](ctx context.Context, m *Manager, gvr schema.GroupVersionResource) (map[string]PT, error) {
-	l, err := m.ri(gvr).List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) {
-		return map[string]PT{}, nil
-	}
+	objs, err := longhorn.ListServed[T](ctx, m.ri(gvr), gvr, m.ns)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+		return nil, err
 	}
-	out := make(map[string]PT, len(l.Items))
-	for i := range l.Items {
-		t := PT(new(T))
-		if err := longhorn.FromUnstructured(&l.Items[i], t); err != nil {
-			return nil, err
-		}
-		out[t.GetName()] = t
+	out := make(map[string]PT, len(objs))
+	for _, o := range objs {
+		out[PT(o).GetName()] = PT(o)
 	}
 	return out, nil
 }
