@@ -27,7 +27,10 @@ var lhCRDs struct {
 // on c1 (their spec.engineNodeID) and replicas. Longhorn's reactions are
 // slow enough that the steps that wait on Longhorn last long enough to be
 // killed inside from outside: a switch-over takes 400 ms, an IM 1.2 s to
-// start, a rebuild 2 s.
+// start, a rebuild 2 s, and vol-3's 5 s. A switch-back waits for its own
+// volume's rebuild (Longhorn would revert the move during one), so without
+// vol-3, which rebuilds on n1 and n3 but never moves, every rebuild could
+// end inside switching-back and leave rebuilding-replica nothing to wait on.
 func (w *world) longhornWorld() {
 	t := w.t
 	w.sim = sim.New(sim.Config{TargetMoveLatency: 400 * time.Millisecond, IMStartLatency: 1200 * time.Millisecond, RebuildLatency: 2 * time.Second,
@@ -48,6 +51,7 @@ func (w *world) longhornWorld() {
 	} {
 		require.NoError(t, w.sim.AddVolumeSpec(v))
 	}
+	require.NoError(t, w.sim.InjectSlowRebuild("vol-3", 5*time.Second))
 	require.NoError(t, w.sim.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "c1"))
 	w.nodes = []string{"n1", "n2", "n3"}
 	w.requested = w.nodes
