@@ -54,9 +54,9 @@ func advance(ref events.ManagerRef, node string, step events.NodeState, id strin
 }
 
 // TestBadCommands publishes bad commands on the node queues while an
-// upgrade runs. Undecodable and misrouted ones are parked by the worker at
-// once; commands no worker can carry out are retried up to MaxDeliver, then
-// parked by the controller. None changes any aggregate, and the upgrade
+// upgrade runs. Undecodable and misrouted ones are refused by the worker at
+// once and parked by the controller; commands no worker can carry out are
+// retried up to MaxDeliver, then parked by the controller. None changes any aggregate, and the upgrade
 // completes.
 func TestBadCommands(t *testing.T) {
 	cluster := threeNodes(t)
@@ -80,15 +80,15 @@ func TestBadCommands(t *testing.T) {
 			},
 			dlqSubject: "sb.dlq.cmd.n1", reason: "max deliveries exceeded"},
 		{name: "malformed command JSON", node: "n1",
-			expected:   "parked by the worker under sb.dlq.cmd.unknown with the parse error",
+			expected:   "refused by the worker, parked under sb.dlq.cmd.unknown with the parse error",
 			body:       func(events.ManagerRef) []byte { return []byte(`{"id": "half`) },
 			dlqSubject: "sb.dlq.cmd.unknown", reason: "bad command: unexpected end of JSON input"},
 		{name: "empty command body", node: "n1",
-			expected:   "parked by the worker under sb.dlq.cmd.unknown",
+			expected:   "refused by the worker, parked under sb.dlq.cmd.unknown",
 			body:       func(events.ManagerRef) []byte { return nil },
 			dlqSubject: "sb.dlq.cmd.unknown", reason: "bad command"},
 		{name: "command with invalid fields (kind, attempt, step)", node: "n1",
-			expected: "parked by the worker, the reason listing every problem",
+			expected: "refused by the worker, parked, the reason listing every problem",
 			body: func(r events.ManagerRef) []byte {
 				c := advance(r, "n1", "teleporting", "invalid-fields")
 				c.Kind, c.Attempt = "teleport", 0
@@ -97,7 +97,7 @@ func TestBadCommands(t *testing.T) {
 			dlqSubject: "sb.dlq.cmd.unknown", reason: `unknown kind "teleport"`,
 			more: []string{"attempt 0 must be >= 1", `unknown step "teleporting"`}},
 		{name: "command for n2 published on n1's queue", node: "n1",
-			expected: "parked by n1's worker under sb.dlq.cmd.n2; n2 untouched",
+			expected: "refused by n1's worker, parked under sb.dlq.cmd.n2; n2 untouched",
 			body: func(r events.ManagerRef) []byte {
 				return commandJSON(advance(r, "n2", events.NodeInitializing, "misrouted"))
 			},
@@ -125,7 +125,17 @@ func TestBadCommands(t *testing.T) {
 	waitFor(t, 20*time.Second, "the command queue drained", func() (uint64, error) {
 		return e.Queue.Outstanding(e.Context())
 	}, func(n uint64) bool { return n == 0 })
-	dead := deadCommands(t, e)
+	// Workers refuse; the controller parks from JetStream's advisories, a
+	// moment after the queue drained.
+	parked := 0
+	for _, c := range cases {
+		if c.dlqSubject != "" {
+			parked++
+		}
+	}
+	dead := waitFor(t, 20*time.Second, "every refused or exhausted command parked", func() (map[uint64]*jetstream.RawStreamMsg, error) {
+		return deadCommands(t, e), nil
+	}, func(d map[uint64]*jetstream.RawStreamMsg) bool { return len(d) >= parked })
 	ghostEvents := 0
 	err := e.Store.Scan(e.Context(), eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(ghost) + ".>"}},
 		func(events.Envelope) error { ghostEvents++; return nil }, nil)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -22,6 +23,7 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/precheck"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/webhook"
@@ -32,8 +34,26 @@ import (
 // apiserver is shared by the package's tests).
 func (w *world) admit(obj *v1beta2.DataEngineUpgradeManager) *admissionv1.AdmissionResponse {
 	w.t.Helper()
-	active := webhook.ActiveFromList{Client: w.kc, Namespace: w.ns}
-	return admitWith(w.t, w.sim, active, obj)
+	return admitWith(w.t, w.sim, listedActive(w.kc, w.ns), obj)
+}
+
+// listedActive is the admission's active-upgrade check (ActiveFromStore) over
+// a store filled by a List at each call: the test admits right after the
+// controller wrote a status, before an informer would surely have it.
+func listedActive(kc *kubeclient.Client, ns string) webhook.ActiveFunc {
+	return func(ctx context.Context, except types.UID) ([]string, error) {
+		list, err := kc.Managers(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+		for i := range list.Items {
+			if err := store.Add(&list.Items[i]); err != nil {
+				return nil, err
+			}
+		}
+		return webhook.ActiveFromStore{Store: store, Namespace: ns}.ActiveUpgrades(ctx, except)
+	}
 }
 
 func admitWith(t *testing.T, cluster dataplane.Reader, active webhook.ActiveUpgrades, obj *v1beta2.DataEngineUpgradeManager) *admissionv1.AdmissionResponse {

@@ -395,10 +395,16 @@ func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (no
 // node: it must never be lost silently, and retrying it did not help.
 func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadCommand) error {
 	if d.Err != nil {
-		o.log.Error("dead-lettered an undecodable command", "seq", d.Sequence, "error", d.Err)
+		o.log.Error("dead-lettered an undecodable command", "seq", d.Sequence, "reason", d.Reason, "error", d.Err)
 		return nil
 	}
 	c := d.Command
+	if d.Refused {
+		// The worker that got it cannot run it (another node's, an unknown
+		// manager's): nothing failed on a node, the record is the evidence.
+		o.log.Error("dead-lettered a command its worker refused", "manager", c.Manager.String(), "node", c.Node, "command", c.ID, "seq", d.Sequence, "reason", d.Reason)
+		return nil
+	}
 	agg := events.NodeAggregate(c.Manager, c.Node)
 	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
 	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
 )
@@ -29,7 +30,9 @@ import (
 // Retrying an Append that succeeded (e.g. after a timeout) succeeds again
 // without storing anything twice: Nats-Msg-Id deduplicates, and a concurrency
 // rejection whose last stored message is our last event is recognised as our
-// own earlier success.
+// own earlier success. Deduplication never loses an event: a duplicate
+// answer counts only when the stream holds this very event, on this subject
+// (see package dedup); an id another message took is replaced.
 func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uint64, evs ...events.Envelope) (uint64, error) {
 	if len(evs) == 0 {
 		return expected, nil
@@ -50,13 +53,19 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		err error
 	)
 	if len(msgs) == 1 {
-		var ack *jetstream.PubAck
-		ack, err = s.js.PublishMsg(ctx, expectLast(msgs[0], expected))
-		if ack != nil {
-			seq = ack.Sequence
-		}
+		seq, err = s.publishOne(ctx, expectLast(msgs[0], expected))
 	} else if s.cfg.Replicas > 1 {
 		seq, err = s.publishBatch(ctx, msgs, expected)
+		if isBatchDuplicate(err) && !s.lastIs(ctx, agg, expected, evs) {
+			// One of the ids is held by a message that is not ours (a batch
+			// is refused whole, without saying which): the batch again
+			// under fresh ids, still checked against expected.
+			dedup.Reissue(msgs[0], s.cfg.Stream, 0, 0)
+			for _, m := range msgs[1:] {
+				dedup.Rename(m, 0)
+			}
+			seq, err = s.publishBatch(ctx, msgs, expected)
+		}
 	} else {
 		seq, err = s.publishChain(ctx, msgs, expected)
 	}
@@ -81,7 +90,7 @@ func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expect
 	if lerr != nil {
 		return 0, fmt.Errorf("eventstore: append to %s: conflict, then reading last message: %w", agg, errors.Join(err, lerr))
 	}
-	if last.MsgID == evs[len(evs)-1].ID {
+	if last.EventID == evs[len(evs)-1].ID {
 		return last.Sequence, nil
 	}
 	actual := last.Sequence
@@ -91,6 +100,13 @@ func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expect
 	}
 	metrics.Conflicts.WithLabelValues(kind).Inc()
 	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
+}
+
+// lastIs reports whether agg's last stored event is the last of evs (read
+// after a refusal; a read error counts as no).
+func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope) bool {
+	last, err := s.settledLast(ctx, agg.Subject(), expected)
+	return err == nil && last.EventID == evs[len(evs)-1].ID
 }
 
 // expectLast makes m conditional on its subject's last sequence being seq.
@@ -106,13 +122,21 @@ func expectLast(m *nats.Msg, seq uint64) *nats.Msg {
 func (s *Store) publishChain(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {
 	seq := expected
 	for _, m := range msgs {
-		ack, err := s.js.PublishMsg(ctx, expectLast(m, seq))
-		if err != nil {
+		var err error
+		if seq, err = s.publishOne(ctx, expectLast(m, seq)); err != nil {
 			return 0, err
 		}
-		seq = ack.Sequence
 	}
 	return seq, nil
+}
+
+// publishOne publishes one event and returns its sequence.
+func (s *Store) publishOne(ctx context.Context, m *nats.Msg) (uint64, error) {
+	r, err := dedup.Publish(ctx, s.js, s.cfg.Stream, m)
+	if err != nil {
+		return 0, err
+	}
+	return r.Ack.Sequence, nil
 }
 
 func (s *Store) publishBatch(ctx context.Context, msgs []*nats.Msg, expected uint64) (uint64, error) {

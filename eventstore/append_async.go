@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
 )
@@ -16,6 +18,7 @@ type PendingAppend struct {
 	agg      events.AggregateID
 	expected uint64
 	ev       events.Envelope
+	msg      *nats.Msg
 	fut      jetstream.PubAckFuture
 	err      error // set when the publish could not even be sent
 }
@@ -43,7 +46,8 @@ func (s *Store) AppendAsync(agg events.AggregateID, expected uint64, e events.En
 		p.err = fmt.Errorf("eventstore: append to %s: %w", agg, err)
 		return p
 	}
-	p.fut, err = s.js.PublishMsgAsync(expectLast(m, expected))
+	p.msg = expectLast(m, expected)
+	p.fut, err = s.js.PublishMsgAsync(p.msg)
 	if err != nil {
 		p.err = fmt.Errorf("eventstore: append 1 event to %s: %w", agg, err)
 	}
@@ -59,13 +63,34 @@ func (p *PendingAppend) Wait(ctx context.Context) (uint64, error) {
 	var err error
 	select {
 	case ack := <-p.fut.Ok():
+		seq := ack.Sequence
+		if ack.Duplicate {
+			if seq, err = p.settleDuplicate(ctx, seq); err != nil {
+				return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, err)
+			}
+		}
 		metrics.EventsAppended.WithLabelValues(string(p.ev.Type())).Inc()
-		return ack.Sequence, nil
+		return seq, nil
 	case err = <-p.fut.Err():
 	case <-ctx.Done():
 		return 0, fmt.Errorf("eventstore: append to %s: %w", p.agg, ctx.Err())
 	}
 	return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, err)
+}
+
+// settleDuplicate turns a duplicate answer for the event at seq into the
+// event's sequence: seq when the stream holds this event there, else the
+// sequence of the event published again under a fresh id (see package dedup).
+func (p *PendingAppend) settleDuplicate(ctx context.Context, seq uint64) (uint64, error) {
+	same, err := dedup.Holds(ctx, p.s.js, p.s.cfg.Stream, seq, p.msg)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: append to %s: check the duplicate at sequence %d: %w", p.agg, seq, err)
+	}
+	if same {
+		return seq, nil
+	}
+	dedup.Reissue(p.msg, p.s.cfg.Stream, seq, 0)
+	return p.s.publishOne(ctx, p.msg)
 }
 
 // AppendRequest is one aggregate's part of an AppendBatch.

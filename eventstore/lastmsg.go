@@ -11,13 +11,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/events"
 )
 
 // lastOnSubject is the last stored message of one subject, as the stream
 // leader sees it.
 type lastOnSubject struct {
 	Sequence uint64
-	MsgID    string
+	// EventID is the event's own id (its ce-id), which a message keeps when
+	// its Nats-Msg-Id had to be replaced (see package dedup).
+	EventID string
 }
 
 // leaderLast asks the stream leader (not a direct-get replica, which may lag)
@@ -53,7 +57,7 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (lastOnSubject, 
 	if resp.Message == nil {
 		return lastOnSubject{}, nil
 	}
-	return lastOnSubject{Sequence: resp.Message.Seq, MsgID: headerValue(resp.Message.Hdrs, "Nats-Msg-Id")}, nil
+	return lastOnSubject{Sequence: resp.Message.Seq, EventID: headerValue(resp.Message.Hdrs, events.HeaderPrefix+"id")}, nil
 }
 
 // headerValue reads one header from a raw "NATS/1.0" header block.

@@ -48,6 +48,14 @@ var (
 		Help: "Appends refused because the aggregate moved on (the decision is retried on fresh state).",
 	}, []string{"aggregate"})
 
+	// DedupCollisions counts messages whose Nats-Msg-Id another message
+	// already held in the stream (a bug or a forged publish): each was
+	// published again under a fresh id instead of being lost.
+	DedupCollisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchback", Name: "dedup_collisions_total",
+		Help: "Publishes whose message id was already taken by a different message; republished under a fresh id.",
+	}, []string{"stream"})
+
 	// StreamLostEvents is how many acknowledged events the event stream no
 	// longer holds (eventstore.CheckHistory, run by the controller at
 	// start-up). The stream denies deletes and purges, so anything above
@@ -81,6 +89,6 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, EventsAppended, StreamLostEvents, LonghornProfile,
+	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -135,7 +135,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		if err == nil {
 			err = fmt.Errorf("command %s is for node %q", cmd.ID, cmd.Node)
 		}
-		w.park(ctx, msg, meta, err)
+		w.park(msg, err)
 		return
 	}
 	log := w.log.With("manager", cmd.Manager.String(), "command", cmd.ID, "step", cmd.Step)
@@ -154,7 +154,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			log.Warn("ack command", "error", err)
 		}
 	case errors.Is(err, errUnknownManager):
-		w.park(ctx, msg, meta, err)
+		w.park(msg, err)
 	case ctx.Err() != nil:
 		// Shutting down: leave the command to redelivery (AckWait).
 	default:
@@ -176,18 +176,12 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
-// park moves an undecodable or misrouted command to the dead-letter stream;
-// retrying it cannot help.
-func (w *Worker) park(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, cause error) {
-	w.log.Error("parking bad command", "error", cause)
-	if meta == nil {
-		_ = msg.Term()
-		return
+// park refuses an undecodable or misrouted command for good (retrying it
+// cannot help): the controller moves it to the dead-letter stream from
+// JetStream's advisory, so a worker never writes that stream.
+func (w *Worker) park(msg jetstream.Msg, cause error) {
+	w.log.Error("refusing bad command; the controller parks it in the dead-letter stream", "error", cause)
+	if err := workqueue.Terminate(msg, cause); err != nil {
+		w.log.Error("refuse bad command", "error", err)
 	}
-	if _, _, err := w.cfg.Queue.DeadLetterCommand(ctx, meta.Sequence.Stream, meta.Consumer, int(meta.NumDelivered), cause.Error()); err != nil {
-		w.log.Error("dead-letter bad command", "error", err)
-		_ = msg.Nak()
-		return
-	}
-	_ = msg.Term()
 }

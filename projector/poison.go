@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/workqueue"
@@ -73,7 +74,8 @@ func decodeKind(err error) string {
 }
 
 // deadLetter copies a message that does not decode to the dead-letter
-// stream (idempotently: Nats-Msg-Id is dead-evt-<seq>), reports it (an error
+// stream (idempotently: Nats-Msg-Id is dead-evt-<seq>, and an id some other
+// message took does not hide it, see package dedup), reports it (an error
 // log, the Poison counter, and a Warning Event on the manager when the
 // subject names one whose DataEngineUpgradeManager exists) and lets the
 // caller ack it: a poison message never stops the projection. Only the copy
@@ -92,7 +94,7 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		out.Header.Set(HeaderDeadMsgID, id)
 	}
-	out.Header.Set(workqueue.HeaderDeadReason, headerSafe(derr.Error()))
+	out.Header.Set(workqueue.HeaderDeadReason, workqueue.HeaderSafe(derr.Error()))
 	out.Header.Set(HeaderDeadKind, kind)
 	out.Header.Set(workqueue.HeaderDeadStream, p.cfg.Store.Stream())
 	out.Header.Set(workqueue.HeaderDeadSequence, strconv.FormatUint(seq, 10))
@@ -110,11 +112,11 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 	}
 	var duplicate bool
 	err := p.retry(ctx, log, "dead-letter", p.cfg.WriteTimeout, func(ctx context.Context) error {
-		ack, err := p.cfg.Store.JetStream().PublishMsg(ctx, out)
+		r, err := dedup.Publish(ctx, p.cfg.Store.JetStream(), workqueue.DeadLetterStream, out)
 		if err != nil {
 			return err
 		}
-		duplicate = ack.Duplicate
+		duplicate = r.Duplicate
 		return nil
 	})
 	if err != nil {
@@ -160,10 +162,4 @@ func (p *Projector) managerExists(ctx context.Context, ref events.ManagerRef) bo
 		p.markGone(ref.UID)
 	}
 	return err == nil
-}
-
-// headerSafe makes s a valid single-line NATS header value.
-func headerSafe(s string) string {
-	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
-	return truncate(s, 2048)
 }

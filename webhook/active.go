@@ -5,45 +5,18 @@ import (
 	"fmt"
 	"slices"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/kubeclient"
 )
 
-// ActiveFromList lists the active managers with a List through kubeclient at
-// each admission: always current (a manager created a moment ago is seen),
-// at the cost of one apiserver round trip per CREATE, which is rare.
-type ActiveFromList struct {
-	// Client reaches the DataEngineUpgradeManager resource.
-	Client *kubeclient.Client
-	// Namespace is the managed namespace, the only one listed.
-	Namespace string
-}
-
-// ActiveUpgrades implements ActiveUpgrades.
-func (l ActiveFromList) ActiveUpgrades(ctx context.Context, except types.UID) ([]string, error) {
-	if l.Namespace == "" {
-		return nil, fmt.Errorf("list DataEngineUpgradeManagers: no managed namespace")
-	}
-	list, err := l.Client.Managers(l.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list DataEngineUpgradeManagers in %s: %w", l.Namespace, err)
-	}
-	items := make([]*v1beta2.DataEngineUpgradeManager, len(list.Items))
-	for i := range list.Items {
-		items[i] = &list.Items[i]
-	}
-	return activeNames(items, except), nil
-}
-
 // ActiveFromStore lists the active managers from an informer's store (for
-// example kubeclient's Managers("").Informer(0).GetStore()), which the
-// controller keeps anyway: no round trip, but a manager created a moment ago
-// may not be in it yet. The controller's own check at start covers that
-// window.
+// example kubeclient's Managers(ns).Informer(0).GetStore()): admission makes
+// no apiserver request, so a flood of reviews costs the apiserver nothing and
+// cannot use up the controller's client rate limit, which its status writes
+// need. A manager created a moment ago may not be in the store yet; the
+// controller's own SingleActiveUpgrade check at start covers that window.
 type ActiveFromStore struct {
 	// Store holds *v1beta2.DataEngineUpgradeManager objects.
 	Store cache.Store

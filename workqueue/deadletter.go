@@ -6,15 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
 )
 
-const maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + CommandStream + ".*"
+// The advisories the dead-letterer acts on. JetStream alone publishes them:
+// no Switchback user may (natsauth denies $JS.EVENT.ADVISORY.>).
+const (
+	// maxDeliveriesAdvisories: a command exhausted its deliveries.
+	maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + CommandStream + ".*"
+	// terminatedAdvisories: a worker refused a command it can never run
+	// (Terminate): it parks commands this way, so that workers never write
+	// the dead-letter stream.
+	terminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + CommandStream + ".*"
+)
 
 // Dead-letter message headers.
 const (
@@ -26,20 +37,52 @@ const (
 	HeaderDeadDelivered = "Sb-Dead-Deliveries"
 )
 
-// DeadCommand describes a command that exhausted its deliveries.
+// DeadCommand describes a command moved to the dead-letter stream: one that
+// exhausted its deliveries, or one its worker refused (Refused).
 type DeadCommand struct {
 	Command    Command
 	Sequence   uint64
 	Deliveries int
+	// Refused is set when the worker refused the command (Terminate): it
+	// can never run there (undecodable, another node's, an unknown
+	// manager's). Nothing failed on the node.
+	Refused bool
+	// Reason is why it was moved.
+	Reason string
 	// Err is set when the dead message was not a valid command at all.
 	Err error
 }
 
-type maxDeliveriesAdvisory struct {
+// deliveryAdvisory is what the dead-letterer reads of a max-deliveries or a
+// terminated advisory.
+type deliveryAdvisory struct {
 	Stream     string `json:"stream"`
 	Consumer   string `json:"consumer"`
 	StreamSeq  uint64 `json:"stream_seq"`
 	Deliveries int    `json:"deliveries"`
+	Reason     string `json:"reason"`
+}
+
+// Terminate refuses msg for good, with why: the dead-letterer parks it from
+// the advisory JetStream publishes. A worker calls it for a command it can
+// never run.
+func Terminate(msg jetstream.Msg, why error) error {
+	return msg.TermWithReason(HeaderSafe(why.Error()))
+}
+
+// HeaderSafe makes s fit a dead-letter header value (and a terminate
+// reason): one line, at most 2048 bytes, cut on a rune boundary.
+func HeaderSafe(s string) string {
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	const limit = 2048
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut]
 }
 
 // DeadLetterCommand copies one command message to the dead-letter stream
@@ -72,7 +115,10 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 	msg.Header.Set(HeaderDeadConsumer, consumer)
 	msg.Header.Set(HeaderDeadDelivered, strconv.Itoa(deliveries))
 	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", CommandStream, seq))
-	if _, err := q.js.PublishMsg(ctx, msg); err != nil {
+	// The id is deterministic, so a retried park stores one record; another
+	// message holding it (every worker may publish dead letters) does not
+	// hide this one (package dedup).
+	if _, err := dedup.Publish(ctx, q.js, DeadLetterStream, msg); err != nil {
 		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: publish: %w", seq, err)
 	}
 	metrics.DeadLetters.WithLabelValues("command").Inc()
@@ -93,35 +139,45 @@ func (q *Queue) RemoveCommand(ctx context.Context, seq uint64) error {
 // back later; parking is idempotent so that is safe.
 func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Context, DeadCommand) error) (jetstream.ConsumeContext, error) {
 	cons, err := q.js.CreateOrUpdateConsumer(ctx, DeadLetterStream, jetstream.ConsumerConfig{
-		Durable:       "dead-letterer",
-		Description:   "parks commands that exhausted MaxDeliver",
-		FilterSubject: maxDeliveriesAdvisories,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       q.cfg.AckWait,
-		MaxAckPending: 1,
+		Durable:        "dead-letterer",
+		Description:    "parks commands that exhausted MaxDeliver",
+		FilterSubjects: []string{maxDeliveriesAdvisories, terminatedAdvisories},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        q.cfg.AckWait,
+		MaxAckPending:  1,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("workqueue: dead-letter consumer: %w", err)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
-		var adv maxDeliveriesAdvisory
+		var adv deliveryAdvisory
 		if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
 			_ = m.Term() // not an advisory we understand; nothing to retry
 			return
 		}
-		dead, ok, err := q.DeadLetterCommand(ctx, adv.StreamSeq, adv.Consumer, adv.Deliveries, "max deliveries exceeded")
+		refused := strings.HasPrefix(m.Subject(), strings.TrimSuffix(terminatedAdvisories, "*"))
+		reason := "max deliveries exceeded"
+		if refused {
+			reason = "refused by its worker: " + HeaderSafe(adv.Reason)
+		}
+		dead, ok, err := q.DeadLetterCommand(ctx, adv.StreamSeq, adv.Consumer, adv.Deliveries, reason)
 		if err != nil {
 			_ = m.Nak()
 			return
 		}
 		if ok {
+			dead.Refused, dead.Reason = refused, reason
 			if err := onDead(ctx, dead); err != nil {
 				_ = m.Nak()
 				return
 			}
-			if err := q.RemoveCommand(ctx, dead.Sequence); err != nil {
-				_ = m.Nak()
-				return
+			// A refused command is never delivered again; it stays in
+			// its node's history like a done one.
+			if !refused {
+				if err := q.RemoveCommand(ctx, dead.Sequence); err != nil {
+					_ = m.Nak()
+					return
+				}
 			}
 		}
 		_ = m.Ack()

@@ -163,6 +163,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Subjects:          []string{CommandSubjects},
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: CommandsKeptPerNode,
+		MaxMsgSize:        MaxCommandBytes,
+		MaxBytes:          MaxCommandStreamBytes,
 		Storage:           jetstream.FileStorage,
 		Replicas:          cfg.Replicas,
 		Duplicates:        cfg.DuplicateWindow,
@@ -173,19 +175,38 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream,
 		Description: "Switchback dead letters: commands past MaxDeliver and events that did not decode",
-		// Max-deliveries advisories are captured too: they are fire-and-forget
-		// core NATS messages, and a controller that is down when one fires
-		// must still find it later.
-		Subjects:  []string{DeadLetterSubject, maxDeliveriesAdvisories},
-		Retention: jetstream.LimitsPolicy,
-		Storage:   jetstream.FileStorage,
-		Replicas:  cfg.Replicas,
+		// Max-deliveries and terminated advisories are captured too: they are
+		// fire-and-forget core NATS messages, and a controller that is down
+		// when one fires must still find it later.
+		Subjects:   []string{DeadLetterSubject, maxDeliveriesAdvisories, terminatedAdvisories},
+		Retention:  jetstream.LimitsPolicy,
+		MaxMsgSize: MaxDeadLetterBytes,
+		MaxBytes:   MaxDeadLetterStreamBytes,
+		Storage:    jetstream.FileStorage,
+		Replicas:   cfg.Replicas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("workqueue: stream %s: %w", DeadLetterStream, err)
 	}
 	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
 }
+
+// Stream limits. Only the controller publishes commands and dead letters
+// (and JetStream its advisories), so the limits bound a runaway controller,
+// not a hostile worker; with limits retention the oldest messages go first:
+// done commands and old evidence.
+const (
+	// MaxCommandBytes bounds one command (they are well under a kilobyte).
+	MaxCommandBytes = 64 << 10
+	// MaxCommandStreamBytes bounds the command stream: CommandsKeptPerNode
+	// of them per node already keep it far below.
+	MaxCommandStreamBytes = 1 << 30
+	// MaxDeadLetterBytes bounds one dead letter: a copied event (at most
+	// events.MaxDataBytes) with its headers.
+	MaxDeadLetterBytes = events.MaxDataBytes + 16<<10
+	// MaxDeadLetterStreamBytes bounds the dead-letter stream.
+	MaxDeadLetterStreamBytes = 256 << 20
+)
 
 // CommandsKeptPerNode bounds the commands kept per node subject: the oldest
 // go first. An upgrade sends a node about ten, so the bound keeps many

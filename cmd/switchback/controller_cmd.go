@@ -117,8 +117,12 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if *webhookAddr != "" {
+		// Admission reads informer caches only (its own, since the
+		// intake's runs on the leader alone): no apiserver request per review.
+		managers := kc.Managers(*namespace).Informer(0)
+		wg.Go(func() { managers.Run(ctx.Done()) })
 		admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: *namespace, Cluster: cluster,
-			Active: webhook.ActiveFromList{Client: kc, Namespace: *namespace}, Logger: log})
+			Active: webhook.ActiveFromStore{Store: managers.GetStore(), Namespace: *namespace, HasSynced: managers.HasSynced}, Logger: log})
 		if err != nil {
 			return err
 		}

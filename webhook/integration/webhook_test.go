@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +22,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -116,6 +120,36 @@ type fixture struct {
 	kc      *kubeclient.Client
 	cs      kubernetes.Interface
 	vwc     string // the registration's name
+	// managers is the admission's informer store of managers.
+	managers cache.Store
+	// calls counts the requests of kc, the client the controller's
+	// admission has.
+	calls *atomic.Int64
+}
+
+// countingTransport counts the requests it carries.
+type countingTransport struct {
+	next  http.RoundTripper
+	calls *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.calls.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// waitSeen waits until the admission's informer holds the manager named
+// name of installNS in state ("" = gone).
+func (f *fixture) waitSeen(t *testing.T, name string, state v1beta2.UpgradeState) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		obj, ok, _ := f.managers.GetByKey(installNS + "/" + name)
+		if state == "" {
+			return !ok
+		}
+		m, isManager := obj.(*v1beta2.DataEngineUpgradeManager)
+		return ok && isManager && m.Status.State == state
+	}, testTimeout, 10*time.Millisecond, "the admission's informer sees %s in state %q", name, state)
 }
 
 // startWebhook serves the webhook on 127.0.0.1 with a certificate made for
@@ -129,7 +163,11 @@ func startWebhook(t *testing.T) *fixture {
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
 	ensureNamespaces(ctx, t, cs, installNS, otherNS)
-	kc, err := kubeclient.New(env.Config)
+	// The controller's client, counted: admission must not use it.
+	calls := &atomic.Int64{}
+	kcfg := rest.CopyConfig(env.Config)
+	kcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, calls} })
+	kc, err := kubeclient.New(kcfg)
 	require.NoError(t, err)
 
 	certs, err := webhook.GenerateCertificates(webhook.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
@@ -139,8 +177,12 @@ func startWebhook(t *testing.T) *fixture {
 
 	cluster := &switchableCluster{}
 	cluster.set(threeNodes(t))
+	// As the controller runs it: the active managers from an informer.
+	managers := kc.Managers(installNS).Informer(0)
+	go managers.Run(ctx.Done())
 	admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{
-		Namespace: installNS, Cluster: cluster, Active: webhook.ActiveFromList{Client: kc, Namespace: installNS}, Logger: testLogger(t),
+		Namespace: installNS, Cluster: cluster, Logger: testLogger(t),
+		Active: webhook.ActiveFromStore{Store: managers.GetStore(), Namespace: installNS, HasSynced: managers.HasSynced},
 	})
 	require.NoError(t, err)
 	srv, err := webhook.NewServer(webhook.ServerConfig{CertFile: certFile, KeyFile: keyFile, Admitter: admitter, Logger: testLogger(t)})
@@ -170,7 +212,7 @@ func startWebhook(t *testing.T) *fixture {
 		assert.NoError(t, err)
 	})
 
-	f := &fixture{env: env, ctx: ctx, cluster: cluster, kc: kc, cs: cs, vwc: vwc.Name}
+	f := &fixture{env: env, ctx: ctx, cluster: cluster, kc: kc, cs: cs, vwc: vwc.Name, managers: managers.GetStore(), calls: calls}
 	f.waitRegistered(t)
 	return f
 }
@@ -281,6 +323,9 @@ func (f *fixture) deleteManagers(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			require.NoError(t, err)
 		}
+		if m.Namespace == installNS {
+			f.waitSeen(t, m.Name, "")
+		}
 	}
 }
 
@@ -333,6 +378,7 @@ func TestWebhookOnTheAPIServer(t *testing.T) {
 		first.Status.State = v1beta2.UpgradeStateUpgrading
 		first, err = f.kc.Managers(installNS).UpdateStatus(f.ctx, first)
 		require.NoError(t, err)
+		f.waitSeen(t, "first", v1beta2.UpgradeStateUpgrading)
 
 		_, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
 		require.Error(t, err)
@@ -343,9 +389,40 @@ func TestWebhookOnTheAPIServer(t *testing.T) {
 		first.Status.State = v1beta2.UpgradeStateCompleted
 		_, err = f.kc.Managers(installNS).UpdateStatus(f.ctx, first)
 		require.NoError(t, err)
+		f.waitSeen(t, "first", v1beta2.UpgradeStateCompleted)
 		stdout, stderr, err := f.apply(managerYAML(installNS, "second", "v2"))
 		require.NoError(t, err, stderr)
 		assert.Contains(t, stdout, "dataengineupgrademanager.longhorn.io/second created")
+	})
+
+	// Reviews are answered from informer caches: a flood of them (here 200
+	// concurrent dry-run creates, each reviewed) costs the controller's
+	// client nothing, so its rate limit stays for status writes.
+	t.Run("a flood of reviews makes no apiserver request from the controller", func(t *testing.T) {
+		f.cluster.set(threeNodes(t))
+		cfg := rest.CopyConfig(f.env.Config)
+		cfg.QPS, cfg.Burst = 1000, 1000
+		dyn, err := dynamic.NewForConfig(cfg)
+		require.NoError(t, err)
+		managers := dyn.Resource(v1beta2.SchemeGroupVersion.WithResource(v1beta2.DataEngineUpgradeManagerResource)).Namespace(installNS)
+		before := f.calls.Load()
+		var wg sync.WaitGroup
+		var admitted atomic.Int64
+		for i := range 200 {
+			wg.Go(func() {
+				obj := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "longhorn.io/v1beta2", "kind": "DataEngineUpgradeManager",
+					"metadata": map[string]any{"name": fmt.Sprintf("flood-%d", i), "namespace": installNS},
+					"spec":     map[string]any{"dataEngine": "v2"},
+				}}
+				if _, err := managers.Create(f.ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+					admitted.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int64(200), admitted.Load(), "every review answered and admitted")
+		assert.Equal(t, before, f.calls.Load(), "requests the controller's client made during the flood")
 	})
 
 	t.Run("a single-node cluster is refused", func(t *testing.T) {

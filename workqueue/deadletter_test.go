@@ -1,0 +1,50 @@
+package workqueue_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// TestDeadLetterCannotBeHiddenByATakenID: every worker may publish dead
+// letters, and a parked command's Nats-Msg-Id is deterministic. A worker that
+// publishes junk under the id of another node's next dead letter must not hide
+// it: the real record is stored (under a fresh id), and parking it again
+// stores nothing twice.
+func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
+	q, js, ctx := open(t, workqueue.Config{})
+	_, err := q.Publish(ctx, cmd("n2", "c1"))
+	require.NoError(t, err)
+	cmds, err := js.Stream(ctx, workqueue.CommandStream)
+	require.NoError(t, err)
+	info, err := cmds.Info(ctx)
+	require.NoError(t, err)
+	seq := info.State.LastSeq
+
+	junk := nats.NewMsg("sb.dlq.cmd.n1")
+	junk.Data = []byte("junk")
+	junk.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", workqueue.CommandStream, seq))
+	_, err = js.PublishMsg(ctx, junk)
+	require.NoError(t, err)
+
+	for range 2 { // parked twice: a redelivered advisory
+		dead, ok, err := q.DeadLetterCommand(ctx, seq, workqueue.ConsumerName("n2"), 5, "max deliveries")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, "n2", dead.Command.Node)
+	}
+	dlq, err := js.Stream(ctx, workqueue.DeadLetterStream)
+	require.NoError(t, err)
+	dinfo, err := dlq.Info(ctx, jetstream.WithSubjectFilter("sb.dlq.cmd.>"))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]uint64{"sb.dlq.cmd.n1": 1, "sb.dlq.cmd.n2": 1}, dinfo.State.Subjects, "the junk and exactly one real record")
+	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n2")
+	require.NoError(t, err)
+	assert.Equal(t, "max deliveries", m.Header.Get(workqueue.HeaderDeadReason))
+}
