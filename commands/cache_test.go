@@ -124,34 +124,3 @@ func TestCachedLoadsFollowTheStream(t *testing.T) {
 	assert.Less(t, fresh.Folded, 3)
 	assert.Equal(t, cold().N, fresh.State.N)
 }
-
-// TestReadingSnapshotsNeverWrites: a machine made ReadingSnapshots folds
-// from the snapshot others wrote but never writes one itself, however much
-// it folds (a worker may not write the bucket).
-func TestReadingSnapshotsNeverWrites(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := eventstore.Open(ctx, js, eventstore.Config{})
-	require.NoError(t, err)
-	agg := events.NodeAggregate(events.ManagerRef{Namespace: "ns", Name: "m", UID: "uid-ro"}, "n1")
-	reader := tallyMachine(nil).ReadingSnapshots()
-	require.Equal(t, "tally/v1", reader.Snapshot.Schema, "it still reads snapshots")
-	for i := range 10 {
-		_, err := commands.Execute(ctx, s, reader, agg, events.SourceWorker, t0, bump{id: fmt.Sprintf("ro-%d", i)})
-		require.NoError(t, err)
-	}
-	l, err := eventstore.LoadState(ctx, s, agg, tally{}, reader.Evolve, &eventstore.Snapshotting{Schema: "tally/v1"})
-	require.NoError(t, err)
-	assert.Zero(t, l.SnapshotSeq, "no snapshot was written")
-	assert.Equal(t, 10, l.State.N)
-
-	// The writer's snapshot is what the reader starts from.
-	_, err = commands.Load(ctx, s, tallyMachine(nil), agg)
-	require.NoError(t, err)
-	l2, err := commands.Load(ctx, s, reader, agg)
-	require.NoError(t, err)
-	assert.NotZero(t, l2.SnapshotSeq)
-	assert.Equal(t, 10, l2.State.N)
-}

@@ -32,16 +32,6 @@ type Machine[S any, C Command] struct {
 	Cache *StateCache[S]
 }
 
-// ReadingSnapshots is m reading snapshots but never writing them: for a
-// worker, which may not write the snapshot bucket (a writer there could roll
-// up, and so purge, every aggregate's snapshots).
-func (m Machine[S, C]) ReadingSnapshots() Machine[S, C] {
-	if m.Snapshot != nil {
-		m.Snapshot = &eventstore.Snapshotting{Schema: m.Snapshot.Schema}
-	}
-	return m
-}
-
 // fold applies envs to s, stopping at the first that does not apply.
 func (m Machine[S, C]) fold(s S, envs []events.Envelope) (S, error) {
 	if m.Fold != nil {

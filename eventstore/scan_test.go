@@ -156,13 +156,13 @@ func TestLoadStateWithSnapshots(t *testing.T) {
 }
 
 // TestSnapshotKeysAndOwnership: keys name the node (so NATS permissions can
-// confine a worker to its node's), a node worker's store refreshes only its
-// node's snapshots, and a value of the old layout is ignored.
+// tell a node's from a manager's), a node worker's store refreshes no
+// snapshot but reads them, and a value of the old layout is ignored.
 func TestSnapshotKeysAndOwnership(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctl := openStore(t, js, eventstore.Config{})
-	worker := openStore(t, js, eventstore.Config{SnapshotNode: "node-1.example.com"})
+	worker := openStore(t, js, eventstore.Config{ReadOnlySnapshots: true})
 	c := ctx(t)
 	own := events.NodeAggregate(mgr, "node-1.example.com")
 	other := events.NodeAggregate(mgr, "node-10")
@@ -195,23 +195,23 @@ func TestSnapshotKeysAndOwnership(t *testing.T) {
 	}
 	kv, err := js.KeyValue(c, eventstore.DefaultSnapshotBucket)
 	require.NoError(t, err)
-	// The worker's loads refresh its own node's snapshot, never another's.
+	// The worker's loads refresh no snapshot, not even its own node's.
 	for _, agg := range []events.AggregateID{own, other} {
 		l, err := eventstore.LoadState(c, worker, agg, counter{}, foldCounter, snap)
 		require.NoError(t, err)
 		assert.Empty(t, l.Problems)
+		_, err = kv.Get(c, eventstore.SnapshotKey(agg))
+		require.ErrorIs(t, err, jetstream.ErrKeyNotFound, "the worker wrote no snapshot of %s", agg)
 	}
-	_, err = kv.Get(c, eventstore.SnapshotKey(own))
-	require.NoError(t, err, "the worker wrote its node's snapshot")
-	_, err = kv.Get(c, eventstore.SnapshotKey(other))
-	require.ErrorIs(t, err, jetstream.ErrKeyNotFound, "the worker left node-10's alone")
 	require.NoError(t, worker.SaveSnapshot(c, man, "counter/v1", 1, counter{N: 99}), "a no-op, not an error")
 	_, err = kv.Get(c, eventstore.SnapshotKey(man))
 	require.ErrorIs(t, err, jetstream.ErrKeyNotFound)
 
 	// The controller refreshes any; the worker reads it.
-	_, err = eventstore.LoadState(c, ctl, other, counter{}, foldCounter, snap)
-	require.NoError(t, err)
+	for _, agg := range []events.AggregateID{own, other} {
+		_, err = eventstore.LoadState(c, ctl, agg, counter{}, foldCounter, snap)
+		require.NoError(t, err)
+	}
 	l, err := eventstore.LoadState(c, worker, other, counter{}, foldCounter, snap)
 	require.NoError(t, err)
 	assert.NotZero(t, l.SnapshotSeq, "the worker reads node-10's snapshot")

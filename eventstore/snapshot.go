@@ -61,23 +61,15 @@ func SnapshotKey(agg events.AggregateID) string {
 	return ManagerSnapshotKeyPrefix + h
 }
 
-// writesSnapshot reports whether this store may refresh agg's snapshot: a
-// node worker's store (Config.SnapshotNode) only its node's, which are the
-// only keys its NATS user may write.
-func (s *Store) writesSnapshot(agg events.AggregateID) bool {
-	return s.cfg.SnapshotNode == "" || (agg.IsNode() && agg.Node == s.cfg.SnapshotNode)
-}
-
 // SaveSnapshot stores state as agg's state at stream sequence seq. schema names
 // the state's Go shape (e.g. "manager/v1"); change it whenever the shape
 // changes so old snapshots are ignored rather than misread.
 //
-// On a node worker's store (Config.SnapshotNode) it does nothing for another
-// node's or a manager's aggregate: its NATS user may not write those keys,
-// and a denied write would only time out. Those are the controller's to
-// refresh.
+// On a node worker's store (Config.ReadOnlySnapshots) it does nothing: its
+// NATS user may not write the bucket, and a denied write would only time
+// out. Snapshots are the controller's to refresh.
 func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema string, seq uint64, state any) error {
-	if !s.writesSnapshot(agg) {
+	if s.cfg.ReadOnlySnapshots {
 		return nil
 	}
 	raw, err := json.Marshal(state)

@@ -34,11 +34,11 @@ type Config struct {
 	SnapshotBucket string
 	// LoadBatch is how many messages one direct batch get returns; default 512.
 	LoadBatch int
-	// SnapshotNode is set by a node's worker to its node: LoadState then
-	// refreshes snapshots of that node's aggregates only (the keys its NATS
-	// user may write, see NodeSnapshotKeyPrefix) and only reads the others.
-	// Empty (the controller) refreshes every aggregate's.
-	SnapshotNode string
+	// ReadOnlySnapshots is set by a node's worker: LoadState reads
+	// snapshots and never writes one. A writer of the bucket could roll it
+	// up, purging every key, so workers may not write it (natsauth); the
+	// controller refreshes every aggregate's.
+	ReadOnlySnapshots bool
 }
 
 func (c *Config) defaults() {

@@ -56,6 +56,13 @@ var (
 		Help: "Publishes whose message id was already taken by a different message; republished under a fresh id.",
 	}, []string{"stream"})
 
+	// NATSCalloutDecisions counts the NATS auth callout's answers (package
+	// natsauth/callout) by reason: allowed, or why a connection was refused.
+	NATSCalloutDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchback", Name: "nats_callout_decisions_total",
+		Help: "NATS auth callout answers, by reason (allowed, or why a connection was refused).",
+	}, []string{"reason"})
+
 	// StreamLostEvents is how many acknowledged events the event stream no
 	// longer holds (eventstore.CheckHistory, run by the controller at
 	// start-up). The stream denies deletes and purges, so anything above
@@ -89,6 +96,6 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, EventsAppended, StreamLostEvents, LonghornProfile,
+	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

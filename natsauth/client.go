@@ -17,7 +17,7 @@ import (
 
 // ConnectOptions returns the nats options that authenticate as u: the nkey
 // signature callback (the seed stays in memory, never on the wire) or the
-// user name and password, plus, for a worker, its inbox prefix.
+// user name and password, plus, for a worker or the reader, its inbox prefix.
 func (u User) ConnectOptions() ([]nats.Option, error) {
 	var opts []nats.Option
 	c := u.Credential
@@ -37,8 +37,11 @@ func (u User) ConnectOptions() ([]nats.Option, error) {
 	default:
 		return nil, fmt.Errorf("natsauth: %s: no seed and no password to connect with", c.User)
 	}
-	if u.Role == RoleWorker {
+	switch u.Role {
+	case RoleWorker:
 		opts = append(opts, WorkerOptions(u.Node)...)
+	case RoleReader:
+		opts = append(opts, ReaderOptions()...)
 	}
 	return opts, nil
 }
@@ -48,6 +51,14 @@ func (u User) ConnectOptions() ([]nats.Option, error) {
 // subscribe. Wire them into the worker command's connection.
 func WorkerOptions(node string) []nats.Option {
 	return []nats.Option{nats.CustomInboxPrefix(InboxPrefix(node))}
+}
+
+// ReaderOptions are the connection options the reader needs besides its
+// credentials: its inbox prefix (ReaderInboxPrefix), the only place it may
+// subscribe. `switchback history` and `switchback replay` always connect
+// with them, under whichever user.
+func ReaderOptions() []nats.Option {
+	return []nats.Option{nats.CustomInboxPrefix(ReaderInboxPrefix)}
 }
 
 // ErrBindOnly is returned by a BindOnly JetStream for calls that would create

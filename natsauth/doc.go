@@ -1,8 +1,10 @@
 // Package natsauth generates the NATS authorization of a Switchback
 // deployment: one user per node worker, allowed to consume only its node's
-// commands and to append only its node's events, and one controller user
+// commands and to append only its node's events, one controller user
 // that owns everything else (streams, consumers, all events and commands,
-// dead letters, snapshots).
+// dead letters, snapshots), and one read-only user for operators, which
+// reads the event and dead-letter streams and writes nothing
+// (ReaderPermissions).
 //
 // The point is blast radius. A worker runs on every node with the node's
 // privileges; if one is compromised or simply buggy (a misrouted command, a
@@ -22,12 +24,16 @@
 // create-or-update) only look the streams up, and EnsureNodeConsumers is
 // what the controller runs to create the node consumers in advance. A
 // worker also needs its own inbox prefix (WorkerOptions), so that it can
-// subscribe to its replies and nobody else's.
+// subscribe to its replies and nobody else's; so does the reader
+// (ReaderOptions).
+//
+// WriteFiles writes the credentials for Secrets, and ReadFiles reads them
+// back for a regeneration that keeps them; both use only directories of the
+// current user and never follow a symbolic link (CheckDir, WriteFile).
 //
 // What subject permissions cannot express, and how it is handled, is in
 // docs/nats-authorization.md: direct gets filter by subject in the request
-// body (a worker can read the whole history, not only its node's). Snapshot
-// keys name their node (eventstore.NodeSnapshotKeyPrefix), so a worker may
-// read every snapshot but write only its own node's; its store is opened
-// with eventstore.Config.SnapshotNode so that it never tries to write others.
+// body (a worker can read the whole history, not only its node's). A worker
+// reads snapshots and writes none (a writer of the bucket could roll it up):
+// its store is opened with eventstore.Config.ReadOnlySnapshots.
 package natsauth

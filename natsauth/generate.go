@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
@@ -36,11 +37,24 @@ type Role string
 const (
 	RoleController Role = "controller"
 	RoleWorker     Role = "worker"
+	// RoleReader reads history and nothing else (ReaderPermissions).
+	RoleReader Role = "reader"
+	// RoleCalloutService answers the server's authorization requests
+	// (CalloutServicePermissions).
+	RoleCalloutService Role = "callout"
 )
 
 // ControllerUser is the user name of the controller (password mode) and its
 // label in the rendered configuration.
 const ControllerUser = "switchback-controller"
+
+// ReaderUser is the user name of the read-only user (password mode) and its
+// label in the rendered configuration.
+const ReaderUser = "switchback-reader"
+
+// ReaderKey is the key of the reader's credential in Config.Existing. It
+// cannot be a node name: those never hold '@'.
+const ReaderKey = "@reader"
 
 // WorkerUser is the user name of node's worker (password mode) and its label
 // in the rendered configuration.
@@ -67,7 +81,7 @@ type Credential struct {
 // User is one NATS user of the deployment.
 type User struct {
 	Role Role
-	// Node is the worker's node; empty for the controller.
+	// Node is the worker's node; empty for the controller and the reader.
 	Node        string
 	Credential  Credential
 	Permissions Permissions
@@ -96,33 +110,65 @@ type Config struct {
 	// SimDataPlaneSubjects for a simulated cluster.
 	WorkerExtraPublish []string
 	// Existing supplies credentials to keep (re-generation without rotating
-	// everything), by node name; the controller's under the key "" . Its
-	// Mode-relevant fields must be set: NKey (Seed optional) or Password.
+	// everything), by node name; the controller's under the key "", the
+	// reader's under ReaderKey. Their Mode-relevant fields must be set: NKey
+	// (Seed optional) or Password.
 	Existing map[string]Credential
 	// BcryptCost for password hashes; default bcrypt.DefaultCost.
 	BcryptCost int
+	// Callout, when set, gives the workers their users through the NATS
+	// auth callout (package natsauth/callout) instead of generating one per
+	// node: Nodes stays empty, and the configuration holds the controller,
+	// the reader and the callout service as static users (auth_users), and
+	// an auth_callout block. The global account only (Account empty).
+	Callout *Callout
 }
+
+// Callout is the server side of auth callout mode: public keys only, the
+// seeds are the callout service's (natsauth/callout.Keys).
+type Callout struct {
+	// Issuer is the public account key ("A...") that signs every worker's
+	// user.
+	Issuer string
+	// XKey is the public curve key ("X...") requests are encrypted to (they
+	// carry the workers' tokens); empty sends them in clear to every
+	// subscriber of $SYS.REQ.USER.AUTH.
+	XKey string
+	// Service is the callout service's own user: a public NKey, or a
+	// PasswordHash. Its user name is CalloutServiceUser.
+	Service Credential
+	// Timeout is the server's authorization timeout, which bounds the wait
+	// for the callout's answer; zero keeps the server's (2 s).
+	Timeout time.Duration
+}
+
+// CalloutServiceUser is the label (nkey mode) or user name (password mode)
+// of the auth callout service's user.
+const CalloutServiceUser = "switchback-nats-callout"
 
 // Authorization is a generated authorization: the users, and their rendering.
 type Authorization struct {
 	// Controller is the controller's user.
 	Controller User
-	// Workers are the workers' users, sorted by node.
+	// Reader is the read-only user: history, for operators
+	// (ReaderPermissions).
+	Reader User
+	// Workers are the workers' users, sorted by node; none in callout mode.
 	Workers []User
+	// Service is the auth callout service's user (callout mode only).
+	Service User
 
 	cfg  Config
 	text string
 }
 
-// Generate creates a user per node plus the controller's, with fresh
-// credentials (except those in cfg.Existing), and renders the server
-// configuration, checking that nats-server accepts it.
+// Generate creates a user per node plus the controller's and the reader's,
+// with fresh credentials (except those in cfg.Existing), and renders the
+// server configuration, checking that nats-server accepts it.
 func Generate(cfg Config) (*Authorization, error) {
-	if cfg.Mode == "" {
-		cfg.Mode = ModeNKey
-	}
-	if cfg.Mode != ModeNKey && cfg.Mode != ModePassword {
-		return nil, fmt.Errorf("natsauth: unknown mode %q (want %q or %q)", cfg.Mode, ModeNKey, ModePassword)
+	var err error
+	if cfg.Mode, err = checkMode(cfg.Mode); err != nil {
+		return nil, err
 	}
 	if cfg.BcryptCost == 0 {
 		cfg.BcryptCost = bcrypt.DefaultCost
@@ -130,36 +176,31 @@ func Generate(cfg Config) (*Authorization, error) {
 	if cfg.Account != "" && !validAccountName(cfg.Account) {
 		return nil, fmt.Errorf("natsauth: account %q: use letters, digits, '-' and '_' only", cfg.Account)
 	}
-	if len(cfg.Nodes) == 0 {
-		return nil, errors.New("natsauth: at least one node is required")
-	}
-	nodes := slices.Clone(cfg.Nodes)
-	slices.Sort(nodes)
-	var errs []error
-	for i, n := range nodes {
-		if i > 0 && n == nodes[i-1] {
-			errs = append(errs, fmt.Errorf("node %q is listed twice", n))
-			continue
+	var nodes []string
+	if cfg.Callout == nil {
+		if nodes, err = checkNodes(cfg.Nodes); err != nil {
+			return nil, err
 		}
-		// Node names are DNS subdomains; anything else cannot be a node and
-		// would give a subject token nobody publishes on.
-		for _, msg := range validation.IsDNS1123Subdomain(n) {
-			errs = append(errs, fmt.Errorf("node %q: %s", n, msg))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("natsauth: %w", err)
+	} else if err := checkCallout(cfg); err != nil {
+		return nil, err
 	}
 	cfg.Nodes = nodes
 
 	a := &Authorization{cfg: cfg}
-	cred, err := credential(cfg, "", ControllerUser)
+	cred, err := credential(cfg, "", "controller", ControllerUser)
 	if err != nil {
 		return nil, err
 	}
 	a.Controller = User{Role: RoleController, Credential: cred, Permissions: ControllerPermissions()}
+	if cred, err = credential(cfg, ReaderKey, "reader", ReaderUser); err != nil {
+		return nil, err
+	}
+	a.Reader = User{Role: RoleReader, Credential: cred, Permissions: ReaderPermissions(cfg.Streams)}
+	if err := a.Reader.Permissions.validate(); err != nil {
+		return nil, fmt.Errorf("natsauth: reader: %w", err)
+	}
 	for _, n := range nodes {
-		cred, err := credential(cfg, n, WorkerUser(n))
+		cred, err := credential(cfg, n, "worker "+n, WorkerUser(n))
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +210,10 @@ func Generate(cfg Config) (*Authorization, error) {
 		}
 		a.Workers = append(a.Workers, User{Role: RoleWorker, Node: n, Credential: cred, Permissions: p})
 	}
+	if c := cfg.Callout; c != nil {
+		c.Service.User = CalloutServiceUser
+		a.Service = User{Role: RoleCalloutService, Credential: c.Service, Permissions: CalloutServicePermissions()}
+	}
 	a.text = a.render()
 	if err := check(a.text); err != nil {
 		return nil, fmt.Errorf("natsauth: the generated configuration does not load: %w", err)
@@ -176,13 +221,67 @@ func Generate(cfg Config) (*Authorization, error) {
 	return a, nil
 }
 
-// credential returns the existing credential of key (a node, or "" for the
-// controller) or a fresh one.
-func credential(cfg Config, key, user string) (Credential, error) {
-	who := "controller"
-	if key != "" {
-		who = "worker " + key
+// checkCallout says why cfg is not a valid callout mode configuration.
+func checkCallout(cfg Config) error {
+	c := cfg.Callout
+	switch {
+	case len(cfg.Nodes) > 0:
+		return errors.New("natsauth: callout mode lists no node: the callout gives every worker its user")
+	case cfg.Account != "":
+		return errors.New("natsauth: callout mode uses the global account: give no account")
+	case !nkeys.IsValidPublicAccountKey(c.Issuer):
+		return fmt.Errorf("natsauth: callout issuer %q is not a public account key", c.Issuer)
+	case c.XKey != "" && !nkeys.IsValidPublicCurveKey(c.XKey):
+		return fmt.Errorf("natsauth: callout xkey %q is not a public curve key", c.XKey)
+	case c.Service.NKey == "" && c.Service.PasswordHash == "":
+		return errors.New("natsauth: the callout service needs an nkey or a password hash")
+	case c.Service.NKey != "" && !nkeys.IsValidPublicUserKey(c.Service.NKey):
+		return fmt.Errorf("natsauth: callout service key %q is not a public user key", c.Service.NKey)
 	}
+	return nil
+}
+
+// checkMode returns mode, ModeNKey for "", or an error for an unknown one.
+func checkMode(mode Mode) (Mode, error) {
+	switch mode {
+	case "":
+		return ModeNKey, nil
+	case ModeNKey, ModePassword:
+		return mode, nil
+	}
+	return "", fmt.Errorf("natsauth: unknown mode %q (want %q or %q)", mode, ModeNKey, ModePassword)
+}
+
+// checkNodes returns the node names sorted, or why they are not a set of
+// node names.
+func checkNodes(nodes []string) ([]string, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("natsauth: at least one node is required")
+	}
+	nodes = slices.Clone(nodes)
+	slices.Sort(nodes)
+	var errs []error
+	for i, n := range nodes {
+		if i > 0 && n == nodes[i-1] {
+			errs = append(errs, fmt.Errorf("node %q is listed twice", n))
+			continue
+		}
+		// Node names are DNS subdomains; anything else cannot be a node and
+		// would give a subject token nobody publishes on (or, as a file
+		// name, a path out of WorkersDir).
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			errs = append(errs, fmt.Errorf("node %q: %s", n, msg))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("natsauth: %w", err)
+	}
+	return nodes, nil
+}
+
+// credential returns the existing credential of key (a node, "" for the
+// controller, ReaderKey) or a fresh one; who names the user in errors.
+func credential(cfg Config, key, who, user string) (Credential, error) {
 	if c, ok := cfg.Existing[key]; ok {
 		c.User = user
 		switch cfg.Mode {

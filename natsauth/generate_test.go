@@ -57,7 +57,7 @@ func TestServerConfigHoldsNoSecret(t *testing.T) {
 		a, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1", "n2"}, Mode: mode, BcryptCost: 4})
 		require.NoError(t, err)
 		text := a.ServerConfig()
-		for _, u := range append(a.Workers, a.Controller) {
+		for _, u := range append(a.Workers, a.Controller, a.Reader) {
 			if len(u.Credential.Seed) > 0 {
 				assert.NotContains(t, text, string(u.Credential.Seed), "no seed in the config")
 				assert.Contains(t, text, u.Credential.NKey)
@@ -69,7 +69,7 @@ func TestServerConfigHoldsNoSecret(t *testing.T) {
 		}
 		var o server.Options
 		require.NoError(t, a.Apply(&o), "nats-server loads it")
-		assert.Len(t, append(o.Users, toUsers(o.Nkeys)...), 3)
+		assert.Len(t, append(o.Users, toUsers(o.Nkeys)...), 4, "the controller, the reader and two workers")
 	}
 }
 
@@ -88,13 +88,16 @@ func TestExistingCredentialsAreKept(t *testing.T) {
 	require.NoError(t, err)
 	n1, _ := first.Worker("n1")
 	second, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1", "n2"}, Existing: map[string]natsauth.Credential{
-		"":   first.Controller.Credential,
-		"n1": {NKey: n1.Credential.NKey}, // public key only: the seed stays where it is
+		"":                 first.Controller.Credential,
+		natsauth.ReaderKey: first.Reader.Credential,
+		"n1":               {NKey: n1.Credential.NKey}, // public key only: the seed stays where it is
 	}})
 	require.NoError(t, err)
 	again, _ := second.Worker("n1")
 	assert.Equal(t, n1.Credential.NKey, again.Credential.NKey)
 	assert.Equal(t, first.Controller.Credential.NKey, second.Controller.Credential.NKey)
+	assert.Equal(t, first.Reader.Credential.Seed, second.Reader.Credential.Seed, "the reader's key is kept too")
+	assert.Contains(t, second.ServerConfig(), first.Reader.Credential.NKey)
 	assert.NotContains(t, second.SecretData(), second.SecretKey("n1"), "no seed to write for a worker kept by public key")
 	assert.Contains(t, second.SecretData(), second.SecretKey("n2"))
 
@@ -142,19 +145,25 @@ func TestSecretsAndFiles(t *testing.T) {
 	a, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1", long}})
 	require.NoError(t, err)
 
-	shared := a.Secrets("longhorn-system", natsauth.SharedSecret)
-	require.Len(t, shared, 2)
+	all := a.Secrets("longhorn-system", natsauth.SharedSecret)
+	require.Len(t, all, 4)
+	assert.Equal(t, natsauth.ServerSecretName, all[0].Name)
+	assert.Equal(t, map[string][]byte{natsauth.ServerSecretKey: []byte(a.ServerConfig())}, all[0].Data, "the servers' side, which deploy/nats mounts")
+	shared := all[1:]
 	assert.Equal(t, natsauth.ControllerSecretName, shared[0].Name)
-	assert.Equal(t, natsauth.WorkersSecretName, shared[1].Name)
-	assert.Len(t, shared[1].Data, 2)
-	assert.Contains(t, shared[1].Data, "n1.nk")
-	for k := range shared[1].Data {
+	assert.Equal(t, natsauth.ReaderSecretName, shared[1].Name)
+	assert.Equal(t, map[string][]byte{"reader.nk": append(append([]byte(nil), a.Reader.Credential.Seed...), '\n')}, shared[1].Data,
+		"the reader's seed file, for --nats-nkey and the nats CLI's --nkey")
+	assert.Equal(t, natsauth.WorkersSecretName, shared[2].Name)
+	assert.Len(t, shared[2].Data, 2)
+	assert.Contains(t, shared[2].Data, "n1.nk")
+	for k := range shared[2].Data {
 		assert.Empty(t, validation.IsConfigMapKey(k), "valid Secret key %q", k)
 	}
 
 	per := a.Secrets("longhorn-system", natsauth.SecretPerWorker)
-	require.Len(t, per, 3)
-	for _, s := range per[1:] {
+	require.Len(t, per, 5)
+	for _, s := range per[3:] {
 		assert.Empty(t, validation.IsDNS1123Subdomain(s.Name), "valid Secret name %q", s.Name)
 		assert.Equal(t, []string{"worker.nk"}, slices.Collect(maps.Keys(s.Data)))
 	}
@@ -165,9 +174,9 @@ func TestSecretsAndFiles(t *testing.T) {
 	conf, err := os.ReadFile(filepath.Join(dir, natsauth.ConfigFile))
 	require.NoError(t, err)
 	assert.Equal(t, a.ServerConfig(), string(conf))
-	fi, err := os.Stat(filepath.Join(dir, natsauth.WorkersDir, "n1.nk"))
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "seeds are private")
-	_, err = os.Stat(filepath.Join(dir, natsauth.ControllerDir, "controller.nk"))
-	require.NoError(t, err)
+	for _, f := range []string{filepath.Join(natsauth.WorkersDir, "n1.nk"), filepath.Join(natsauth.ControllerDir, "controller.nk"), filepath.Join(natsauth.ReaderDir, "reader.nk")} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s is private", f)
+	}
 }

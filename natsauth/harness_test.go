@@ -198,7 +198,7 @@ func (d *deployment) connectWorker(node string) *worker {
 	js, err := jetstream.New(nc)
 	require.NoError(d.t, err)
 	bound := natsauth.BindOnly(js)
-	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas, SnapshotNode: node})
+	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas, ReadOnlySnapshots: true})
 	require.NoError(d.t, err, "worker %s binds to the event stream", node)
 	q, err := workqueue.Open(d.ctx, bound, d.queue.Config())
 	require.NoError(d.t, err, "worker %s binds to the command queue", node)
@@ -268,4 +268,26 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// reader is the read-only user's world: its connection, JetStream (raw,
+// what the nats CLI or a hostile client would use) and the event store
+// bound the way `switchback history` and `switchback replay` bind it.
+type reader struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *eventstore.Store
+	viol  *natsauth.Violations
+}
+
+// connectReader connects the reader user and opens the event store through
+// natsauth.BindOnly, as the read-only commands do.
+func (d *deployment) connectReader() *reader {
+	d.t.Helper()
+	nc, v := d.connect(d.auth.Reader)
+	js, err := jetstream.New(nc)
+	require.NoError(d.t, err)
+	store, err := eventstore.Open(d.ctx, natsauth.BindOnly(js), eventstore.Config{Replicas: d.replicas})
+	require.NoError(d.t, err, "the reader binds to the event stream")
+	return &reader{nc: nc, js: js, store: store, viol: v}
 }

@@ -2,10 +2,13 @@ package natsauth
 
 import (
 	"fmt"
+	"github.com/nats-io/nats-server/v2/server"
 	"slices"
 
+	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
@@ -104,15 +107,15 @@ func DangerousAPI() []string {
 //     filter is in the request body, so this cannot be narrowed to the node:
 //     see docs/nats-authorization.md) and the leader's last-message get that
 //     resolves an append conflict;
-//   - read aggregate snapshots in the KV bucket, and refresh its own node's
-//     (keys under eventstore.NodeSnapshotKeyPrefix(node)); its store must
-//     be opened with eventstore.Config.SnapshotNode set to node, so that it
-//     does not try to refresh others;
-//   - park a command it cannot carry out (undecodable, or misrouted to its
-//     queue): read it from the command stream by sequence and publish it
-//     under sb.dlq.cmd.<the node it names> (sb.dlq.cmd.unknown when it names
-//     none). Nothing consumes sb.dlq.cmd.*, so this cannot act on anything;
-//     the max-deliveries advisories the controller acts on stay denied;
+//   - read aggregate snapshots in the KV bucket, never write one (a writer
+//     of the bucket could publish a Nats-Rollup and purge every key): its
+//     store is opened with eventstore.Config.ReadOnlySnapshots, and the
+//     controller refreshes them;
+//   - refuse a command it cannot carry out (undecodable, misrouted, an
+//     unknown manager's) with workqueue.Terminate, an ack subject of its own
+//     consumer: the controller parks it from JetStream's advisory, so the
+//     worker neither reads commands by sequence nor writes the dead-letter
+//     stream;
 //   - look the streams up (stream info) when binding to them;
 //   - subscribe under its own inbox prefix only.
 //
@@ -140,17 +143,8 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 		jsAPI + "DIRECT.GET." + s.Events,
 		jsAPI + "STREAM.MSG.GET." + s.Events,
 		// Snapshots: get any (direct, last by subject: a worker reads its
-		// node's and, before starting its node, the manager's), put only
-		// its node's, so no worker can plant another node's or a
-		// manager's state.
+		// node's and, before starting its node, the manager's); put none.
 		jsAPI + "DIRECT.GET." + kvStream + ".$KV." + s.SnapshotBucket + ".>",
-		"$KV." + s.SnapshotBucket + "." + eventstore.NodeSnapshotKeyPrefix(node) + "*",
-		// Parking a bad command: read it by sequence, copy it to the DLQ.
-		// Under any node: a command misrouted to this node's queue is
-		// parked under the node it names (workqueue.DeadLetterCommand).
-		// Nothing acts on sb.dlq.cmd.*; it is evidence only.
-		jsAPI + "STREAM.MSG.GET." + s.Commands,
-		"sb.dlq.cmd.*",
 	}
 	allow = append(allow, extraPublish...)
 	inbox := InboxPrefix(node) + ".>"
@@ -161,6 +155,90 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 		PublishAllow:   allow,
 		PublishDeny:    DangerousAPI(),
 		SubscribeAllow: []string{inbox},
+	}
+}
+
+// ReaderInboxPrefix is the inbox prefix of the read-only user: the only
+// place it may subscribe, so it reads no other user's replies. `switchback
+// history` and `switchback replay` always connect with it (ReaderOptions);
+// the nats CLI takes it as --inbox-prefix.
+const ReaderInboxPrefix = "_INBOX.reader"
+
+// deadLettererConsumer is the durable consumer workqueue.WatchDeadLetters
+// creates on the dead-letter stream (a literal there, not exported);
+// TestReaderCannotTouchSwitchbacksConsumers fails should it be renamed.
+const deadLettererConsumer = "dead-letterer"
+
+// ReaderPermissions are the permissions of the read-only user, for
+// operators reading history without the controller's key: exactly what
+// `switchback history` (with --follow) and `switchback replay` do, and the
+// nats CLI's `stream info`, `stream get` and `sub --stream`, on the event
+// stream and the dead-letter stream:
+//
+//   - look the streams up (stream info), and the snapshot bucket, which
+//     eventstore.Open binds to (its configuration and counts only, none of
+//     its keys);
+//   - read messages: direct gets (batch, by sequence, last by subject) and
+//     the leader's message get;
+//   - ordered reads: create consumers (the name, and the filter subject when
+//     there is one, are tokens of the API subject: nats.go's jetstream
+//     package and the nats CLI always name their ephemeral consumers), pull
+//     from them and delete them;
+//   - subscribe under ReaderInboxPrefix only.
+//
+// The consumer calls cannot tell an ephemeral consumer from a durable one
+// by subject, so the names of Switchback's own durable consumers on those
+// streams (the projector's, the orchestrator's, the dead-letterer's) are
+// denied: a reader cannot update, pull from or delete them. Publishing on
+// any Switchback subject, acks, the administrative API and everything on
+// the command stream are not allowed, and denied again.
+func ReaderPermissions(streams Streams) Permissions {
+	s := streams.withDefaults()
+	kvStream := "KV_" + s.SnapshotBucket
+	allow := []string{jsAPI + "STREAM.INFO." + kvStream}
+	var deny []string
+	for _, st := range []struct {
+		name     string
+		durables []string
+	}{
+		{s.Events, []string{projector.ConsumerName, commands.OrchestratorConsumer}},
+		{s.DeadLetters, []string{deadLettererConsumer}},
+	} {
+		allow = append(allow,
+			jsAPI+"STREAM.INFO."+st.name,
+			jsAPI+"DIRECT.GET."+st.name,
+			jsAPI+"DIRECT.GET."+st.name+".>",
+			jsAPI+"STREAM.MSG.GET."+st.name,
+			jsAPI+"CONSUMER.CREATE."+st.name+".*",
+			jsAPI+"CONSUMER.CREATE."+st.name+".*.>",
+			jsAPI+"CONSUMER.MSG.NEXT."+st.name+".*",
+			jsAPI+"CONSUMER.DELETE."+st.name+".*",
+		)
+		for _, d := range st.durables {
+			deny = append(deny,
+				jsAPI+"CONSUMER.CREATE."+st.name+"."+d,
+				jsAPI+"CONSUMER.CREATE."+st.name+"."+d+".>",
+				jsAPI+"CONSUMER.MSG.NEXT."+st.name+"."+d,
+				jsAPI+"CONSUMER.DELETE."+st.name+"."+d,
+			)
+		}
+	}
+	for _, st := range []string{s.Commands, kvStream} {
+		deny = append(deny, jsAPI+"CONSUMER.CREATE."+st+".>", jsAPI+"CONSUMER.DELETE."+st+".>")
+	}
+	for _, d := range DangerousAPI() {
+		// Its own consumers it creates and deletes: allowed above, per
+		// stream, and denied per durable name.
+		if d != jsAPI+"CONSUMER.CREATE.>" && d != jsAPI+"CONSUMER.DELETE.>" {
+			deny = append(deny, d)
+		}
+	}
+	deny = append(deny, events.StreamSubjects, workqueue.CommandSubjects, workqueue.DeadLetterSubject,
+		"$KV.>", "$JS.ACK.>", "$JS.EVENT.>")
+	return Permissions{
+		PublishAllow:   allow,
+		PublishDeny:    deny,
+		SubscribeAllow: []string{ReaderInboxPrefix + ".>"},
 	}
 }
 
@@ -217,4 +295,11 @@ func splitTokens(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// CalloutServicePermissions are the auth callout service's: it receives the
+// server's authorization requests and answers each once (the rendered
+// configuration adds allow_responses), nothing else; no JetStream at all.
+func CalloutServicePermissions() Permissions {
+	return Permissions{SubscribeAllow: []string{server.AuthCalloutSubject}}
 }

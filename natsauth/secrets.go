@@ -3,10 +3,6 @@ package natsauth
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,11 +13,21 @@ import (
 const (
 	// ControllerSecretName holds the controller's credential.
 	ControllerSecretName = "switchback-nats-controller"
+	// ReaderSecretName holds the reader's credential, for operators
+	// (`kubectl get secret switchback-nats-reader`).
+	ReaderSecretName = "switchback-nats-reader"
 	// WorkersSecretName is the shared Secret of every worker's credential
 	// (SharedSecret layout), keyed by SecretKey.
 	WorkersSecretName = "switchback-nats-workers"
 	// workerSecretPrefix prefixes each worker's own Secret (SecretPerWorker).
 	workerSecretPrefix = "switchback-nats-worker-"
+	// ServerSecretName holds the servers' side, ServerConfig under
+	// ServerSecretKey, which deploy/nats includes: public keys and bcrypt
+	// hashes only, but a Secret so that nobody without Secret access can
+	// read who the users are.
+	ServerSecretName = "switchback-nats-server-auth"
+	// ServerSecretKey is the key of ServerConfig in ServerSecretName.
+	ServerSecretKey = "auth.conf"
 )
 
 // SecretLayout says how the workers' credentials are packed into Secrets;
@@ -62,10 +68,12 @@ func trimName(s string) string {
 	return s
 }
 
-// Secrets returns the Kubernetes Secrets holding the credentials: the
-// controller's, and the workers' in the given layout. Workers kept by
-// public key only (Config.Existing without a seed) are left out: their seed
-// is wherever it already was.
+// Secrets returns the Kubernetes Secrets of the authorization: the servers'
+// side (ServerSecretName), the controller's and the reader's credentials,
+// and the workers' in the given layout (none in callout mode, whose
+// service keys are natsauth/callout's). Workers kept by public key only
+// (Config.Existing without a seed) are left out: their seed is wherever it
+// already was.
 func (a *Authorization) Secrets(namespace string, layout SecretLayout) []*corev1.Secret {
 	secret := func(name string, data map[string][]byte, labels map[string]string) *corev1.Secret {
 		return &corev1.Secret{
@@ -78,9 +86,15 @@ func (a *Authorization) Secrets(namespace string, layout SecretLayout) []*corev1
 	comp := func(c string) map[string]string {
 		return map[string]string{"app.kubernetes.io/name": "switchback", "app.kubernetes.io/component": c}
 	}
-	out := []*corev1.Secret{secret(ControllerSecretName, a.ControllerSecretData(), comp("controller"))}
-	switch layout {
-	case SecretPerWorker:
+	out := []*corev1.Secret{
+		secret(ServerSecretName, map[string][]byte{ServerSecretKey: []byte(a.text)}, comp("nats")),
+		secret(ControllerSecretName, a.ControllerSecretData(), comp("controller")),
+		secret(ReaderSecretName, a.ReaderSecretData(), comp("reader")),
+	}
+	switch {
+	case a.cfg.Callout != nil:
+		// The workers' users come from the callout: no worker Secret.
+	case layout == SecretPerWorker:
 		for _, w := range a.Workers {
 			if v := w.Credential.secret(); v != nil {
 				out = append(out, secret(WorkerSecretName(w.Node), map[string][]byte{a.WorkerKey(): v}, comp("worker")))
@@ -90,43 +104,4 @@ func (a *Authorization) Secrets(namespace string, layout SecretLayout) []*corev1
 		out = append(out, secret(WorkersSecretName, a.SecretData(), comp("worker")))
 	}
 	return out
-}
-
-// Files names what WriteFiles writes under its directory.
-const (
-	// ConfigFile is the server configuration snippet (not secret).
-	ConfigFile = "switchback-auth.conf"
-	// ControllerDir holds the controller's credential files.
-	ControllerDir = "controller"
-	// WorkersDir holds one credential file per worker, named by SecretKey.
-	WorkersDir = "workers"
-)
-
-// WriteFiles writes the generated authorization under dir: ConfigFile
-// (mode 0644), the controller's credential under ControllerDir and each
-// worker's under WorkersDir (mode 0600, directories 0700). Existing files
-// are replaced. It is what a `switchback nats-auth` command writes before
-// `kubectl create secret generic --from-file`.
-func (a *Authorization) WriteFiles(dir string) error {
-	var errs []error
-	write := func(path string, data []byte, mode os.FileMode) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			errs = append(errs, err)
-			return
-		}
-		if err := os.WriteFile(path, data, mode); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	write(filepath.Join(dir, ConfigFile), []byte(a.text), 0o644)
-	for k, v := range a.ControllerSecretData() {
-		write(filepath.Join(dir, ControllerDir, k), v, 0o600)
-	}
-	for k, v := range a.SecretData() {
-		write(filepath.Join(dir, WorkersDir, k), v, 0o600)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("natsauth: write files under %s: %w", dir, err)
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -106,12 +107,21 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 
 	dlq, err := d.js.Stream(d.ctx, workqueue.DeadLetterStream)
 	require.NoError(t, err)
-	garbage, err := dlq.GetLastMsgForSubject(d.ctx, "sb.dlq.cmd.unknown")
-	require.NoError(t, err, "the worker parked the undecodable command")
-	assert.Contains(t, garbage.Header.Get(workqueue.HeaderDeadReason), "bad command")
-	parked, err := dlq.GetLastMsgForSubject(d.ctx, "sb.dlq.cmd.n2")
-	require.NoError(t, err, "the worker parked the misrouted command under the node it names")
-	assert.Contains(t, parked.Header.Get(workqueue.HeaderDeadReason), `is for node "n2"`)
+	// The worker refused both; the controller parks them from JetStream's
+	// advisories, a moment later.
+	parked := func(subject string) *jetstream.RawStreamMsg {
+		var m *jetstream.RawStreamMsg
+		require.Eventually(t, func() bool {
+			var err error
+			m, err = dlq.GetLastMsgForSubject(d.ctx, subject)
+			return err == nil
+		}, 20*time.Second, 10*time.Millisecond, "a dead letter under %s", subject)
+		return m
+	}
+	assert.Contains(t, parked("sb.dlq.cmd.unknown").Header.Get(workqueue.HeaderDeadReason), "bad command", "the undecodable command")
+	assert.Contains(t, parked("sb.dlq.cmd.n2").Header.Get(workqueue.HeaderDeadReason), `is for node "n2"`, "the misrouted command, under the node it names")
+
+	readAsReader(t, d, ref, 2)
 }
 
 // TestPasswordUsersInAnAccount: the same upgrade with user/password users
@@ -133,6 +143,10 @@ func TestPasswordUsersInAnAccount(t *testing.T) {
 	_, err := d.srv.Connect(nats.UserInfo(wb.Credential.User, wa.Credential.Password))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Authorization Violation")
+
+	_, err = d.js.Publish(d.ctx, "sb.dlq.evt.test", []byte("a parked event"))
+	require.NoError(t, err)
+	readAsReader(t, d, ref, 1)
 }
 
 // TestWholeUpgradeOnAClusterUnderAuthorization: the same on a 3-server

@@ -266,7 +266,7 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 // reload folds the node aggregate again: a cancel request or another
 // worker's progress must be seen.
 func (r *run) reload(ctx context.Context) error {
-	l, err := commands.Load(ctx, r.w.cfg.Store, nodeMachine, r.agg)
+	l, err := commands.Load(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg)
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (r *run) id(what string) string {
 // exec decides and appends one node command and adopts the resulting state.
 func (r *run) exec(ctx context.Context, cmd nodeupgrade.Command) error {
 	from := &eventstore.Loaded[nodeupgrade.State]{State: r.st, Version: r.version}
-	res, err := commands.ExecuteFrom(ctx, r.w.cfg.Store, nodeMachine, r.agg, from, r.w.source, r.w.cfg.Now(), cmd)
+	res, err := commands.ExecuteFrom(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg, from, r.w.source, r.w.cfg.Now(), cmd)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,3 @@ func stepDoneMessage(s events.NodeState) string {
 	}
 	return ""
 }
-
-// nodeMachine is the node-upgrade machine as a worker runs it: it reads the
-// node's snapshots and leaves writing them to the controller.
-var nodeMachine = commands.NodeMachine.ReadingSnapshots()

@@ -19,6 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/sim/simremote"
 )
 
@@ -55,6 +56,15 @@ type dataPlaneFlags struct {
 func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "data-plane", "sim", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo)")
 	f.registerLonghorn(fs)
+}
+
+// workerExtraPublish is what the workers of this data plane publish besides
+// their own node's subjects: the simulated cluster's requests for sim.
+func (f *dataPlaneFlags) workerExtraPublish() []string {
+	if f.kind == "sim" {
+		return []string{natsauth.SimDataPlaneSubjects}
+	}
+	return nil
 }
 
 // registerLonghorn registers the flags of --data-plane longhorn alone, for

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,6 +23,7 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -48,6 +51,10 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	guard := fs.Bool("guard-longhorn", true, "serve the guard that refuses new v2 attachments and engine moves onto a node being upgraded (deploy/webhook/guard.yaml sends it the writes)")
 	var trusted stringList
 	fs.Var(&trusted, "guard-trusted-user", "a user whose writes the guard lets through, besides the workers' service account system:serviceaccount:<namespace>:switchback-worker (repeat)")
+	calloutDir := fs.String("nats-callout", "", "serve the NATS auth callout with the keys in this directory (the Secret "+callout.SecretName+"; `switchback nats-auth --callout` makes it): "+
+		"each worker presenting its pod's ServiceAccount token gets its node's NATS user; every replica serves, leading or not")
+	calloutSA := fs.String("nats-callout-service-account", callout.DefaultServiceAccount, "with --nats-callout: the workers' ServiceAccount in --namespace, the only one admitted")
+	calloutTTL := fs.Duration("nats-callout-max-ttl", callout.DefaultMaxTTL, "with --nats-callout: the longest a worker's NATS user lives (never past its token); it then reconnects with its current token")
 	var hf healthFlags
 	hf.register(fs)
 	var lf logFlags
@@ -116,6 +123,20 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if *calloutDir != "" {
+		svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
+			Reviewer:           callout.NewCache(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, calloutReviewCacheTTL, calloutReviewCacheSize),
+			WorkerExtraPublish: dp.workerExtraPublish(), Log: log.With("component", "nats-callout")}, log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		wg.Go(func() {
+			if err := svc.Run(ctx, nc); err != nil && ctx.Err() == nil {
+				log.Error("NATS auth callout stopped", "error", err)
+			}
+		})
+	}
 	if *webhookAddr != "" {
 		// Admission reads informer caches only (its own, since the
 		// intake's runs on the leader alone): no apiserver request per review.
@@ -260,4 +281,31 @@ func hostnameOr(def string) string {
 		return h
 	}
 	return def
+}
+
+// The TokenReview cache of the auth callout: many workers reconnecting at
+// once (a NATS restart) cost one review per token, and a worker whose pod
+// is deleted is refused at most this long after.
+const (
+	calloutReviewCacheTTL  = 10 * time.Second
+	calloutReviewCacheSize = 4096
+)
+
+// startCallout reads the callout's keys from dir and returns the service
+// and its own NATS connection (its static user), to Run on.
+func startCallout(nf *natsFlags, dir string, cfg callout.Config, log *slog.Logger) (*callout.Service, *nats.Conn, error) {
+	keys, err := callout.ReadKeys(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
+	}
+	cfg.Issuer, cfg.XKey = keys.Issuer, keys.XKey
+	svc, err := callout.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
+	}
+	nc, err := nf.connectCallout(keys, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, nc, nil
 }

@@ -31,7 +31,7 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	filter := fmt.Sprintf("%s.%s.%s.>", events.SubjectPrefix, ns, events.EncodeToken(name))
 
-	conn, err := nf.connect(ctx, "switchback-history", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: !*follow})
+	conn, err := nf.connect(ctx, "switchback-history", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: !*follow, readOnly: true})
 	if err != nil {
 		return err
 	}

@@ -17,31 +17,37 @@ import (
 
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
+// passwordEnv is the environment variable holding the NATS password when
+// no --nats-password-file is given.
+const passwordEnv = "SWITCHBACK_NATS_PASSWORD"
+
 // natsFlags select a NATS server: an external one (--nats-url and
 // credentials), or an embedded one storing in --data-dir.
 type natsFlags struct {
-	url, creds, nkey, user, password string
-	passwordFile                     string
-	tlsCA, tlsCert, tlsKey           string
-	dataDir, listen                  string
-	port                             int
-	replicas                         int
+	url, creds, nkey, user string
+	passwordFile           string
+	retiredPassword        retiredFlag
+	tlsCA, tlsCert, tlsKey string
+	dataDir, listen        string
+	port                   int
+	replicas               int
 }
 
 func (f *natsFlags) register(fs *flag.FlagSet, embeddedByDefault bool) {
-	fs.StringVar(&f.url, "nats-url", "", "NATS server URL(s), comma-separated; empty runs an embedded server on --data-dir")
+	fs.StringVar(&f.url, "nats-url", "", "NATS server URL(s), comma-separated (nats://, or tls:// to require TLS), without credentials; empty runs an embedded server on --data-dir")
 	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT + nkey seed)")
 	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file")
-	fs.StringVar(&f.user, "nats-user", "", "NATS user name")
-	fs.StringVar(&f.password, "nats-password", "", "NATS password (or set NATS_PASSWORD)")
+	fs.StringVar(&f.user, "nats-user", "", "NATS user name (its password from --nats-password-file or $"+passwordEnv+")")
+	fs.Var(&f.retiredPassword, "nats-password", "retired: a password in the arguments is visible to anyone who can list processes; use --nats-password-file or $"+passwordEnv)
 	fs.StringVar(&f.passwordFile, "nats-password-file", "", "file holding the NATS password, e.g. a worker's /etc/switchback/nats/$(NODE_NAME).password")
-	fs.StringVar(&f.tlsCA, "nats-tls-ca", "", "CA bundle to verify the NATS server")
-	fs.StringVar(&f.tlsCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
-	fs.StringVar(&f.tlsKey, "nats-tls-key", "", "client key for NATS mutual TLS")
+	fs.StringVar(&f.tlsCA, "nats-ca", "", "PEM CA bundle to verify the NATS server with; when set, the connection requires TLS")
+	fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
+	fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
 	def := ""
 	if embeddedByDefault {
 		def = "switchback-data"
@@ -83,17 +89,35 @@ type connectOptions struct {
 	// to the streams and consumers the controller created instead of
 	// creating them (its user may not; docs/nats-authorization.md).
 	worker string
+	// tokenFile, for a worker, is its projected ServiceAccount token: it
+	// connects through the NATS auth callout, presenting the token read
+	// anew at every (re)connect (natsauth/callout.WorkerOptions).
+	tokenFile string
+	// readOnly connects a command that only reads history (history,
+	// replay): with the reader's inbox prefix, so that it works as the
+	// read-only NATS user, binding to the event stream rather than
+	// creating or updating it (a read changes nothing, not even a stream's
+	// configuration), and without the command queue.
+	readOnly bool
 }
 
 // connect opens NATS (starting the embedded server when no URL is given),
-// then the event store and the command queue. Permission violations are
+// then the event store and (unless o.readOnly) the command queue. Permission violations are
 // logged on every connection: NATS reports a denied publish only
 // asynchronously, and a denied request only times out.
 func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, o connectOptions) (*natsConn, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
 	c := &natsConn{}
 	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), (&natsauth.Violations{Log: log}).Option()}
-	if o.worker != "" {
+	switch {
+	case o.worker != "" && o.tokenFile != "":
+		opts = append(opts, callout.WorkerOptions(o.worker, o.tokenFile, log)...)
+	case o.worker != "":
 		opts = append(opts, natsauth.WorkerOptions(o.worker)...)
+	case o.readOnly:
+		opts = append(opts, natsauth.ReaderOptions()...)
 	}
 	if f.url == "" {
 		if f.dataDir == "" {
@@ -115,9 +139,9 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		if err != nil {
 			return nil, err
 		}
-		nc, err := nats.Connect(f.url, append(opts, auth...)...)
+		nc, err := dial(ctx, f.url, append(opts, auth...), o.worker != "", log)
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", f.url, err)
+			return nil, fmt.Errorf("connect to %s: %w", redactURL(f.url), err)
 		}
 		c.nc = nc
 	}
@@ -127,23 +151,136 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		return nil, err
 	}
 	c.js = js
-	if o.worker != "" {
+	switch {
+	case o.worker != "":
 		js = natsauth.BindOnly(js)
 		if err := waitForStreams(ctx, js, log); err != nil {
 			c.Close()
 			return nil, err
 		}
+	case o.readOnly:
+		js = natsauth.BindOnly(js)
 	}
-	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, SnapshotNode: o.worker}); err != nil {
+	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, ReadOnlySnapshots: o.worker != ""}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if c.queue, err = workqueue.Open(ctx, js, workqueue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {
-		c.Close()
-		return nil, err
+	if !o.readOnly {
+		if c.queue, err = workqueue.Open(ctx, js, workqueue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
-	log.Debug("connected to NATS", "url", c.nc.ConnectedUrlRedacted(), "embedded", c.server != nil)
+	log.Debug("connected to NATS", "url", redactURL(c.nc.ConnectedUrl()), "embedded", c.server != nil)
 	return c, nil
+}
+
+// dial connects to url. A worker (retry) keeps trying until ctx ends: it
+// may start before NATS or, in callout mode, before the controller that
+// answers for its token, and its health endpoint says it is waiting; any
+// other command fails at once, so that a wrong URL or credential is said.
+func dial(ctx context.Context, url string, opts []nats.Option, retry bool, log *slog.Logger) (*nats.Conn, error) {
+	const most = 5 * time.Second
+	wait := 250 * time.Millisecond
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil || !retry {
+			return nc, err
+		}
+		log.Warn("cannot connect to NATS yet; retrying", "url", redactURL(url), "in", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, most)
+	}
+}
+
+// connectCallout opens the NATS auth callout service's own connection: its
+// static user (keys.Service), the process's TLS options. The callout needs
+// a NATS URL: an embedded server has no callout.
+func (f *natsFlags) connectCallout(keys callout.Keys, log *slog.Logger) (*nats.Conn, error) {
+	if f.url == "" {
+		return nil, fmt.Errorf("--nats-callout needs --nats-url (the servers that call out): %w", errUsage)
+	}
+	pub, err := keys.Service.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("--nats-callout: %w", err)
+	}
+	opts, err := f.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.Name(natsauth.CalloutServiceUser), nats.MaxReconnects(-1), nats.Nkey(pub, keys.Service.Sign),
+		(&natsauth.Violations{Log: log}).Option())
+	nc, err := nats.Connect(f.url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect the NATS auth callout to %s: %w", redactURL(f.url), err)
+	}
+	return nc, nil
+}
+
+// validate refuses a secret in the arguments, where anyone who can list
+// processes (ps, /proc/<pid>/cmdline) or read the pod spec reads it too,
+// and half a client certificate.
+func (f *natsFlags) validate() error {
+	if f.retiredPassword.set {
+		return fmt.Errorf("--nats-password is retired (a password in the arguments is visible to anyone who can list processes or read the pod spec): use --nats-password-file FILE or the environment variable %s: %w", passwordEnv, errUsage)
+	}
+	for u := range strings.SplitSeq(f.url, ",") {
+		if strings.Contains(u, "@") {
+			return fmt.Errorf("--nats-url %s carries credentials, visible to anyone who can list processes: give the URL alone and --nats-user with --nats-password-file or $%s (or --nats-nkey, --nats-creds): %w",
+				redactURL(u), passwordEnv, errUsage)
+		}
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return fmt.Errorf("--nats-cert and --nats-key go together (the client certificate and its key): %w", errUsage)
+	}
+	return nil
+}
+
+// redactURL returns the NATS server URL(s) s, comma-separated as --nats-url
+// takes them, without their secrets, for logs and errors: a password
+// becomes "***" (nats://user:***@host:4222), and so does a user part
+// without a password, which nats.go sends as a token (nats://***@host:4222).
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		scheme, rest, hasScheme := strings.Cut(p, "://")
+		if !hasScheme {
+			scheme, rest = "", p
+		}
+		// The last '@': a password may hold one unescaped.
+		at := strings.LastIndex(rest, "@")
+		if at < 0 {
+			continue
+		}
+		user, _, hasPassword := strings.Cut(rest[:at], ":")
+		redacted := "***"
+		if hasPassword {
+			redacted = user + ":***"
+		}
+		parts[i] = redacted + rest[at:]
+		if hasScheme {
+			parts[i] = scheme + "://" + parts[i]
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// retiredFlag is a flag no longer accepted: Set records that it was given
+// and drops the value unseen (the flag package would print a value Set
+// refuses, here a secret, on stderr), and validate refuses to go on.
+type retiredFlag struct{ set bool }
+
+func (r *retiredFlag) String() string { return "" }
+
+func (r *retiredFlag) Set(string) error {
+	r.set = true
+	return nil
 }
 
 func (f *natsFlags) authOptions() ([]nats.Option, error) {
@@ -158,8 +295,9 @@ func (f *natsFlags) authOptions() ([]nats.Option, error) {
 		}
 		opts = append(opts, o)
 	}
-	if f.user != "" {
-		pw := f.password
+	switch {
+	case f.user != "":
+		pw := os.Getenv(passwordEnv)
 		if f.passwordFile != "" {
 			b, err := os.ReadFile(f.passwordFile)
 			if err != nil {
@@ -167,31 +305,45 @@ func (f *natsFlags) authOptions() ([]nats.Option, error) {
 			}
 			pw = strings.TrimSpace(string(b))
 		}
-		if pw == "" {
-			pw = os.Getenv("NATS_PASSWORD")
-		}
 		opts = append(opts, nats.UserInfo(f.user, pw))
+	case f.passwordFile != "":
+		// Silently connecting without the password would only fail later,
+		// as an authorization violation naming nothing.
+		return nil, fmt.Errorf("--nats-password-file needs --nats-user (whose password it is): %w", errUsage)
 	}
+	tlsOpts, err := f.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, tlsOpts...), nil
+}
+
+// tlsOptions are the connection's TLS options (--nats-ca, --nats-cert,
+// --nats-key), for every connection of the process.
+func (f *natsFlags) tlsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
 	if f.tlsCA != "" || f.tlsCert != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.tlsCA != "" {
 			pem, err := os.ReadFile(f.tlsCA)
 			if err != nil {
-				return nil, fmt.Errorf("--nats-tls-ca: %w", err)
+				return nil, fmt.Errorf("--nats-ca: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--nats-tls-ca %s: no certificate found", f.tlsCA)
+				return nil, fmt.Errorf("--nats-ca %s: no certificate found", f.tlsCA)
 			}
 			cfg.RootCAs = pool
 		}
 		if f.tlsCert != "" {
 			cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 			if err != nil {
-				return nil, fmt.Errorf("--nats-tls-cert/--nats-tls-key: %w", err)
+				return nil, fmt.Errorf("--nats-cert/--nats-key: %w", err)
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
+		// Secure makes TLS required, whatever the URL's scheme: a server
+		// offering none is refused rather than spoken to in the clear.
 		opts = append(opts, nats.Secure(cfg))
 	}
 	return opts, nil

@@ -9,12 +9,13 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/nats-io/nkeys"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 )
 
 // secretsFile is where nats-auth writes the Secret manifests, next to the
@@ -23,12 +24,17 @@ const secretsFile = "secrets.yaml"
 
 // runNATSAuth generates the per-node NATS authorization of
 // docs/nats-authorization.md: the server configuration snippet, the
-// credential files and, optionally, the Secrets holding them.
+// credential files (the controller's, the read-only reader's, each
+// worker's) and, optionally, the Secrets holding them. It reads and writes
+// only a directory of the current user, never through a symbolic link
+// (natsauth.CheckDir, natsauth.WriteFile).
 func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("nats-auth", "nats-auth --node NAME [--node NAME ...] --out DIR [--mode nkey|password] [--account NAME] [--secrets-namespace NS]", stderr)
+	fs := newFlags("nats-auth", "nats-auth (--callout | --node NAME [--node NAME ...]) --out DIR [--mode nkey|password] [--account NAME] [--secrets-namespace NS]", stderr)
 	var nodes stringList
-	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate)")
-	out := fs.String("out", "", "directory to write "+natsauth.ConfigFile+", "+natsauth.ControllerDir+"/ and "+natsauth.WorkersDir+"/ into")
+	calloutMode := fs.Bool("callout", false, "workers get their users from the NATS auth callout the controller serves (each presents its pod's token: the default install); "+
+		"writes the callout's keys under "+calloutDir+"/ instead of a user per node")
+	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout")
+	out := fs.String("out", "", "directory to write "+natsauth.ConfigFile+", "+natsauth.ControllerDir+"/, "+natsauth.ReaderDir+"/ and "+natsauth.WorkersDir+"/ into (yours: refused when owned by another user or a symbolic link)")
 	mode := fs.String("mode", string(natsauth.ModeNKey), "how users authenticate: nkey (the server config holds public keys only) or password (bcrypt hashes)")
 	account := fs.String("account", "", "put Switchback's users in this NATS account (empty = the server's global account)")
 	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+natsauth.SimDataPlaneSubjects+"): for tests and demos")
@@ -39,8 +45,10 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	switch {
-	case len(nodes) == 0:
-		return fmt.Errorf("--node: at least one node: %w", errUsage)
+	case *calloutMode && len(nodes) > 0:
+		return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node: %w", errUsage)
+	case !*calloutMode && len(nodes) == 0:
+		return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
 	case *out == "":
 		return fmt.Errorf("--out: a directory is required: %w", errUsage)
 	}
@@ -49,11 +57,21 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.WorkerExtraPublish = []string{natsauth.SimDataPlaneSubjects}
 	}
 	if *keep {
-		existing, err := readCredentials(*out, cfg)
+		existing, err := natsauth.ReadFiles(*out, cfg.Mode, cfg.Nodes)
 		if err != nil {
-			return err
+			return fmt.Errorf("--keep: %w", err)
 		}
 		cfg.Existing = existing
+	}
+	var keys *callout.Keys
+	if *calloutMode {
+		var err error
+		if keys, err = calloutKeys(*out, *keep); err != nil {
+			return err
+		}
+		if cfg.Callout, err = keys.Server(0); err != nil {
+			return err
+		}
 	}
 	auth, err := natsauth.Generate(cfg)
 	if err != nil {
@@ -61,6 +79,11 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err := auth.WriteFiles(*out); err != nil {
 		return err
+	}
+	if keys != nil {
+		if err := writeCalloutKeys(*out, *keys); err != nil {
+			return err
+		}
 	}
 	secrets := filepath.Join(*out, secretsFile)
 	if *namespace == "" {
@@ -75,8 +98,19 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		if *perWorker {
 			layout = natsauth.SecretPerWorker
 		}
+		manifests := auth.Secrets(*namespace, layout)
+		if keys != nil {
+			data, err := keys.SecretData()
+			if err != nil {
+				return err
+			}
+			manifests = append(manifests, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, Type: corev1.SecretTypeOpaque,
+				ObjectMeta: metav1.ObjectMeta{Name: callout.SecretName, Namespace: *namespace,
+					Labels: map[string]string{"app.kubernetes.io/name": "switchback", "app.kubernetes.io/component": "controller"}},
+				Data: data})
+		}
 		var b bytes.Buffer
-		for _, s := range auth.Secrets(*namespace, layout) {
+		for _, s := range manifests {
 			y, err := yaml.Marshal(s)
 			if err != nil {
 				return fmt.Errorf("secret %s: %w", s.Name, err)
@@ -84,64 +118,52 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 			b.WriteString("---\n")
 			b.Write(y)
 		}
-		if err := os.WriteFile(secrets, b.Bytes(), 0o600); err != nil {
+		if err := natsauth.WriteFile(secrets, b.Bytes(), 0o600); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote the authorization of %d worker(s) and the controller under %s (%d kept)\n", len(nodes), *out, len(cfg.Existing))
+	if keys != nil {
+		fmt.Fprintf(stdout, "wrote the callout authorization (workers decided by the controller's auth callout), the controller and the reader under %s (%d kept)\n", *out, len(cfg.Existing))
+	} else {
+		fmt.Fprintf(stdout, "wrote the authorization of %d worker(s), the controller and the reader under %s (%d kept)\n", len(nodes), *out, len(cfg.Existing))
+	}
 	fmt.Fprintf(stdout, "next: add `include %s` to nats.conf and reload the server; see docs/nats-authorization.md\n", natsauth.ConfigFile)
+	fmt.Fprintf(stdout, "operators read history with the read-only credential under %s (Secret %s); see \"Reading history as an operator\" there\n",
+		filepath.Join(*out, natsauth.ReaderDir), natsauth.ReaderSecretName)
 	return nil
 }
 
-// readCredentials reads the credentials a previous run wrote under dir, so
-// a regeneration keeps them: seeds (nkey mode) or passwords, by node, the
-// controller's under "". A missing directory or file is simply not kept; an
-// unreadable or malformed one is an error, since silently rotating a key
-// would lock out the worker using it.
-func readCredentials(dir string, cfg natsauth.Config) (map[string]natsauth.Credential, error) {
-	probe, err := natsauth.Generate(natsauth.Config{Nodes: cfg.Nodes, Mode: cfg.Mode, Account: cfg.Account, BcryptCost: 4})
+// calloutDir is where nats-auth --callout keeps the callout's keys, the
+// files of the callout.SecretName Secret.
+const calloutDir = "callout"
+
+// calloutKeys are the keys under out/callout when keep finds them all, else
+// fresh ones (none of them rotates alone: the issuer signs every worker's
+// user, the service key is in the servers' configuration).
+func calloutKeys(out string, keep bool) (*callout.Keys, error) {
+	dir := filepath.Join(out, calloutDir)
+	if keep {
+		k, err := callout.ReadKeys(dir)
+		if err == nil {
+			return &k, nil
+		}
+		if !errors.Is(err, iofs.ErrNotExist) {
+			return nil, fmt.Errorf("--keep: %w", err)
+		}
+	}
+	k, err := callout.GenerateKeys()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]natsauth.Credential{}
-	read := func(who, path string) error {
-		b, err := os.ReadFile(path)
-		if errors.Is(err, iofs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if probe.Mode() == natsauth.ModePassword {
-			out[who] = natsauth.Credential{Password: strings.TrimSpace(string(b))}
-			return nil
-		}
-		kp, err := nkeys.ParseDecoratedNKey(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		out[who] = natsauth.Credential{NKey: pub, Seed: seed}
-		return nil
+	return &k, nil
+}
+
+// writeCalloutKeys writes k's seeds under out/callout, as WriteFiles writes
+// the users' (a private directory, no symbolic link followed).
+func writeCalloutKeys(out string, k callout.Keys) error {
+	data, err := k.SecretData()
+	if err != nil {
+		return err
 	}
-	controller := filepath.Join(dir, natsauth.ControllerDir, "controller.nk")
-	if probe.Mode() == natsauth.ModePassword {
-		controller = filepath.Join(dir, natsauth.ControllerDir, "password")
-	}
-	if err := read("", controller); err != nil {
-		return nil, fmt.Errorf("--keep: %w", err)
-	}
-	for _, n := range cfg.Nodes {
-		if err := read(n, filepath.Join(dir, natsauth.WorkersDir, probe.SecretKey(n))); err != nil {
-			return nil, fmt.Errorf("--keep: node %s: %w", n, err)
-		}
-	}
-	return out, nil
+	return natsauth.WritePrivate(filepath.Join(out, calloutDir), data)
 }

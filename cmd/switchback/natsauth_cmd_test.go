@@ -23,13 +23,17 @@ func TestNATSAuthKeepsCredentialsAcrossRuns(t *testing.T) {
 				"--secrets-namespace", "longhorn-system")
 			require.Equal(t, 0, code, "%s\n%s", out, errOut)
 			n1 := readFile(t, dir, natsauth.WorkersDir, "n1"+ext)
+			readerFile := map[natsauth.Mode]string{natsauth.ModeNKey: "reader.nk", natsauth.ModePassword: "password"}[mode]
+			reader := readFile(t, dir, natsauth.ReaderDir, readerFile)
 			conf := readFile(t, dir, natsauth.ConfigFile)
 			assert.Contains(t, readFile(t, dir, secretsFile), "name: switchback-nats-workers")
+			assert.Contains(t, readFile(t, dir, secretsFile), "name: "+natsauth.ReaderSecretName)
 
 			code, out, errOut = runCmd(t, time.Minute, "nats-auth", "--mode", string(mode), "--node", "n1", "--node", "n2,n3", "--out", dir)
 			require.Equal(t, 0, code, "%s\n%s", out, errOut)
-			assert.Contains(t, out, "(3 kept)", "the controller and both workers")
+			assert.Contains(t, out, "(4 kept)", "the controller, the reader and both workers")
 			assert.Equal(t, n1, readFile(t, dir, natsauth.WorkersDir, "n1"+ext), "n1's credential is kept")
+			assert.Equal(t, reader, readFile(t, dir, natsauth.ReaderDir, readerFile), "the reader's credential is kept")
 			assert.FileExists(t, filepath.Join(dir, natsauth.WorkersDir, "n3"+ext))
 			assert.NotEqual(t, conf, readFile(t, dir, natsauth.ConfigFile), "the configuration gains n3")
 			assert.NoFileExists(t, filepath.Join(dir, secretsFile), "the outdated Secrets are gone")
@@ -50,8 +54,45 @@ func TestNATSAuthRefusesACorruptCredential(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, natsauth.WorkersDir, "n1.nk"), []byte("not a seed"), 0o600))
 	code, _, errOut := runCmd(t, time.Minute, "nats-auth", "--node", "n1", "--out", dir)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "--keep: node n1:")
+	assert.Contains(t, errOut, "--keep: natsauth: node n1:")
 	assert.Contains(t, errOut, "n1.nk")
+}
+
+// nats-auth writes its credentials only into a directory of the current
+// user, never through a symbolic link, its own secrets.yaml included; each
+// case of natsauth.WriteFiles is in natsauth/files_test.go.
+func TestNATSAuthRefusesADirectoryNotTheUsers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		plant     func(t *testing.T, out string)
+		needsRoot bool
+		want      string
+	}{
+		{"--out is a symbolic link", func(t *testing.T, out string) {
+			require.NoError(t, os.Symlink(t.TempDir(), out))
+		}, false, "out is a symbolic link"},
+		{"--out owned by another user", func(t *testing.T, out string) {
+			require.NoError(t, os.Mkdir(out, 0o700))
+			require.NoError(t, os.Chown(out, 65534, 65534))
+		}, true, "out is owned by uid 65534, not by this user"},
+		{"a symbolic link planted at secrets.yaml", func(t *testing.T, out string) {
+			require.NoError(t, os.Mkdir(out, 0o700))
+			require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), filepath.Join(out, secretsFile)))
+		}, false, secretsFile + " is a symbolic link"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needsRoot && os.Geteuid() != 0 {
+				t.Skip("handing a directory to another user takes root (chown); this case runs when the tests run as root")
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			tc.plant(t, out)
+			for _, keep := range []string{"--keep=true", "--keep=false"} {
+				code, stdout, errOut := runCmd(t, time.Minute, "nats-auth", "--node", "n1", "--out", out, keep, "--secrets-namespace", "longhorn-system")
+				assert.Equal(t, 1, code, "%s %s\n%s", keep, stdout, errOut)
+				assert.Contains(t, errOut, tc.want, keep)
+			}
+		})
+	}
 }
 
 func readFile(t *testing.T, parts ...string) string {

@@ -36,7 +36,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *untilSeq != 0 && *untilTime != "" {
 		return fmt.Errorf("give --until-seq or --until-time, not both")
 	}
-	conn, err := nf.connect(ctx, "switchback-replay", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true})
+	conn, err := nf.connect(ctx, "switchback-replay", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true, readOnly: true})
 	if err != nil {
 		return err
 	}

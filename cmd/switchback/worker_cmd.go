@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/nodeworker"
 )
 
@@ -20,6 +21,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var nf natsFlags
 	nf.register(fs, false)
 	node := fs.String("node", os.Getenv("NODE_NAME"), "the node this worker upgrades (default $NODE_NAME, from the downward API)")
+	tokenFile := fs.String("nats-token-file", "", "the pod's projected ServiceAccount token (audience "+callout.DefaultAudience+"), presented to the NATS auth callout at every (re)connect: "+
+		"the default install, "+callout.DefaultTokenPath+"; empty authenticates with --nats-nkey/--nats-creds/--nats-user")
 	var dp dataPlaneFlags
 	dp.register(fs)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "with --data-plane longhorn: kubeconfig path; empty = in-cluster configuration")
@@ -42,6 +45,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// The controller creates the streams and this node's consumer on the
 		// shared NATS; a worker's own embedded server would have neither.
 		return fmt.Errorf("--nats-url is required: a worker joins the controller's NATS: %w", errUsage)
+	}
+	if *tokenFile != "" && (nf.nkey != "" || nf.creds != "" || nf.user != "" || nf.passwordFile != "") {
+		return fmt.Errorf("--nats-token-file and another NATS credential: give one (the token, through the auth callout, in the default install): %w", errUsage)
 	}
 	if nf.user == "" && nf.passwordFile != "" {
 		// The generated user name encodes the node name (dots are not
@@ -66,7 +72,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer health.Close()
-	c, err := nf.connect(ctx, "switchback-worker-"+*node, log, connectOptions{worker: *node})
+	c, err := nf.connect(ctx, "switchback-worker-"+*node, log, connectOptions{worker: *node, tokenFile: *tokenFile})
 	if err != nil {
 		return err
 	}
@@ -92,7 +98,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	conn.Store(c)
-	log.Info("worker started", "nats", c.nc.ConnectedUrlRedacted())
+	log.Info("worker started", "nats", redactURL(c.nc.ConnectedUrl()))
 	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}

@@ -172,7 +172,10 @@ func TestGuardOnTheAPIServer(t *testing.T) {
 	})
 	t.Run("Switchback's worker moves an engine back onto the node", func(t *testing.T) {
 		wcfg := rest.CopyConfig(cfg)
-		wcfg.Impersonate = rest.ImpersonationConfig{UserName: switchbackWorker, Groups: []string{"system:masters"}}
+		// n2's worker: the worker admission policy ties its writes to the
+		// node its token names.
+		wcfg.Impersonate = rest.ImpersonationConfig{UserName: switchbackWorker, Groups: []string{"system:masters"},
+			Extra: map[string][]string{"authentication.kubernetes.io/node-name": {"n2"}}}
 		wdyn, err := dynamic.NewForConfig(wcfg)
 		require.NoError(t, err)
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), "n2"))

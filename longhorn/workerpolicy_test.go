@@ -1,0 +1,519 @@
+package longhorn_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+// The workers' node scope (deploy/rbac/worker-admission-policy.yaml) on the
+// real apiserver. Every worker identity is a token of the TokenRequest API,
+// bound to a Pod of the worker service account on a node, as the kubelet
+// gets it for the DaemonSet's pods: the node comes from the token itself,
+// never from impersonation.
+
+// workerUser is the worker's user name in deploy/rbac, as the policy names it.
+const workerUser = "system:serviceaccount:longhorn-system:switchback-worker"
+
+// policyRef is the manager of these tests' upgrades, with a UID as the
+// apiserver gives one: its first 8 characters name the upgrade's snapshots.
+var policyRef = events.ManagerRef{Namespace: "longhorn-system", Name: "policy", UID: "5d1e0c9a-3b7f-4e21-9a0c-1f2e3d4c5b6a"}
+
+// upgradeSnapshot is the name the upgrade of policyRef gives its snapshots
+// on node (nodeworker: switchback-<UID[:8]>-<node>).
+func upgradeSnapshot(node string) string { return "switchback-5d1e0c9a-" + node }
+
+// scoped is a test cluster under deploy/rbac's worker identity and policy.
+type scoped struct {
+	c    *cluster
+	kube kubernetes.Interface
+}
+
+// underWorkerPolicy binds the worker's RBAC in the test's namespace, creates
+// its service account, applies the policy for that namespace (cluster-scoped
+// names get the namespace as a suffix), and returns once the apiserver
+// enforces it. The policy loads asynchronously, so a probe (a dry-run patch
+// of Longhorn node n1, with a token bound to no node) is repeated until the
+// policy refuses it.
+func underWorkerPolicy(t *testing.T, c *cluster) *scoped {
+	t.Helper()
+	applyRBAC(t, c, "worker.yaml")
+	kube, err := kubernetes.NewForConfig(testenv.Get(t).Config)
+	require.NoError(t, err)
+	s := &scoped{c: c, kube: kube}
+
+	for _, sa := range manifests(t, "serviceaccounts.yaml", "") {
+		if sa.GetName() == "switchback-worker" {
+			sa.SetNamespace(c.ns)
+			_, err := c.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}).Namespace(c.ns).Create(c.ctx, sa, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+
+	policies := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
+	bindings := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
+	objs := manifests(t, "worker-admission-policy.yaml", "system:serviceaccount:"+c.ns+":switchback-worker")
+	require.Len(t, objs, 2, "the policy and its binding")
+	for _, u := range objs {
+		gvr := policies
+		if u.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			gvr = bindings
+			name, _, _ := unstructured.NestedString(u.Object, "spec", "policyName")
+			require.NoError(t, unstructured.SetNestedField(u.Object, name+"-"+c.ns, "spec", "policyName"))
+		}
+		u.SetName(u.GetName() + "-" + c.ns)
+		_, err := c.dyn.Resource(gvr).Create(c.ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err, "%s %s", u.GetKind(), u.GetName())
+		t.Cleanup(func() { _ = c.dyn.Resource(gvr).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
+	}
+
+	probe := s.dynamic(t, s.token(t, nil))
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, last = probe.Resource(longhorn.NodesResource).Namespace(c.ns).Patch(c.ctx, "n1", types.MergePatchType,
+			[]byte(`{"spec":{"allowScheduling":true}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(last) && strings.Contains(last.Error(), "bound to no pod on a node") {
+			return s
+		}
+		require.True(t, time.Now().Before(deadline), "the policy is not enforced within 30s; last answer to the probe: %v", last)
+	}
+}
+
+// manifests decodes a file of deploy/rbac; a non-empty user replaces the
+// worker's user name, which must occur in it exactly once.
+func manifests(t *testing.T, file, user string) []*unstructured.Unstructured {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", file))
+	require.NoError(t, err)
+	if user != "" {
+		require.Equal(t, 1, bytes.Count(raw, []byte(workerUser)), "%s names the worker's user once", file)
+		raw = bytes.ReplaceAll(raw, []byte(workerUser), []byte(user))
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return out
+		} else {
+			require.NoError(t, err, file)
+		}
+		if u.Object != nil {
+			out = append(out, u)
+		}
+	}
+}
+
+// token requests a token of the worker service account bound to obj (nil:
+// unbound).
+func (s *scoped) token(t *testing.T, obj *authnv1.BoundObjectReference) string {
+	t.Helper()
+	tr, err := s.kube.CoreV1().ServiceAccounts(s.c.ns).CreateToken(s.c.ctx, "switchback-worker",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{BoundObjectRef: obj}}, metav1.CreateOptions{})
+	require.NoError(t, err, "token bound to %+v", obj)
+	return tr.Status.Token
+}
+
+// podToken is the token of a worker pod on node (the pod only has to
+// exist: no kubelet runs it).
+func (s *scoped) podToken(t *testing.T, node string) string {
+	t.Helper()
+	_, err := s.kube.CoreV1().Nodes().Get(s.c.ctx, node, metav1.GetOptions{})
+	require.NoError(t, err, "the Kubernetes Node %s exists: the token names only a node that does", node)
+	pod, err := s.kube.CoreV1().Pods(s.c.ns).Create(s.c.ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "switchback-worker-" + node},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "switchback-worker",
+			Containers: []corev1.Container{{Name: "worker", Image: "switchback-dev/switchback"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return s.token(t, &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+}
+
+// secretToken is a worker token bound to a Secret: valid, but of no node.
+func (s *scoped) secretToken(t *testing.T) string {
+	t.Helper()
+	sec, err := s.kube.CoreV1().Secrets(s.c.ns).Create(s.c.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "worker-token-holder"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return s.token(t, &authnv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: sec.Name, UID: sec.UID})
+}
+
+// tokenConfig is the apiserver's config authenticating with token alone.
+func tokenConfig(t *testing.T, token string) *rest.Config {
+	t.Helper()
+	admin := testenv.Get(t).Config
+	return &rest.Config{Host: admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: admin.CAData},
+		BearerToken: token, QPS: admin.QPS, Burst: admin.Burst, WarningHandler: rest.NoWarnings{}}
+}
+
+func (s *scoped) dynamic(t *testing.T, token string) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(tokenConfig(t, token))
+	require.NoError(t, err)
+	return dyn
+}
+
+// plane is the adapter as a worker runs it, with token, on the profile the
+// test's own adapter has. RBAC bindings take effect asynchronously: a
+// refusal is retried until a deadline, and the last error fails the test.
+func (s *scoped) plane(t *testing.T, token string, log *slog.Logger) *longhorn.Plane {
+	t.Helper()
+	platform, err := s.c.plane.Platform(s.c.ctx)
+	require.NoError(t, err)
+	dyn := s.dynamic(t, token)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var p *longhorn.Plane
+		p, err = longhorn.New(s.c.ctx, dyn, longhorn.Options{Namespace: s.c.ns, Log: log, SyncTimeout: 30 * time.Second, Platform: platform})
+		if err == nil {
+			return p
+		}
+	}
+	require.NoError(t, err, "the adapter with a worker's token")
+	return nil
+}
+
+// worker is one identity of the table: the adapter and a raw client.
+type worker struct {
+	plane *longhorn.Plane
+	dyn   dynamic.Interface
+}
+
+// TestWorkerPolicyScopesWritesToTheTokensNode runs the writes of node n1's
+// steps, in their order, as n1's worker, each next to the writes the policy
+// refuses: the same on another node's objects, other fields, another
+// volume, and tokens bound to no node. Admitted writes go through the
+// adapter, as the steps make them; refused ones, unless the adapter could
+// make them, are raw patches and deletes (dry-run where admitting them by
+// mistake would change the world).
+func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
+	// Every IM runs the default image: Longhorn replaces none itself, so
+	// the worker's delete of its idle IM is the one that happens.
+	s := sim.New(sim.Config{IMImage: sim.NewIMImage})
+	for _, n := range []string{"c1", "n1", "n2", "n3"} {
+		require.NoError(t, s.AddNodeSpec(sim.NodeSpec{Name: n}))
+	}
+	// vol-1 is n1's: its target and a replica there. vol-2 has nothing on
+	// n1: attached to n2, its engine follows (spec.engineNodeID "").
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-1", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "c1", EngineOn: "n1"}))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-2", ReplicasOn: []string{"n2", "n3"}, AttachedTo: "n2"}))
+	require.NoError(t, s.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "c1"))
+	c := newCluster(t, s)
+	sc := underWorkerPolicy(t, c)
+	ctx := c.ctx
+
+	as := map[string]worker{}
+	for _, n := range []string{"n1", "n2"} {
+		tok := sc.podToken(t, n)
+		as[n] = worker{plane: sc.plane(t, tok, testLog()), dyn: sc.dynamic(t, tok)}
+	}
+	as["secret"] = worker{dyn: sc.dynamic(t, sc.secretToken(t))}
+	as["unbound"] = worker{dyn: sc.dynamic(t, sc.token(t, nil))}
+
+	// A grant beyond deploy/rbac: the policy refuses what no step writes.
+	_, err := sc.kube.RbacV1().Roles(c.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "wider"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = sc.kube.RbacV1().RoleBindings(c.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "wider"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "wider"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "switchback-worker", Namespace: c.ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// createConfigMap waits out the grant (RBAC takes effect asynchronously:
+	// until then the apiserver refuses before admission).
+	createConfigMap := func(w worker) error {
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, err := w.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(c.ns).
+				Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil || !strings.Contains(err.Error(), "cannot create resource") || time.Now().After(deadline) {
+				return err
+			}
+		}
+	}
+
+	replicaOn := func(volume, node string) string {
+		v, err := c.plane.Volume(ctx, volume)
+		require.NoError(t, err)
+		for _, r := range v.Replicas {
+			if r.Node == node {
+				return r.Name
+			}
+		}
+		t.Fatalf("volume %s has no replica on %s", volume, node)
+		return ""
+	}
+	imOf := func(node string) string {
+		ims, err := c.plane.InstanceManagers(ctx, node)
+		require.NoError(t, err)
+		require.Len(t, ims, 1, "the IMs of %s", node)
+		return ims[0].Name
+	}
+	r1, r2, rV1 := replicaOn("vol-1", "n1"), replicaOn("vol-2", "n2"), replicaOn("legacy-v1", "n1")
+	im1, im2 := imOf("n1"), imOf("n2")
+	snap1 := upgradeSnapshot("n1")
+
+	// patch dry-runs a merge patch: admission decides, nothing changes.
+	patch := func(gvr schema.GroupVersionResource, name, body string) func(worker) error {
+		return func(w worker) error {
+			_, err := w.dyn.Resource(gvr).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, []byte(body),
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+	}
+	// createSnapshot dry-runs the create of the Snapshot object the adapter
+	// would create (annotation: the snapshot's name): volume need not
+	// exist, nothing is taken.
+	createSnapshot := func(volume, name, annotation string) func(worker) error {
+		return func(w worker) error {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": longhorn.GroupVersion.String(), "kind": longhorn.KindSnapshot,
+				"metadata": map[string]any{"name": longhorn.SnapshotObjectName(volume, name),
+					"labels":      map[string]any{longhorn.VolumeLabel: volume},
+					"annotations": map[string]any{longhorn.SnapshotNameAnnotation: annotation}},
+				"spec": map[string]any{"volume": volume, "createSnapshot": true},
+			}}
+			_, err := w.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+	}
+	// Over 63 characters, the object name is cut and hashed.
+	longVolume := "pvc-" + strings.Repeat("0123456789", 5)
+	require.Greater(t, len(snap1+"-"+longVolume), 63)
+	del := func(gvr schema.GroupVersionResource, name string) func(worker) error {
+		return func(w worker) error {
+			return w.dyn.Resource(gvr).Namespace(c.ns).Delete(ctx, name, metav1.DeleteOptions{})
+		}
+	}
+	settled := func(volume, node string) bool {
+		v, err := c.plane.Volume(ctx, volume)
+		return err == nil && v.TargetNode == node && v.TargetReady && v.Switchover == dataplane.SwitchoverNone
+	}
+	// n1Runs reports whether n1's only IM runs idle, and is im1 or not.
+	n1Runs := func(isIM1 bool) bool {
+		ims, err := c.plane.InstanceManagers(ctx, "n1")
+		return err == nil && len(ims) == 1 && (ims[0].Name == im1) == isIM1 && ims[0].State == dataplane.IMRunning && !ims[0].Busy()
+	}
+	noNode := "the token is bound to no pod on a node"
+
+	for _, tc := range []struct {
+		name string
+		as   string
+		do   func(worker) error
+		// denied is what the refusal names besides the worker's node; ""
+		// means admitted.
+		denied string
+		// until, after an admitted write, is what Longhorn (simulated) does
+		// before the next step.
+		until func() bool
+	}{
+		{name: "n1 turns off its node's replica scheduling", as: "n1",
+			do: func(w worker) error { return w.plane.SetReplicaScheduling(ctx, "n1", false) }},
+		{name: "n1 may not turn off n2's", as: "n1",
+			do:     func(w worker) error { return w.plane.SetReplicaScheduling(ctx, "n2", false) },
+			denied: `changes only the Longhorn node of its own node ("n1")`},
+		{name: "n1 may not change another field of its node", as: "n1",
+			do:     patch(longhorn.NodesResource, "n1", `{"spec":{"evictionRequested":true}}`),
+			denied: "it changes spec.evictionRequested; a worker changes only spec.allowScheduling"},
+		{name: "n1 may not label its node", as: "n1",
+			do:     patch(longhorn.NodesResource, "n1", `{"metadata":{"labels":{"x":"y"}}}`),
+			denied: "it changes metadata.labels"},
+		{name: "a token bound to a Secret names no node", as: "secret",
+			do:     patch(longhorn.NodesResource, "n1", `{"spec":{"allowScheduling":false}}`),
+			denied: noNode},
+		{name: "an unbound token names no node", as: "unbound",
+			do:     patch(longhorn.NodesResource, "n1", `{"spec":{"allowScheduling":false}}`),
+			denied: noNode},
+
+		{name: "n1 may not write what no step writes, whatever RBAC grants", as: "n1",
+			do:     createConfigMap,
+			denied: "not a write of the node steps"},
+
+		{name: "n1 snapshots vol-1", as: "n1",
+			do: func(w worker) error { return w.plane.CreateSnapshot(ctx, "vol-1", snap1) }},
+		{name: "n1 may not take n2's upgrade snapshot", as: "n1",
+			do:     func(w worker) error { return w.plane.CreateSnapshot(ctx, "vol-2", upgradeSnapshot("n2")) },
+			denied: `is not named as an upgrade snapshot of node "n1"`},
+		{name: "n1 may not take a snapshot of another name", as: "n1",
+			do:     func(w worker) error { return w.plane.CreateSnapshot(ctx, "vol-2", "backup-before-upgrade") },
+			denied: `is not named as an upgrade snapshot of node "n1"`},
+
+		{name: "n1 snapshots a volume whose object name is hashed", as: "n1",
+			do: createSnapshot(longVolume, snap1, snap1)},
+		{name: "n2 may not take n1's snapshot of it", as: "n2",
+			do:     createSnapshot(longVolume, snap1, snap1),
+			denied: `is not named as an upgrade snapshot of node "n2"`},
+		{name: "n1 may not take a snapshot the annotation names otherwise", as: "n1",
+			do:     createSnapshot("vol-9", snap1, "user-snapshot"),
+			denied: `an upgrade snapshot carries its name in the annotation switchback.dev/snapshot-name ("` + snap1 + `")`},
+
+		{name: "n1 may not delete its IM while it runs vol-1's engine", as: "n1",
+			do:     del(longhorn.InstanceManagersResource, im1),
+			denied: "it still runs instances (status.instanceEngines"},
+		{name: "n1 fails its replica of vol-1", as: "n1",
+			do: func(w worker) error { return w.plane.FailReplica(ctx, "vol-1", r1) },
+			until: func() bool {
+				v, err := c.plane.Volume(ctx, "vol-1")
+				return err == nil && !v.Rebuilding() && v.HealthyReplicas() == v.NumberOfReplicas
+			}},
+		{name: "n1 may not fail n2's replica of vol-2", as: "n1",
+			do:     func(w worker) error { return w.plane.FailReplica(ctx, "vol-2", r2) },
+			denied: `it is on node "n2" (spec.nodeID); a worker writes only the replicas and instance managers of its own node`},
+		{name: "n1 may not fail its replica of a v1 volume", as: "n1",
+			do:     patch(longhorn.ReplicasResource, rV1, `{"spec":{"desireState":"stopped"}}`),
+			denied: `spec.dataEngine is "v1"; the upgrade touches v2 objects only`},
+		{name: "n1 may not change another field of its replica", as: "n1",
+			do:     patch(longhorn.ReplicasResource, r1, `{"spec":{"evictionRequested":true}}`),
+			denied: "a worker only fails a replica"},
+
+		{name: "n1 moves vol-1's target off n1", as: "n1",
+			do:    func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-1", "n3") },
+			until: func() bool { return settled("vol-1", "n3") && n1Runs(true) }},
+		{name: "n1 may not move vol-2's target (on n2, attached to n2)", as: "n1",
+			do:     func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-2", "n3") },
+			denied: `moving its engine from "" to "n3" (attached to "n2", target on "n2") concerns neither side of node "n1"`},
+		{name: "n2 may move vol-2's target off n2, its engine following the attachment", as: "n2",
+			do: patch(longhorn.VolumesResource, "vol-2", `{"spec":{"engineNodeID":"n3"}}`)},
+		{name: "n1 may not move vol-1's target between two other nodes", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"spec":{"engineNodeID":"n2"}}`),
+			denied: `moving its engine from "n3" to "n2"`},
+		{name: "n1 may not send vol-1's target to its attachment on c1", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"spec":{"engineNodeID":""}}`),
+			denied: "concerns neither side of node"},
+		{name: "n1 may not change another field of its volume", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"spec":{"numberOfReplicas":3}}`),
+			denied: "it changes spec.numberOfReplicas; a worker changes only spec.engineNodeID"},
+
+		{name: "n1 may not delete n2's IM", as: "n1",
+			do:     del(longhorn.InstanceManagersResource, im2),
+			denied: `it is on node "n2"`},
+		{name: "n1 may not set n2's IM image", as: "n1",
+			do:     patch(longhorn.InstanceManagersResource, im2, `{"spec":{"image":"im:new"}}`),
+			denied: `it is on node "n2"`},
+		{name: "n1 may set its IM's image (the in-place profile's step)", as: "n1",
+			do: patch(longhorn.InstanceManagersResource, im1, `{"spec":{"image":"im:new"}}`)},
+		{name: "n1 may not change another field of its IM", as: "n1",
+			do:     patch(longhorn.InstanceManagersResource, im1, `{"spec":{"nodeID":"n2"}}`),
+			denied: "it changes spec.nodeID; a worker changes only spec.image"},
+		{name: "n1 deletes its idle IM", as: "n1",
+			do:    func(w worker) error { return w.plane.DeleteInstanceManager(ctx, im1) },
+			until: func() bool { return n1Runs(false) }},
+
+		{name: "n1 brings vol-1's target home", as: "n1",
+			do:    func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-1", "n1") },
+			until: func() bool { return settled("vol-1", "n1") }},
+		{name: "n2 may not delete n1's upgrade snapshot", as: "n2",
+			do:     del(longhorn.SnapshotsResource, longhorn.SnapshotObjectName("vol-1", snap1)),
+			denied: `is not named as an upgrade snapshot of node "n2"`},
+		{name: "n1 deletes its snapshot of vol-1", as: "n1",
+			do: func(w worker) error { return w.plane.DeleteSnapshot(ctx, "vol-1", snap1) }},
+		{name: "n1 restores its node's replica scheduling", as: "n1",
+			do: func(w worker) error { return w.plane.SetReplicaScheduling(ctx, "n1", true) }},
+	} {
+		err := tc.do(as[tc.as])
+		if tc.denied == "" {
+			require.NoError(t, err, tc.name)
+			if tc.until != nil {
+				eventually(t, 15*time.Second, tc.name+": Longhorn's reaction", tc.until)
+			}
+			continue
+		}
+		require.Error(t, err, tc.name)
+		assert.True(t, apierrors.IsForbidden(err), "%s: a denial is Forbidden: %v", tc.name, err)
+		assert.ErrorContains(t, err, "ValidatingAdmissionPolicy", tc.name)
+		if tc.denied != noNode {
+			assert.ErrorContains(t, err, `switchback-worker of node "`+tc.as+`"`, "%s: the denial names the node", tc.name)
+		}
+		assert.ErrorContains(t, err, tc.denied, tc.name)
+	}
+}
+
+// TestWorkerPolicyAdmitsWholeUpgrades runs whole upgrades with one adapter
+// per node, each with the token of a worker pod on its node, under the
+// policy: every write the steps make is admitted (a refused one would stall
+// the node), and everything is as before once it completed. The
+// orchestrator reads with the test's own client. On the in-place profile
+// the writes are exactly those of testdata/inplace-writes.golden (the same
+// cluster, its snapshots named for policyRef), the switch-back to "" of a
+// volume whose engine follows its attachment included.
+func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(t *testing.T) (*cluster, []string)
+		// golden, when set, is the file of the exact writes expected.
+		golden string
+	}{
+		{name: "v1.12", build: func(t *testing.T) (*cluster, []string) {
+			s, storage := storageLayout(t, latencies)
+			return newCluster(t, s), storage
+		}},
+		{name: "in-place", golden: filepath.Join("testdata", "inplace-writes.golden"), build: func(t *testing.T) (*cluster, []string) {
+			// The cluster of TestInPlaceWriteSequence.
+			cfg := latencies
+			cfg.Profile = dataplane.ProfileInPlace
+			s := sim.New(cfg)
+			for _, n := range []string{"n1", "n2"} {
+				require.NoError(t, s.AddNode(n))
+			}
+			require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
+			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
+			return newClusterWith(t, s, clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}}), []string{"n1"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, nodes := tc.build(t)
+			was := recordBefore(t, c)
+			sc := underWorkerPolicy(t, c)
+			writes := &writeLog{}
+			e := enginetest.Start(t, c.plane, enginetest.Options{NoWorkers: true})
+			for _, n := range nodes {
+				e.Plane = sc.plane(t, sc.podToken(t, n), slog.New(writes))
+				e.StartWorker(n)
+			}
+			e.Plane = c.plane
+			e.Request(policyRef, nodes...)
+			st := e.WaitManager(policyRef, 30*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+			was.restored(t, c)
+			for _, env := range e.History(policyRef) {
+				if d, ok := env.Data.(events.NodeStalled); ok {
+					assert.NotEqual(t, "DataPlaneError", d.Reason, "a write was refused: %s", d.Message)
+				}
+			}
+			if tc.golden != "" {
+				want, err := os.ReadFile(tc.golden)
+				require.NoError(t, err)
+				assert.Equal(t, strings.ReplaceAll(string(want), "switchback-uid-in-p-", upgradeSnapshot("")), writes.String(),
+					"the writes of the in-place steps, each admitted")
+			}
+		})
+	}
+}

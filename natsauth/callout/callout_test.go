@@ -1,0 +1,602 @@
+package callout_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/syncbuf"
+	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
+	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// Every integration test runs against one real kube-apiserver: it signs
+// the ServiceAccount tokens and answers the TokenReviews.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const (
+	ns = "longhorn-system"
+	// calloutSA is the callout's own identity: the controller's.
+	calloutSA = "switchback-controller"
+	// intruderSA runs a pod on n1 too, but is not the worker.
+	intruderSA = "intruder"
+)
+
+var testRef = events.ManagerRef{Namespace: ns, Name: "upgrade-v2", UID: "3f0c9d1e-uid"}
+
+// cluster is the Kubernetes side: nodes n1 and n2, the worker's pods on
+// them, an intruder's pod on n1, and the callout's identity allowed to
+// create TokenReviews (and nothing else).
+type cluster struct {
+	t    *testing.T
+	ctx  context.Context
+	env  *testenv.Env
+	cs   kubernetes.Interface // admin: sets the scene, mints tokens
+	pods map[string]*corev1.Pod
+	// callout is the callout's client, authenticated by its own
+	// ServiceAccount token.
+	callout kubernetes.Interface
+}
+
+func newCluster(t *testing.T, ctx context.Context) *cluster {
+	t.Helper()
+	env := testenv.Get(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	c := &cluster{t: t, ctx: ctx, env: env, cs: cs, pods: map[string]*corev1.Pod{}}
+	// Objects are shared by the package's tests (namespaces cannot be
+	// deleted without a namespace controller): created once, reused.
+	ensure(t, func() error {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		return err
+	})
+	for _, n := range []string{"n1", "n2"} {
+		ensure(t, func() error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	for _, sa := range []string{callout.DefaultServiceAccount, intruderSA, calloutSA} {
+		ensure(t, func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	for name, p := range map[string]struct{ sa, node string }{
+		"worker-n1":   {callout.DefaultServiceAccount, "n1"},
+		"worker-n2":   {callout.DefaultServiceAccount, "n2"},
+		"intruder-n1": {intruderSA, "n1"},
+	} {
+		c.pods[name] = c.pod(name, p.sa, p.node)
+	}
+	// The rule the controller's ClusterRole needs for the callout.
+	ensure(t, func() error {
+		_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "switchback-nats-callout"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	ensure(t, func() error {
+		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "switchback-nats-callout"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "switchback-nats-callout"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: calloutSA, Namespace: ns}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	c.callout = c.clientAs(calloutSA)
+	// RBAC takes effect asynchronously: wait until the callout may review.
+	require.Eventually(t, func() bool {
+		_, err := c.callout.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: "x"}}, metav1.CreateOptions{})
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the callout may create tokenreviews")
+	return c
+}
+
+// ensure runs create, accepting that an earlier test created the object.
+func ensure(t *testing.T, create func() error) {
+	t.Helper()
+	if err := create(); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+}
+
+// pod creates (or gets) a pod of sa bound to node. No kubelet runs: the
+// pod only has to exist for tokens to be bound to it.
+func (c *cluster) pod(name, sa, node string) *corev1.Pod {
+	c.t.Helper()
+	pods := c.cs.CoreV1().Pods(ns)
+	ensure(c.t, func() error {
+		_, err := pods.Create(c.ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{ServiceAccountName: sa, NodeName: node,
+				Containers: []corev1.Container{{Name: "worker", Image: "switchback-dev/switchback"}}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	p, err := pods.Get(c.ctx, name, metav1.GetOptions{})
+	require.NoError(c.t, err)
+	return p
+}
+
+// token mints a token of sa with the TokenRequest API, as the kubelet does
+// for a projected volume: for audience, bound to pod when one is given.
+func (c *cluster) token(sa string, pod *corev1.Pod, audience string) string {
+	c.t.Helper()
+	exp := int64(3600)
+	tr := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}
+	if audience != "" {
+		tr.Spec.Audiences = []string{audience}
+	}
+	if pod != nil {
+		tr.Spec.BoundObjectRef = &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	out, err := c.cs.CoreV1().ServiceAccounts(ns).CreateToken(c.ctx, sa, tr, metav1.CreateOptions{})
+	require.NoError(c.t, err, "token of %s", sa)
+	return out.Status.Token
+}
+
+// clientAs is a client authenticated by a token of sa (for the apiserver's
+// own audience), as a pod of sa would be.
+func (c *cluster) clientAs(sa string) kubernetes.Interface {
+	c.t.Helper()
+	cfg := &rest.Config{Host: c.env.Config.Host, BearerToken: c.token(sa, nil, ""),
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.env.Config.CAData}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(c.t, err)
+	return cs
+}
+
+// deployment is the NATS side: an embedded server in callout mode, the
+// controller's static user (which created the streams and consumers) and
+// the callout service's connection.
+type deployment struct {
+	t          *testing.T
+	ctx        context.Context
+	srv        *natsembed.Server
+	keys       callout.Keys
+	controller natsauth.User
+	queue      *workqueue.Queue
+	calloutNC  *nats.Conn
+	logs       *syncbuf.Buffer
+	log        *slog.Logger
+}
+
+func newDeployment(t *testing.T, ctx context.Context, timeout time.Duration) *deployment {
+	t.Helper()
+	keys, err := callout.GenerateKeys()
+	require.NoError(t, err)
+	side, err := keys.Server(timeout)
+	require.NoError(t, err)
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side})
+	require.NoError(t, err)
+	svc := side.Service
+	d := &deployment{t: t, ctx: ctx, keys: keys, logs: &syncbuf.Buffer{}, controller: auth.Controller}
+	d.log = slog.New(slog.NewTextHandler(io.MultiWriter(d.logs, logSink()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("callout log:\n%s", d.logs.String())
+		}
+	})
+
+	text := auth.ServerConfig()
+	var cfgErr error
+	d.srv, err = natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), Configure: func(o *server.Options) { cfgErr = o.ProcessConfigString(text) }})
+	require.NoError(t, err)
+	t.Cleanup(d.srv.Shutdown)
+	require.NoError(t, cfgErr)
+
+	// The controller creates the streams and the node consumers, and queues
+	// a command for each node.
+	nc := d.connectController()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = eventstore.Open(ctx, js, eventstore.Config{})
+	require.NoError(t, err)
+	d.queue, err = workqueue.Open(ctx, js, workqueue.Config{})
+	require.NoError(t, err)
+	require.NoError(t, natsauth.EnsureNodeConsumers(ctx, d.queue, "n1", "n2"))
+	for _, n := range []string{"n1", "n2"} {
+		_, err := d.queue.Publish(ctx, workqueue.Command{ID: "cmd-" + n, Kind: workqueue.Advance, Manager: testRef, Node: n, Attempt: 1,
+			Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "longhornio/longhorn-instance-manager:v1.12.1", IssuedAt: time.Now()})
+		require.NoError(t, err)
+	}
+
+	d.calloutNC, err = d.srv.Connect(nats.Nkey(svc.NKey, keys.Service.Sign), nats.Name("switchback-nats-callout"))
+	require.NoError(t, err, "the callout's static user connects")
+	return d
+}
+
+// connectController connects the controller's static user.
+func (d *deployment) connectController(extra ...nats.Option) *nats.Conn {
+	d.t.Helper()
+	opts, err := d.controller.ConnectOptions()
+	require.NoError(d.t, err)
+	nc, err := d.srv.Connect(append(opts, extra...)...)
+	require.NoError(d.t, err, "the controller's static user connects")
+	return nc
+}
+
+// service starts a callout Service verifying tokens with reviewer; it
+// stops at the end of the test (before the server).
+func (d *deployment) service(reviewer callout.TokenReviewer, maxTTL time.Duration) *callout.Service {
+	d.t.Helper()
+	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Reviewer: reviewer, Namespace: ns, MaxTTL: maxTTL, Log: d.log})
+	require.NoError(d.t, err)
+	require.NoError(d.t, svc.Start(d.calloutNC))
+	d.t.Cleanup(svc.Stop)
+	return svc
+}
+
+// dialWorker connects as node's worker with the token in the file path
+// ("" presents no token at all).
+func (d *deployment) dialWorker(node, path string, extra ...nats.Option) (*nats.Conn, *natsauth.Violations, error) {
+	v := &natsauth.Violations{}
+	opts := natsauth.WorkerOptions(node)
+	if path != "" {
+		opts = callout.WorkerOptions(node, path, d.log)
+	}
+	// extra last: a test's own error handler replaces v's.
+	nc, err := d.srv.Connect(append(append(opts, v.Option(), nats.Name("switchback-worker-"+node)), extra...)...)
+	return nc, v, err
+}
+
+// TestWorkerTokens: each worker's projected token gets exactly its node's
+// permissions; every other token, or none, is refused with a reason, and
+// the controller's static user never goes through the callout.
+func TestWorkerTokens(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newCluster(t, ctx)
+	d := newDeployment(t, ctx, 0)
+	d.service(callout.NewCache(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 10*time.Second, 128), 0)
+
+	// Every request in the account reaches every subscriber of the callout
+	// subject, the controller's ">" included: with the xkey, what it sees
+	// is sealed.
+	spyViol := &natsauth.Violations{}
+	spyNC := d.connectController(spyViol.Option())
+	spy, err := spyNC.SubscribeSync(server.AuthCalloutSubject)
+	require.NoError(t, err)
+
+	tokens := map[string]string{
+		"n1":             c.token(callout.DefaultServiceAccount, c.pods["worker-n1"], callout.DefaultAudience),
+		"n2":             c.token(callout.DefaultServiceAccount, c.pods["worker-n2"], callout.DefaultAudience),
+		"intruder":       c.token(intruderSA, c.pods["intruder-n1"], callout.DefaultAudience),
+		"wrong audience": c.token(callout.DefaultServiceAccount, c.pods["worker-n1"], "not-nats"),
+		"unbound":        c.token(callout.DefaultServiceAccount, nil, callout.DefaultAudience),
+		"garbage":        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl",
+	}
+	cases := []struct {
+		name   string
+		token  string // key of tokens; "" = no token at all
+		node   string // allowed: the node; refused: the inbox prefix asked for
+		other  string
+		reason string
+	}{
+		{name: "worker of n1", token: "n1", node: "n1", other: "n2", reason: callout.ReasonAllowed},
+		{name: "worker of n2", token: "n2", node: "n2", other: "n1", reason: callout.ReasonAllowed},
+		{name: "another ServiceAccount's pod on n1", token: "intruder", node: "n1", reason: callout.ReasonWrongServiceAccount},
+		{name: "worker token for another audience", token: "wrong audience", node: "n1", reason: callout.ReasonNotAuthenticated},
+		{name: "worker token not bound to a pod", token: "unbound", node: "n1", reason: callout.ReasonNoNode},
+		{name: "garbage", token: "garbage", node: "n1", reason: callout.ReasonNotAuthenticated},
+		{name: "no token", node: "n1", reason: callout.ReasonNoToken},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.token != "" {
+				path = filepath.Join(t.TempDir(), "token")
+				require.NoError(t, os.WriteFile(path, []byte(tokens[tc.token]+"\n"), 0o600))
+			}
+			before := decisions(tc.reason)
+			nc, viol, err := d.dialWorker(tc.node, path)
+			assert.Equal(t, before+1, decisions(tc.reason), "decided as %s", tc.reason)
+			if tc.reason != callout.ReasonAllowed {
+				require.Error(t, err, "refused")
+				assert.ErrorIs(t, err, nats.ErrAuthorization)
+				assert.Contains(t, d.logs.String(), "reason="+tc.reason)
+				return
+			}
+			require.NoError(t, err)
+			defer nc.Close()
+			assert.Contains(t, d.logs.String(), `msg="NATS auth callout admitted a worker" component=nats-callout reason=allowed node=`+tc.node)
+			workerCan(t, ctx, nc, tc.node)
+			workerCannot(t, ctx, nc, viol, tc.node, tc.other)
+		})
+	}
+
+	t.Run("the controller's static user bypasses the callout", func(t *testing.T) {
+		before := allDecisions()
+		nc := d.connectController()
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		_, err = js.Stream(ctx, eventstore.DefaultStream)
+		require.NoError(t, err)
+		assert.Equal(t, before, allDecisions(), "no authorization request for a static user")
+	})
+
+	t.Run("requests are sealed, tokens never logged", func(t *testing.T) {
+		m, err := spy.NextMsg(5 * time.Second)
+		require.NoError(t, err, "the controller saw a request")
+		assert.False(t, bytes.HasPrefix(m.Data, []byte("eyJ")), "not a JWT in clear")
+		logs := d.logs.String()
+		for name, tok := range tokens {
+			assert.NotContains(t, string(m.Data), tok, "no token readable in a request (%s)", name)
+			assert.NotContains(t, logs, tok, "token %s never logged", name)
+		}
+	})
+
+	t.Run("no client can inject a request, not even the controller", func(t *testing.T) {
+		// So a replayed request can only come from a server; the Service
+		// refuses replays anyway (TestReplayedRequest).
+		deniedOp(t, spyViol, server.AuthCalloutSubject, func(context.Context) error {
+			return spyNC.Publish(server.AuthCalloutSubject, []byte("forged"))
+		})
+	})
+}
+
+// workerCan: node's worker appends its node's events and pulls its node's
+// commands.
+func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
+	t.Helper()
+	// A denied request only times out: fail in seconds, not at the test's end.
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	store, err := eventstore.Open(ctx, natsauth.BindOnly(js), eventstore.Config{ReadOnlySnapshots: true})
+	require.NoError(t, err, "binds to the event stream")
+	agg := events.NodeAggregate(testRef, node)
+	_, err = store.Append(ctx, agg, 0, started(node))
+	require.NoError(t, err, "appends its node's event on %s", agg.Subject())
+	cons, err := js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName(node))
+	require.NoError(t, err, "looks its consumer up")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	require.NoError(t, err)
+	var got []jetstream.Msg
+	for m := range batch.Messages() {
+		got = append(got, m)
+	}
+	require.Len(t, got, 1, "pulls its node's command")
+	require.NoError(t, got[0].DoubleAck(ctx), "acks it")
+}
+
+// workerCannot: node's worker is refused other's events and consumer, and
+// cannot inject authorization requests.
+func workerCannot(t *testing.T, ctx context.Context, nc *nats.Conn, viol *natsauth.Violations, node, other string) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	store, err := eventstore.Open(ctx, natsauth.BindOnly(js), eventstore.Config{ReadOnlySnapshots: true})
+	require.NoError(t, err)
+	agg := events.NodeAggregate(testRef, other)
+	deniedOp(t, viol, agg.Subject(), func(ctx context.Context) error {
+		_, err := store.Append(ctx, agg, 0, started(other))
+		return err
+	})
+	next := "$JS.API.CONSUMER.MSG.NEXT." + workqueue.CommandStream + "." + workqueue.ConsumerName(other)
+	deniedOp(t, viol, next, func(ctx context.Context) error {
+		_, err := nc.RequestWithContext(ctx, next, []byte(`{"batch":1,"expires":200000000}`))
+		return err
+	})
+	info := "$JS.API.CONSUMER.INFO." + workqueue.CommandStream + "." + workqueue.ConsumerName(other)
+	deniedOp(t, viol, info, func(ctx context.Context) error {
+		_, err := js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName(other))
+		return err
+	})
+	deniedOp(t, viol, server.AuthCalloutSubject, func(context.Context) error {
+		return nc.Publish(server.AuthCalloutSubject, []byte("forged"))
+	})
+}
+
+// deniedOp runs op, which must fail or be refused, and waits for the
+// server's permissions violation naming subject.
+func deniedOp(t *testing.T, viol *natsauth.Violations, subject string, op func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_ = op(ctx)
+	cancel()
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	err := viol.Wait(wctx, subject)
+	require.ErrorIs(t, err, nats.ErrPermissionViolation, "refused %s", subject)
+}
+
+// TestTokenReviewFailureRefuses: when the token cannot be verified (the
+// callout's identity may not review, the apiserver is unreachable), a valid
+// worker token is refused, counted and logged as an error.
+func TestTokenReviewFailureRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newCluster(t, ctx)
+	d := newDeployment(t, ctx, 0)
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(c.token(callout.DefaultServiceAccount, c.pods["worker-n1"], callout.DefaultAudience)), 0o600))
+
+	// An address nothing listens on: the apiserver is down.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	down := "https://" + l.Addr().String()
+	require.NoError(t, l.Close())
+	unreachable, err := kubernetes.NewForConfig(&rest.Config{Host: down, TLSClientConfig: rest.TLSClientConfig{CAData: c.env.Config.CAData}})
+	require.NoError(t, err)
+
+	for name, cs := range map[string]kubernetes.Interface{
+		"no create tokenreviews": c.clientAs(intruderSA),
+		"apiserver unreachable":  unreachable,
+	} {
+		t.Run(name, func(t *testing.T) {
+			svc := d.service(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, 0)
+			defer svc.Stop()
+			const logged = `level=ERROR msg="NATS auth callout refused a connection" component=nats-callout reason=review_failed`
+			before, beforeLogged := decisions(callout.ReasonReviewFailed), strings.Count(d.logs.String(), logged)
+			_, _, err := d.dialWorker("n1", path)
+			require.ErrorIs(t, err, nats.ErrAuthorization)
+			assert.Equal(t, before+1, decisions(callout.ReasonReviewFailed))
+			assert.Equal(t, beforeLogged+1, strings.Count(d.logs.String(), logged), "logged as an error")
+		})
+	}
+
+	// The same token with the callout's real identity: it was the review.
+	d.service(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 0)
+	nc, _, err := d.dialWorker("n1", path)
+	require.NoError(t, err)
+	nc.Close()
+}
+
+// TestCalloutDownAndTokenRotation: with the callout down, new connections
+// are refused and an established worker keeps working until its user
+// expires; the server then closes it, the worker keeps retrying, and once
+// the callout is back it reconnects with the token the kubelet rotated
+// into its file (the old one is no longer valid).
+func TestCalloutDownAndTokenRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newCluster(t, ctx)
+	d := newDeployment(t, ctx, time.Second)
+	// No cache: the old token's invalidation must be seen at once.
+	reviewer := callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}
+	const ttl = 5 * time.Second
+	svc := d.service(reviewer, ttl)
+
+	// The old token is bound to a pod that will be deleted.
+	old := c.pod("worker-n1-old", callout.DefaultServiceAccount, "n1")
+	oldToken := c.token(callout.DefaultServiceAccount, old, callout.DefaultAudience)
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(oldToken), 0o600))
+
+	// nats.go reports the server's "user authentication expired" and each
+	// refused reconnect as asynchronous errors.
+	expired := make(chan struct{}, 1)
+	refused := make(chan error, 16)
+	reconnected := make(chan struct{}, 1)
+	nc, _, err := d.dialWorker("n1", path,
+		nats.ReconnectWait(100*time.Millisecond), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			switch {
+			case errors.Is(err, nats.ErrAuthExpired):
+				nonBlocking(expired, struct{}{})
+			case errors.Is(err, nats.ErrAuthorization):
+				nonBlocking(refused, err)
+			}
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { nonBlocking(reconnected, struct{}{}) }))
+	require.NoError(t, err)
+	defer nc.Close()
+	admitted := time.Now()
+
+	svc.Stop()
+	_, _, err = d.dialWorker("n2", "")
+	require.ErrorIs(t, err, nats.ErrAuthorization, "callout down: a new connection is refused (server timeout)")
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	store, err := eventstore.Open(ctx, natsauth.BindOnly(js), eventstore.Config{ReadOnlySnapshots: true})
+	require.NoError(t, err)
+	_, err = store.Append(ctx, events.NodeAggregate(testRef, "n1"), 0, started("n1"))
+	require.NoError(t, err, "callout down: the established worker still appends")
+	require.Less(t, time.Since(admitted), ttl, "the checks above ran within the user's lifetime (else raise ttl)")
+
+	// The kubelet rotates the token; the old pod goes (force deleted: no
+	// kubelet), so the old token is no longer valid.
+	require.NoError(t, os.WriteFile(path, []byte(c.token(callout.DefaultServiceAccount, c.pods["worker-n1"], callout.DefaultAudience)), 0o600))
+	zero := int64(0)
+	require.NoError(t, c.cs.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	require.Eventually(t, func() bool {
+		_, err := reviewer.Review(ctx, oldToken, callout.DefaultAudience)
+		return errors.Is(err, callout.ErrNotAuthenticated)
+	}, 30*time.Second, 20*time.Millisecond, "the old token is refused by the apiserver")
+
+	select {
+	case <-expired:
+	case <-time.After(ttl + 10*time.Second):
+		t.Fatal("the server did not close the worker's connection when its user expired")
+	}
+	for range 2 {
+		select {
+		case err := <-refused:
+			t.Logf("reconnect refused while the callout is down: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker stopped retrying while the callout is down")
+		}
+	}
+	// The rotated token is bound to pod worker-n1, the old one to worker-n1-old.
+	const rotated = `reason=allowed node=n1 user=system:serviceaccount:longhorn-system:switchback-worker pod=worker-n1 `
+	before := strings.Count(d.logs.String(), rotated)
+	require.NoError(t, svc.Start(d.calloutNC))
+	select {
+	case <-reconnected:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker did not reconnect once the callout was back")
+	}
+	assert.Equal(t, before+1, strings.Count(d.logs.String(), rotated), "readmitted with the rotated token, read from the file again")
+	require.NoError(t, nc.Flush())
+}
+
+func started(node string) events.Envelope {
+	return events.New(events.NodeAggregate(testRef, node), events.SourceWorker+"/"+node, fmt.Sprintf("test-%d", time.Now().UnixNano()), time.Now(),
+		events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "longhornio/longhorn-instance-manager:v1.12.1", Attempt: 1})[0]
+}
+
+func decisions(reason string) float64 {
+	var m dto.Metric
+	if err := metrics.NATSCalloutDecisions.WithLabelValues(reason).Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func allDecisions() float64 {
+	var sum float64
+	for _, r := range []string{callout.ReasonAllowed, callout.ReasonBadRequest, callout.ReasonReplayed, callout.ReasonNoToken,
+		callout.ReasonTokenTooLarge, callout.ReasonNotAuthenticated, callout.ReasonWrongServiceAccount, callout.ReasonNoNode,
+		callout.ReasonNoExpiry, callout.ReasonReviewFailed, callout.ReasonInternal} {
+		sum += decisions(r)
+	}
+	return sum
+}
+
+func nonBlocking[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
+// logSink shows the callout's log live with CALLOUT_LOG=1.
+func logSink() io.Writer {
+	if os.Getenv("CALLOUT_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}

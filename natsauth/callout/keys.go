@@ -1,0 +1,136 @@
+package callout
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/switchback-dev/switchback/natsauth"
+)
+
+// SecretName is the Secret holding Keys (SecretData), mounted into the
+// controller only: whoever holds the issuer seed can mint any user.
+const SecretName = "switchback-nats-callout"
+
+// Keys of the SecretName Secret.
+const (
+	IssuerKey  = "issuer.nk"
+	XKeyKey    = "xkey.nk"
+	ServiceKey = "callout.nk"
+)
+
+// Keys are the callout's secrets: the issuer that signs every worker user,
+// the xkey that encrypts the requests, and the service user's own seed.
+type Keys struct {
+	Issuer  nkeys.KeyPair
+	XKey    nkeys.KeyPair
+	Service nkeys.KeyPair
+}
+
+// GenerateKeys creates fresh keys.
+func GenerateKeys() (Keys, error) {
+	var k Keys
+	var err error
+	if k.Issuer, err = nkeys.CreateAccount(); err != nil {
+		return Keys{}, fmt.Errorf("callout: create the issuer key: %w", err)
+	}
+	if k.XKey, err = nkeys.CreateCurveKeys(); err != nil {
+		return Keys{}, fmt.Errorf("callout: create the xkey: %w", err)
+	}
+	if k.Service, err = nkeys.CreateUser(); err != nil {
+		return Keys{}, fmt.Errorf("callout: create the service user key: %w", err)
+	}
+	return k, nil
+}
+
+// SecretData returns the seeds as the data of the SecretName Secret, each
+// a seed file as ParseSeed (and --nats-nkey, for ServiceKey) reads it.
+func (k Keys) SecretData() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for name, kp := range map[string]nkeys.KeyPair{IssuerKey: k.Issuer, XKeyKey: k.XKey, ServiceKey: k.Service} {
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, fmt.Errorf("callout: %s: %w", name, err)
+		}
+		out[name] = append(seed, '\n')
+	}
+	return out, nil
+}
+
+// ServiceCredential is the service user's credential (natsauth.Callout.Service).
+func (k Keys) ServiceCredential() (natsauth.Credential, error) {
+	pub, err := k.Service.PublicKey()
+	if err != nil {
+		return natsauth.Credential{}, fmt.Errorf("callout: service user key: %w", err)
+	}
+	return natsauth.Credential{User: natsauth.CalloutServiceUser, NKey: pub}, nil
+}
+
+// Server is the server side of these keys, their public halves, for
+// natsauth.Config.Callout; timeout is the server's authorization timeout
+// (zero keeps the server's; keep it above Config.ReviewTimeout).
+func (k Keys) Server(timeout time.Duration) (*natsauth.Callout, error) {
+	issuer, err := k.Issuer.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("callout: issuer key: %w", err)
+	}
+	xkey, err := k.XKey.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("callout: xkey: %w", err)
+	}
+	svc, err := k.ServiceCredential()
+	if err != nil {
+		return nil, err
+	}
+	return &natsauth.Callout{Issuer: issuer, XKey: xkey, Service: svc, Timeout: timeout}, nil
+}
+
+// ParseSeed reads a seed file's content and checks its kind
+// (nkeys.PrefixByteAccount for the issuer, nkeys.PrefixByteCurve for the
+// xkey, nkeys.PrefixByteUser for the service user), so that a swapped
+// file is a clear error rather than a server refusing every worker.
+func ParseSeed(data []byte, want nkeys.PrefixByte) (nkeys.KeyPair, error) {
+	seed := bytes.TrimSpace(data)
+	prefix, _, err := nkeys.DecodeSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("callout: not an nkey seed: %w", err)
+	}
+	if prefix != want {
+		return nil, fmt.Errorf("callout: the seed is of kind %s, want %s", prefix, want)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("callout: %s seed: %w", want, err)
+	}
+	return kp, nil
+}
+
+// ReadKeys reads the Keys from dir, where the SecretName Secret is mounted
+// (or `switchback nats-auth --callout` wrote them), checking each seed's
+// kind.
+func ReadKeys(dir string) (Keys, error) {
+	var k Keys
+	for _, f := range []struct {
+		name string
+		kind nkeys.PrefixByte
+		kp   *nkeys.KeyPair
+	}{
+		{IssuerKey, nkeys.PrefixByteAccount, &k.Issuer},
+		{XKeyKey, nkeys.PrefixByteCurve, &k.XKey},
+		{ServiceKey, nkeys.PrefixByteUser, &k.Service},
+	} {
+		path := filepath.Join(dir, f.name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Keys{}, fmt.Errorf("callout: read the keys: %w", err)
+		}
+		if *f.kp, err = ParseSeed(data, f.kind); err != nil {
+			return Keys{}, fmt.Errorf("callout: %s: %w", path, err)
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,180 @@
+package natsauth_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/projector"
+	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// TestReaderCannotTouchSwitchbacksConsumers: the reader creates and deletes
+// consumers on the event and dead-letter streams (every ordered read does),
+// and subject permissions cannot tell an ephemeral consumer from a durable
+// one, so Switchback's own durable consumers are denied by name. This runs
+// the orchestrator (which creates its consumer and the dead-letterer's) and
+// the projector's consumer, then tries to update, pull from and delete
+// every durable consumer found on those streams: a durable added or renamed
+// without natsauth knowing fails here.
+func TestReaderCannotTouchSwitchbacksConsumers(t *testing.T) {
+	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1"}})
+	d.runOrchestrator(cluster(t, "n1", "n2"))
+	_, err := d.js.CreateOrUpdateConsumer(d.ctx, eventstore.DefaultStream, jetstream.ConsumerConfig{
+		Durable: projector.ConsumerName, AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	r := d.connectReader()
+
+	durables := map[string][]jetstream.ConsumerConfig{}
+	eventually(t, 30*time.Second, "the orchestrator's and the dead-letterer's consumers exist", func() bool {
+		clear(durables)
+		for _, s := range []string{eventstore.DefaultStream, workqueue.DeadLetterStream} {
+			st, err := d.js.Stream(d.ctx, s)
+			require.NoError(t, err)
+			infos := st.ListConsumers(d.ctx)
+			for ci := range infos.Info() {
+				if ci.Config.Durable != "" {
+					durables[s] = append(durables[s], ci.Config)
+				}
+			}
+			require.NoError(t, infos.Err())
+		}
+		return len(durables[eventstore.DefaultStream]) == 2 && len(durables[workqueue.DeadLetterStream]) == 1
+	})
+	for s, cfgs := range durables {
+		for _, c := range cfgs {
+			name := c.Durable
+			for _, subject := range []string{
+				"$JS.API.CONSUMER.CREATE." + s + "." + name,
+				"$JS.API.CONSUMER.CREATE." + s + "." + name + ".sb.evt.nothing.>",
+				"$JS.API.CONSUMER.DURABLE.CREATE." + s + "." + name,
+				"$JS.API.CONSUMER.MSG.NEXT." + s + "." + name,
+				"$JS.API.CONSUMER.DELETE." + s + "." + name,
+			} {
+				err := denied(t, r.viol, subject, func(ctx context.Context) error {
+					_, err := r.nc.RequestWithContext(ctx, subject, []byte(`{"batch":1,"expires":200000000}`))
+					return err
+				})
+				t.Logf("reader: %s: %v", subject, err)
+			}
+			st, err := d.js.Stream(d.ctx, s)
+			require.NoError(t, err)
+			still, err := st.Consumer(d.ctx, name)
+			require.NoError(t, err, "%s's consumer %s is still there", s, name)
+			assert.Equal(t, c.FilterSubjects, still.CachedInfo().Config.FilterSubjects, "%s unchanged", name)
+			assert.Equal(t, c.FilterSubject, still.CachedInfo().Config.FilterSubject, "%s unchanged", name)
+		}
+	}
+}
+
+// readAsReader is what an operator with the reader's credential does after
+// an upgrade: the reads of `switchback replay` and `switchback history
+// [--follow]` (replay.Run, eventstore.Store.Scan and Follow, through the
+// store bound as the commands bind it), and ordered consumers on the event
+// and dead-letter streams; it checks they see what the controller sees and
+// that nothing was refused. deadLetters is how many dead letters to expect
+// at least.
+func readAsReader(t *testing.T, d *deployment, ref events.ManagerRef, deadLetters int) {
+	t.Helper()
+	r := d.connectReader()
+	ctx := d.ctx
+
+	want, err := replay.Run(ctx, d.store, replay.Options{Manager: ref.Name})
+	require.NoError(t, err)
+	got, err := replay.Run(ctx, r.store, replay.Options{Manager: ref.Name})
+	require.NoError(t, err, "the reader replays")
+	require.Len(t, got.Upgrades, 1)
+	assert.Equal(t, want.Upgrades, got.Upgrades, "the reader's replay is the controller's")
+
+	var scanned []events.Envelope
+	require.NoError(t, r.store.Scan(ctx, eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(ref) + ".>"}},
+		func(e events.Envelope) error { scanned = append(scanned, e); return nil }, nil), "the reader scans a manager's history")
+	assert.Equal(t, history(t, d, ref), scanned)
+
+	// --follow: the history so far, then an event appended meanwhile (of
+	// another manager, which nothing reacts to).
+	later := events.ManagerRef{Namespace: ref.Namespace, Name: "appended-later", UID: "uid-later"}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	followed := 0
+	appended := make(chan error, 1)
+	subjects := []string{events.ManagerSubjectPrefix(ref) + ".>", events.ManagerSubjectPrefix(later) + ".>"}
+	err = r.store.Follow(fctx, subjects, 0, func(e events.Envelope, _ uint64) bool {
+		followed++
+		if followed == len(scanned) {
+			go func() {
+				_, err := d.store.Append(ctx, events.NodeAggregate(later, "n1"), 0, startedOf(later, "n1", "after the replay"))
+				appended <- err
+			}()
+		}
+		return e.Aggregate.Manager == later
+	}, nil)
+	require.NoError(t, err)
+	require.NoError(t, <-appended)
+	assert.Equal(t, len(scanned)+1, followed, "the reader follows new events")
+
+	evs := orderedRead(t, r.js, eventstore.DefaultStream, len(scanned))
+	assert.Len(t, evs, len(scanned))
+	dlq := orderedRead(t, r.js, workqueue.DeadLetterStream, deadLetters)
+	assert.GreaterOrEqual(t, len(dlq), deadLetters)
+	assert.Empty(t, r.viol.All(), "the reader was refused nothing")
+}
+
+// TestReaderWithTheNATSCLI runs the reads docs/nats-authorization.md shows
+// operators, with the nats CLI `make setup` builds, as the reader: stream
+// info, a message by sequence and the last of a subject, and `sub --stream`
+// (an ordered consumer) on the event and the dead-letter streams.
+func TestReaderWithTheNATSCLI(t *testing.T) {
+	cli, err := filepath.Abs(filepath.Join("..", ".cache", "bin", "nats"))
+	require.NoError(t, err)
+	if _, err := os.Stat(cli); err != nil {
+		t.Skipf("the nats CLI is not built (make setup builds it into .cache/bin): %v", err)
+	}
+	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1"}})
+	agg := events.NodeAggregate(testRef, "n1")
+	_, err = d.store.Append(d.ctx, agg, 0, started("n1", "cli"))
+	require.NoError(t, err)
+	_, err = d.js.Publish(d.ctx, "sb.dlq.evt.test", []byte("a parked event"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, d.auth.WriteFiles(dir))
+	seed := filepath.Join(dir, natsauth.ReaderDir, "reader.nk")
+	home := t.TempDir() // no nats context of the machine's user
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream", "info", eventstore.DefaultStream, "--json"}, `"name": "` + eventstore.DefaultStream + `"`},
+		{[]string{"stream", "info", workqueue.DeadLetterStream, "--json"}, `"name": "` + workqueue.DeadLetterStream + `"`},
+		{[]string{"stream", "get", eventstore.DefaultStream, "1", "--json"}, agg.Subject()},
+		{[]string{"stream", "get", eventstore.DefaultStream, "--last-for", agg.Subject(), "--json"}, agg.Subject()},
+		{[]string{"stream", "get", workqueue.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
+		{[]string{"sub", "--stream", eventstore.DefaultStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
+		{[]string{"sub", "--stream", workqueue.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
+	} {
+		t.Run(strings.Join(c.args[:3], " "), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+			defer cancel()
+			args := append([]string{"--server", d.srv.ClientURL(), "--nkey", seed, "--inbox-prefix", natsauth.ReaderInboxPrefix, "--timeout", "5s"}, c.args...)
+			cmd := exec.CommandContext(ctx, cli, args...)
+			cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "nats %s\n%s", strings.Join(args, " "), out)
+			assert.Contains(t, string(out), c.want)
+			assert.NotContains(t, string(out), "ermission")
+		})
+	}
+}
