@@ -32,9 +32,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/testenv"
 )
 
 // Objects of deploy/nats the configuration test needs by name.
@@ -304,15 +307,20 @@ func (s *logSink) has(sub string) bool {
 }
 
 // TestNATSServerConfiguration runs deploy/nats's nats.conf, with test
-// certificates made as certificates.yaml asks and users from natsauth in
-// the Secret's place, on embedded servers: the client port takes only
-// authenticated TLS clients trusting the NATS CA, the route port only
-// servers holding the route certificate, and monitoring listens on loopback
-// where the probes ask it.
+// certificates made as certificates.yaml asks and the default install's
+// authorization (`nats-auth --callout`) in the Secret's place, on embedded
+// servers: the client port takes only authenticated TLS clients trusting the
+// NATS CA (a worker with its pod's token, through the callout), the route
+// port only servers holding the route certificate, and monitoring listens
+// on loopback where the probes ask it.
 func TestNATSServerConfiguration(t *testing.T) {
 	m := render(t, repoPath(t, "deploy"))
 	pki := newTestPKI(t, m)
-	auth, err := natsauth.Generate(natsauth.Config{Nodes: []string{"node-1", "node-2"}, Mode: natsauth.ModeNKey})
+	keys, err := callout.GenerateKeys()
+	require.NoError(t, err)
+	side, err := keys.Server(0)
+	require.NoError(t, err)
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side})
 	require.NoError(t, err)
 	secrets := map[string]map[string][]byte{serverAuthSecret: {serverAuthKey: []byte(auth.ServerConfig())}}
 	for name, data := range pki.secrets {
@@ -326,7 +334,8 @@ func TestNATSServerConfiguration(t *testing.T) {
 	assert.Equal(t, nats0, o.ServerName)
 	require.NotNil(t, o.TLSConfig, "the client port serves TLS")
 	assert.Equal(t, tls.NoClientCert, o.TLSConfig.ClientAuth, "clients authenticate as users, not by certificate")
-	assert.Len(t, o.Nkeys, 2+2, "the controller, the reader and two workers")
+	assert.Len(t, o.Nkeys, 3, "the controller, the reader and the callout service: workers come through the callout")
+	require.NotNil(t, o.AuthCallout)
 	require.NotNil(t, o.Cluster.TLSConfig, "the routes use TLS")
 	assert.Equal(t, tls.RequireAndVerifyClientCert, o.Cluster.TLSConfig.ClientAuth, "the routes use mutual TLS")
 	assert.True(t, o.Cluster.NoAdvertise)
@@ -365,6 +374,22 @@ func TestNATSServerConfiguration(t *testing.T) {
 	logA := &logSink{}
 	a := startNATS(t, dir, nats0, 0, []*url.URL{routeTo(bPort)}, logA)
 	tlsURL := "tls://" + a.Addr().String()
+
+	// The controller's auth callout, as --nats-callout runs it: every client
+	// that is not a static user is decided by it.
+	env := testenv.Get(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	svc, err := callout.New(callout.Config{Issuer: keys.Issuer, XKey: keys.XKey, Namespace: namespace,
+		Reviewer: callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}})
+	require.NoError(t, err)
+	pub, err := keys.Service.PublicKey()
+	require.NoError(t, err)
+	snc, err := nats.Connect(tlsURL, nats.RootCAs(caFile), nats.Nkey(pub, keys.Service.Sign))
+	require.NoError(t, err, "the callout service's own user")
+	t.Cleanup(snc.Close)
+	require.NoError(t, svc.Start(snc))
+	t.Cleanup(svc.Stop)
 
 	t.Run("monitoring listens on loopback where the probes ask", func(t *testing.T) {
 		require.True(t, a.MonitorAddr().IP.IsLoopback(), "monitoring on %s", a.MonitorAddr())
@@ -412,7 +437,7 @@ func TestNATSServerConfiguration(t *testing.T) {
 	})
 
 	t.Run("an authenticated TLS client trusting the CA connects", func(t *testing.T) {
-		for _, u := range []natsauth.User{auth.Controller, auth.Workers[0], auth.Reader} {
+		for _, u := range []natsauth.User{auth.Controller, auth.Reader} {
 			opts, err := u.ConnectOptions()
 			require.NoError(t, err)
 			nc, err := nats.Connect(tlsURL, append(opts, nats.RootCAs(caFile))...)
@@ -421,6 +446,23 @@ func TestNATSServerConfiguration(t *testing.T) {
 			assert.NoError(t, err)
 			nc.Close()
 		}
+	})
+
+	t.Run("a worker with its pod's token connects over TLS through the callout", func(t *testing.T) {
+		worker := m.workload(t, workerName)
+		token, remove, err := env.PodToken(context.Background(), namespace, worker.pod.Spec.ServiceAccountName, "node-1", callout.DefaultAudience)
+		require.NoError(t, err)
+		defer remove()
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
+		nc, err := nats.Connect(tlsURL, append(callout.WorkerOptions("node-1", tokenFile, nil), nats.RootCAs(caFile))...)
+		require.NoError(t, err, "node-1's worker, with nothing but its pod's token")
+		_, err = nc.RTT()
+		assert.NoError(t, err)
+		nc.Close()
+
+		_, err = nats.Connect(tlsURL, nats.RootCAs(caFile), nats.Token("not-a-token"))
+		assert.ErrorIs(t, err, nats.ErrAuthorization, "a made-up token")
 	})
 
 	t.Run("only a server with the route certificate joins", func(t *testing.T) {

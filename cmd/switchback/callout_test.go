@@ -11,11 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
@@ -68,43 +63,14 @@ func TestUpgradeUnderNATSAuthCallout(t *testing.T) {
 // (audience callout.DefaultAudience), and returns the files by node.
 func workerTokens(t *testing.T, ctx context.Context, env *testenv.Env, nodes ...string) map[string]string {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	const ns = "longhorn-system"
-	ignoreExists := func(err error) {
-		if !apierrors.IsAlreadyExists(err) {
-			require.NoError(t, err)
-		}
-	}
-	_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: callout.DefaultServiceAccount}}, metav1.CreateOptions{})
-	ignoreExists(err)
 	dir := t.TempDir()
 	out := map[string]string{}
 	for _, n := range nodes {
-		// The package's other tests read the apiserver's Nodes: the ones
-		// made here go when the test ends.
-		_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		if err == nil {
-			t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
-		}
-		ignoreExists(err)
-		pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "switchback-worker-" + n + "-"},
-			Spec: corev1.PodSpec{NodeName: n, ServiceAccountName: callout.DefaultServiceAccount,
-				Containers: []corev1.Container{{Name: "worker", Image: "switchback-dev/switchback"}}},
-		}, metav1.CreateOptions{})
+		token, remove, err := env.PodToken(ctx, "longhorn-system", callout.DefaultServiceAccount, n, callout.DefaultAudience)
 		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = cs.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
-		})
-		expiry := int64(3600)
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, callout.DefaultServiceAccount, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
-			Audiences: []string{callout.DefaultAudience}, ExpirationSeconds: &expiry,
-			BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-		require.NoError(t, err)
+		t.Cleanup(remove)
 		out[n] = filepath.Join(dir, n+".token")
-		require.NoError(t, os.WriteFile(out[n], []byte(tr.Status.Token), 0o600))
+		require.NoError(t, os.WriteFile(out[n], []byte(token), 0o600))
 	}
 	return out
 }
