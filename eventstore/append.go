@@ -56,7 +56,7 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		seq, err = s.publishOne(ctx, expectLast(msgs[0], expected))
 	} else if s.cfg.Replicas > 1 {
 		seq, err = s.publishBatch(ctx, msgs, expected)
-		if isBatchDuplicate(err) && !s.lastIs(ctx, agg, expected, evs) {
+		if isBatchDuplicate(err) && !s.lastIs(ctx, agg, expected, msgs[len(msgs)-1]) {
 			// One of the ids is held by a message that is not ours (a batch
 			// is refused whole, without saying which): the batch again
 			// under fresh ids, still checked against expected.
@@ -75,14 +75,15 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		}
 		return seq, nil
 	}
-	return s.appendFailed(ctx, agg, expected, evs, err)
+	return s.appendFailed(ctx, agg, expected, evs, msgs[len(msgs)-1], err)
 }
 
-// appendFailed turns a refused append of evs into its outcome: the
+// appendFailed turns a refused append of evs, the last sent as lastMsg,
+// into its outcome: the
 // aggregate's version when the refusal is the echo of our own earlier success
 // (a retry), a *ConflictError when another writer moved the aggregate, else
 // the error itself.
-func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope, err error) (uint64, error) {
+func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope, lastMsg *nats.Msg, err error) (uint64, error) {
 	if !isWrongLastSequence(err) && !isBatchDuplicate(err) {
 		return 0, fmt.Errorf("eventstore: append %d event(s) to %s: %w", len(evs), agg, err)
 	}
@@ -90,7 +91,7 @@ func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expect
 	if lerr != nil {
 		return 0, fmt.Errorf("eventstore: append to %s: conflict, then reading last message: %w", agg, errors.Join(err, lerr))
 	}
-	if last.EventID == evs[len(evs)-1].ID {
+	if last.is(lastMsg) {
 		return last.Sequence, nil
 	}
 	actual := last.Sequence
@@ -102,11 +103,11 @@ func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expect
 	return 0, &ConflictError{Aggregate: agg, Expected: expected, Actual: actual, Err: err}
 }
 
-// lastIs reports whether agg's last stored event is the last of evs (read
-// after a refusal; a read error counts as no).
-func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope) bool {
+// lastIs reports whether agg's last stored message is m (read after a
+// refusal; a read error counts as no).
+func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uint64, m *nats.Msg) bool {
 	last, err := s.settledLast(ctx, agg.Subject(), expected)
-	return err == nil && last.EventID == evs[len(evs)-1].ID
+	return err == nil && last.is(m)
 }
 
 // expectLast makes m conditional on its subject's last sequence being seq.

@@ -66,7 +66,7 @@ func (p *PendingAppend) Wait(ctx context.Context) (uint64, error) {
 		seq := ack.Sequence
 		if ack.Duplicate {
 			if seq, err = p.settleDuplicate(ctx, seq); err != nil {
-				return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, err)
+				return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, p.msg, err)
 			}
 		}
 		metrics.EventsAppended.WithLabelValues(string(p.ev.Type())).Inc()
@@ -75,7 +75,7 @@ func (p *PendingAppend) Wait(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, fmt.Errorf("eventstore: append to %s: %w", p.agg, ctx.Err())
 	}
-	return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, err)
+	return p.s.appendFailed(ctx, p.agg, p.expected, []events.Envelope{p.ev}, p.msg, err)
 }
 
 // settleDuplicate turns a duplicate answer for the event at seq into the

@@ -1,27 +1,31 @@
 package eventstore
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/textproto"
-	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/dedup"
 )
 
 // lastOnSubject is the last stored message of one subject, as the stream
 // leader sees it.
 type lastOnSubject struct {
 	Sequence uint64
-	// EventID is the event's own id (its ce-id), which a message keeps when
-	// its Nats-Msg-Id had to be replaced (see package dedup).
-	EventID string
+	// Msg is the stored message (subject, headers, data), to compare with
+	// what an append sent: an id alone can be copied by whoever may write
+	// the subject.
+	Msg *nats.Msg
+}
+
+// is reports whether the last message is m: the same subject, data and
+// headers (JetStream's own aside, as dedup compares them).
+func (l lastOnSubject) is(m *nats.Msg) bool {
+	return l.Msg != nil && dedup.Same(l.Msg, m)
 }
 
 // leaderLast asks the stream leader (not a direct-get replica, which may lag)
@@ -40,8 +44,10 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (lastOnSubject, 
 	}
 	var resp struct {
 		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Hdrs []byte `json:"hdrs"`
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Hdrs    []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
@@ -57,25 +63,14 @@ func (s *Store) leaderLast(ctx context.Context, subject string) (lastOnSubject, 
 	if resp.Message == nil {
 		return lastOnSubject{}, nil
 	}
-	return lastOnSubject{Sequence: resp.Message.Seq, EventID: headerValue(resp.Message.Hdrs, events.HeaderPrefix+"id")}, nil
-}
-
-// headerValue reads one header from a raw "NATS/1.0" header block.
-func headerValue(raw []byte, key string) string {
-	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw)))
-	if _, err := r.ReadLine(); err != nil { // status line
-		return ""
-	}
-	for {
-		line, err := r.ReadLine()
-		if err != nil || line == "" {
-			return ""
-		}
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
-			return strings.TrimSpace(v)
+	stored := &nats.Msg{Subject: resp.Message.Subject, Data: resp.Message.Data, Header: nats.Header{}}
+	if len(resp.Message.Hdrs) > 0 {
+		if stored.Header, err = nats.DecodeHeadersMsg(resp.Message.Hdrs); err != nil {
+			// Not a message an append could have sent: compares unequal.
+			stored = nil
 		}
 	}
+	return lastOnSubject{Sequence: resp.Message.Seq, Msg: stored}, nil
 }
 
 // settledLast waits, briefly, for a concurrent writer's proposal to land.

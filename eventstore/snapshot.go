@@ -5,10 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
@@ -88,16 +88,21 @@ func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema
 
 // loadSnapshot decodes agg's snapshot into into; ok is false when there is no
 // usable one.
+//
+// A snapshot is a plain KV put, without headers. One that carries any is a
+// message JetStream published on the key for someone else (the answer to a
+// request whose reply subject named the key: NATS checks no permission on
+// reply subjects) and is ignored, so no client can plant a state that way.
 func (s *Store) loadSnapshot(ctx context.Context, agg events.AggregateID, schema string, into any) (seq uint64, ok bool, err error) {
-	entry, err := s.snaps.Get(ctx, SnapshotKey(agg))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, false, nil
-	}
+	value, err := s.snapshotValue(ctx, SnapshotKey(agg))
 	if err != nil {
 		return 0, false, fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
+	if value == nil {
+		return 0, false, nil
+	}
 	var snap snapshot
-	if json.Unmarshal(entry.Value(), &snap) != nil || snap.Format != snapshotFormat || snap.Schema != schema {
+	if json.Unmarshal(value, &snap) != nil || snap.Format != snapshotFormat || snap.Schema != schema {
 		return 0, false, nil
 	}
 	if json.Unmarshal(snap.State, into) != nil {
@@ -166,4 +171,43 @@ func LoadState[S any](ctx context.Context, s *Store, agg events.AggregateID, zer
 		}
 	}
 	return out, nil
+}
+
+// snapshotValue is the value of key in the snapshot bucket, by a direct get
+// of its last message; nil when there is none, or when the stored message
+// carries headers of its own (see loadSnapshot): the answer then holds more
+// than the one copy of each header the direct get adds.
+func (s *Store) snapshotValue(ctx context.Context, key string) ([]byte, error) {
+	prefix := s.js.Options().APIPrefix
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
+	}
+	bucket := s.cfg.SnapshotBucket
+	msg, err := s.js.Conn().RequestWithContext(ctx, prefix+"DIRECT.GET.KV_"+bucket+".$KV."+bucket+"."+key, nil)
+	if err != nil {
+		return nil, err
+	}
+	if status := msg.Header.Get(hdrStatus); status != "" {
+		if status == "404" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("direct get of %s: status %s %s", key, status, msg.Header.Get(hdrDescription))
+	}
+	if msg.Header.Get("KV-Operation") != "" {
+		return nil, nil // a delete or purge marker
+	}
+	if len(ownReservedHeaders(msg.Header, 1)) > 0 || !onlyReserved(msg.Header) {
+		return nil, nil // not a snapshot Switchback wrote
+	}
+	return msg.Data, nil
+}
+
+// onlyReserved reports whether every header of h is one a direct get adds.
+func onlyReserved(h nats.Header) bool {
+	for k := range h {
+		if reservedIndex(k) < 0 {
+			return false
+		}
+	}
+	return true
 }

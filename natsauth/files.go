@@ -199,7 +199,7 @@ func ReadFiles(dir string, mode Mode, nodes []string) (map[string]Credential, er
 	}
 	out := map[string]Credential{}
 	read := func(key, who, path string) error {
-		b, err := readFile(path)
+		b, err := ReadFile(path)
 		if errors.Is(err, iofs.ErrNotExist) {
 			return nil
 		}
@@ -243,7 +243,10 @@ func ReadFiles(dir string, mode Mode, nodes []string) (map[string]Credential, er
 }
 
 // readFile reads path, refusing a symbolic link.
-func readFile(path string) ([]byte, error) {
+// ReadFile reads path the way ReadFiles reads each credential: refusing a
+// symbolic link there instead of following it. (A process reading a mounted
+// Secret, whose files are links, reads it as usual.)
+func ReadFile(path string) ([]byte, error) {
 	f, err := openNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err

@@ -130,6 +130,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // step runs (steps wait on the cluster for minutes; AckWait is seconds).
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	meta, _ := msg.Metadata()
+	if err := workqueue.CheckCopied(msg.Subject(), msg.Headers()); err != nil {
+		w.park(msg, err)
+		return
+	}
 	cmd, err := workqueue.DecodeCommand(msg.Data())
 	if err != nil || cmd.Node != w.cfg.Node {
 		if err == nil {

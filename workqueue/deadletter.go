@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/metrics"
 )
 
@@ -61,6 +62,27 @@ type deliveryAdvisory struct {
 	StreamSeq  uint64 `json:"stream_seq"`
 	Deliveries int    `json:"deliveries"`
 	Reason     string `json:"reason"`
+}
+
+// CheckCopied returns why a message on subject with headers h is a copy
+// that JetStream published there for someone else, nil when it is not one.
+// JetStream publishes the answer to an API request on whatever reply
+// subject the requester names, and NATS checks no permission on reply
+// subjects: a client allowed to read a stream can have a stored message
+// published on a command or advisory subject. A direct get's answer carries
+// JetStream's served headers (Nats-Stream, Nats-Sequence, ...), a delivered
+// dead letter its Sb-Dead-* headers; neither is ever on a command the
+// controller issued or an advisory JetStream sent.
+func CheckCopied(subject string, h nats.Header) error {
+	if err := eventstore.CheckDeliveredHeaders(subject, 0, h); err != nil {
+		return fmt.Errorf("a copy of a served message on %s, not a command or advisory: %w", subject, err)
+	}
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), "sb-dead-") {
+			return fmt.Errorf("a copy of a dead letter on %s (header %s), not a command or advisory", subject, k)
+		}
+	}
+	return nil
 }
 
 // Terminate refuses msg for good, with why: the dead-letterer parks it from
@@ -150,9 +172,11 @@ func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Contex
 		return nil, fmt.Errorf("workqueue: dead-letter consumer: %w", err)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
+		// JetStream's advisories carry no header; anything else on these
+		// subjects was published there by a request's reply (CheckCopied).
 		var adv deliveryAdvisory
-		if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-			_ = m.Term() // not an advisory we understand; nothing to retry
+		if len(m.Headers()) > 0 || json.Unmarshal(m.Data(), &adv) != nil || adv.StreamSeq == 0 {
+			_ = m.Term() // not an advisory of JetStream's; nothing to retry
 			return
 		}
 		refused := strings.HasPrefix(m.Subject(), strings.TrimSuffix(terminatedAdvisories, "*"))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -104,9 +105,16 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	var leading sync.Mutex
 	isLeader := false
+	// calloutNC is the auth callout's own connection, once it runs: a
+	// replica whose callout lost NATS refuses every worker while looking
+	// healthy, so readiness covers it too.
+	var calloutNC atomic.Pointer[nats.Conn]
 	health, err := hf.serve(ctx, log, func() error {
 		if !conn.nc.IsConnected() {
 			return errors.New("not connected to NATS")
+		}
+		if nc := calloutNC.Load(); nc != nil && !nc.IsConnected() {
+			return errors.New("the NATS auth callout is not connected to NATS")
 		}
 		return nil
 	}, metricsHandler, func(mux *http.ServeMux) {
@@ -123,6 +131,10 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The goroutines below end with ctx: cancel it on any return, or an
+	// error after one started would wait for them forever.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if *calloutDir != "" {
 		svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
 			Reviewer:           callout.NewCache(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, calloutReviewCacheTTL, calloutReviewCacheSize),
@@ -131,6 +143,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 		defer nc.Close()
+		calloutNC.Store(nc)
 		wg.Go(func() {
 			if err := svc.Run(ctx, nc); err != nil && ctx.Err() == nil {
 				log.Error("NATS auth callout stopped", "error", err)

@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,9 +65,10 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.Existing = existing
 	}
 	var keys *callout.Keys
+	keptKeys := false
 	if *calloutMode {
 		var err error
-		if keys, err = calloutKeys(*out, *keep); err != nil {
+		if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
 			return err
 		}
 		if cfg.Callout, err = keys.Server(0); err != nil {
@@ -123,7 +125,11 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if keys != nil {
-		fmt.Fprintf(stdout, "wrote the callout authorization (workers decided by the controller's auth callout), the controller and the reader under %s (%d kept)\n", *out, len(cfg.Existing))
+		what := "new callout keys"
+		if keptKeys {
+			what = "the callout keys kept"
+		}
+		fmt.Fprintf(stdout, "wrote the callout authorization (workers decided by the controller's auth callout; %s), the controller and the reader under %s (%d credential(s) kept)\n", what, *out, len(cfg.Existing))
 	} else {
 		fmt.Fprintf(stdout, "wrote the authorization of %d worker(s), the controller and the reader under %s (%d kept)\n", len(nodes), *out, len(cfg.Existing))
 	}
@@ -137,25 +143,48 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 // files of the callout.SecretName Secret.
 const calloutDir = "callout"
 
-// calloutKeys are the keys under out/callout when keep finds them all, else
-// fresh ones (none of them rotates alone: the issuer signs every worker's
-// user, the service key is in the servers' configuration).
-func calloutKeys(out string, keep bool) (*callout.Keys, error) {
+// calloutKeys are the keys under out/callout when keep finds them all (read
+// as the credentials are: a directory of the current user, no symbolic link
+// followed), else fresh ones; kept says which. None rotates alone (the
+// issuer signs every worker's user, the service key is in the servers'
+// configuration), so some of them only is an error, not a silent rotation.
+func calloutKeys(out string, keep bool) (keys *callout.Keys, kept bool, err error) {
 	dir := filepath.Join(out, calloutDir)
+	// Checked before anything is written: the keys go there in the end.
+	if err := natsauth.CheckDir(dir); err != nil {
+		return nil, false, err
+	}
 	if keep {
-		k, err := callout.ReadKeys(dir)
-		if err == nil {
-			return &k, nil
+		data := map[string][]byte{}
+		var missing []string
+		for _, name := range callout.KeyFiles {
+			b, err := natsauth.ReadFile(filepath.Join(dir, name))
+			switch {
+			case errors.Is(err, iofs.ErrNotExist):
+				missing = append(missing, name)
+			case err != nil:
+				return nil, false, fmt.Errorf("--keep: %w", err)
+			default:
+				data[name] = b
+			}
 		}
-		if !errors.Is(err, iofs.ErrNotExist) {
-			return nil, fmt.Errorf("--keep: %w", err)
+		switch {
+		case len(missing) == 0:
+			k, err := callout.KeysFromData(data)
+			if err != nil {
+				return nil, false, fmt.Errorf("--keep: %s: %w", dir, err)
+			}
+			return &k, true, nil
+		case len(data) > 0:
+			return nil, false, fmt.Errorf("--keep: %s holds only some of the callout's keys (missing %s): restore them, or remove the directory to rotate all three (every worker then reconnects under the new issuer)",
+				dir, strings.Join(missing, ", "))
 		}
 	}
 	k, err := callout.GenerateKeys()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return &k, nil
+	return &k, false, nil
 }
 
 // writeCalloutKeys writes k's seeds under out/callout, as WriteFiles writes

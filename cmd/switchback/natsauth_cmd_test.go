@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/natsauth/callout"
 )
 
 // Re-running nats-auth with one more node keeps every existing credential
@@ -100,4 +101,45 @@ func readFile(t *testing.T, parts ...string) string {
 	b, err := os.ReadFile(filepath.Join(parts...))
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestNATSAuthCalloutKeepsItsKeys: `nats-auth --callout` keeps the callout's
+// keys across runs (the servers' issuer does not change), refuses a
+// directory holding only some of them instead of rotating them silently,
+// and refuses a symbolic link planted at one.
+func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "auth")
+	run1 := func() (int, string, string) { return runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out) }
+	code, stdout, stderr := run1()
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "new callout keys")
+	issuer, err := os.ReadFile(filepath.Join(out, calloutDir, callout.IssuerKey))
+	require.NoError(t, err)
+	conf, err := os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
+	require.NoError(t, err)
+
+	code, stdout, stderr = run1()
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "the callout keys kept")
+	again, err := os.ReadFile(filepath.Join(out, calloutDir, callout.IssuerKey))
+	require.NoError(t, err)
+	assert.Equal(t, issuer, again, "the issuer is kept")
+	conf2, err := os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
+	require.NoError(t, err)
+	assert.Equal(t, conf, conf2, "the same servers' configuration")
+
+	require.NoError(t, os.Remove(filepath.Join(out, calloutDir, callout.XKeyKey)))
+	code, _, stderr = run1()
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "holds only some of the callout's keys (missing "+callout.XKeyKey+")")
+
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	require.NoError(t, os.WriteFile(target, []byte("x"), 0o600))
+	require.NoError(t, os.Symlink(target, filepath.Join(out, calloutDir, callout.XKeyKey)))
+	code, _, stderr = run1()
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, callout.XKeyKey)
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(b), "nothing written through the link")
 }

@@ -109,10 +109,25 @@ func ParseSeed(data []byte, want nkeys.PrefixByte) (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// ReadKeys reads the Keys from dir, where the SecretName Secret is mounted
-// (or `switchback nats-auth --callout` wrote them), checking each seed's
-// kind.
+// ReadKeys reads the Keys from dir, where the SecretName Secret is mounted,
+// checking each seed's kind.
 func ReadKeys(dir string) (Keys, error) {
+	data := map[string][]byte{}
+	for _, name := range KeyFiles {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return Keys{}, fmt.Errorf("callout: read the keys: %w", err)
+		}
+		data[name] = b
+	}
+	return KeysFromData(data)
+}
+
+// KeyFiles are the files (and Secret keys) of the Keys: SecretData's keys.
+var KeyFiles = []string{IssuerKey, XKeyKey, ServiceKey}
+
+// KeysFromData is the Keys of SecretData's form, each seed's kind checked.
+func KeysFromData(data map[string][]byte) (Keys, error) {
 	var k Keys
 	for _, f := range []struct {
 		name string
@@ -123,13 +138,9 @@ func ReadKeys(dir string) (Keys, error) {
 		{XKeyKey, nkeys.PrefixByteCurve, &k.XKey},
 		{ServiceKey, nkeys.PrefixByteUser, &k.Service},
 	} {
-		path := filepath.Join(dir, f.name)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return Keys{}, fmt.Errorf("callout: read the keys: %w", err)
-		}
-		if *f.kp, err = ParseSeed(data, f.kind); err != nil {
-			return Keys{}, fmt.Errorf("callout: %s: %w", path, err)
+		var err error
+		if *f.kp, err = ParseSeed(data[f.name], f.kind); err != nil {
+			return Keys{}, fmt.Errorf("callout: %s: %w", f.name, err)
 		}
 	}
 	return k, nil
