@@ -29,8 +29,8 @@ import (
 //
 // Retrying an Append that succeeded (e.g. after a timeout) succeeds again
 // without storing anything twice: Nats-Msg-Id deduplicates, and a concurrency
-// rejection whose last stored message is our last event is recognised as our
-// own earlier success. Deduplication never loses an event: a duplicate
+// rejection whose last stored message is our last event (the same message,
+// not only its id) is recognised as our own earlier success. Deduplication never loses an event: a duplicate
 // answer counts only when the stream holds this very event, on this subject
 // (see package dedup); an id another message took is replaced.
 func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uint64, evs ...events.Envelope) (uint64, error) {
@@ -78,11 +78,11 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 	return s.appendFailed(ctx, agg, expected, evs, msgs[len(msgs)-1], err)
 }
 
-// appendFailed turns a refused append of evs, the last sent as lastMsg,
-// into its outcome: the
-// aggregate's version when the refusal is the echo of our own earlier success
-// (a retry), a *ConflictError when another writer moved the aggregate, else
-// the error itself.
+// appendFailed turns a refused append of evs, the last of them sent as
+// lastMsg, into its outcome: the aggregate's version when the refusal is the
+// echo of our own earlier success (a retry: the subject's last message is
+// lastMsg itself), a *ConflictError when another writer moved the aggregate,
+// else the error itself.
 func (s *Store) appendFailed(ctx context.Context, agg events.AggregateID, expected uint64, evs []events.Envelope, lastMsg *nats.Msg, err error) (uint64, error) {
 	if !isWrongLastSequence(err) && !isBatchDuplicate(err) {
 		return 0, fmt.Errorf("eventstore: append %d event(s) to %s: %w", len(evs), agg, err)
