@@ -31,6 +31,13 @@ var ErrNotFound = errors.New("not found")
 // runs instances): retrying as is cannot help.
 var ErrRefused = errors.New("refused")
 
+// ErrSwitchingPaths refuses to change a volume's engine node while its
+// initiator switches paths (Longhorn would accept the change and leave the
+// old path inaccessible). Every data plane checks it on fresh state at the
+// write, since the step decided on an observation that may be a moment old;
+// it passes once the switch is done, so it is not a refusal.
+var ErrSwitchingPaths = fmt.Errorf("status.switchoverState is %s: the initiator is switching paths and the engine node must not change until it is done", SwitchoverSwitchingOver)
+
 // DataEngineV2 is the only data engine Switchback upgrades.
 const DataEngineV2 = "v2"
 

@@ -179,7 +179,7 @@ func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 			return nil, nil
 		}
 		if v.Status.SwitchoverState == string(dataplane.SwitchoverSwitchingOver) {
-			return nil, errSwitchingPaths
+			return nil, dataplane.ErrSwitchingPaths
 		}
 		return patchEngineNode(node, u.GetResourceVersion()), nil
 	})

@@ -18,11 +18,6 @@ var ErrFieldUnsupported = fmt.Errorf("%w: field not in the installed Longhorn's 
 // resources only, and the adapter enforces it whatever the caller asks.
 var errNotV2 = fmt.Errorf("%w: not a v2 data engine object; only v2 resources are touched", dataplane.ErrRefused)
 
-// errSwitchingPaths refuses to change a volume's engine node while its
-// initiator switches paths; it passes once Longhorn finished, so it is not
-// a refusal.
-var errSwitchingPaths = fmt.Errorf("status.switchoverState is %s: the initiator is switching paths and the engine node must not change until it is done", dataplane.SwitchoverSwitchingOver)
-
 // apiError wraps an apiserver error with what was being done, mapping
 // NotFound to dataplane.ErrNotFound and a request the apiserver (or
 // Longhorn's admission webhook) judges invalid to dataplane.ErrRefused.

@@ -202,6 +202,11 @@ func (s *Sim) removeReplica(v *volume, r *replica) {
 // movable engine.
 func (s *Sim) SetEngineNode(ctx context.Context, volName, nodeName string) error {
 	return s.act(ctx, "SetEngineNode", volName, nodeName, func(now time.Time) (bool, error) {
+		// As the Longhorn data plane does, on the state at the write: the
+		// caller decided on an observation that may be a moment old.
+		if v := s.vols[volName]; v != nil && v.sw != nil && v.sw.state == dataplane.SwitchoverSwitchingOver && v.engineNode != nodeName {
+			return false, fmt.Errorf("volume %q: set engine node %q: %w", volName, nodeName, dataplane.ErrSwitchingPaths)
+		}
 		return s.setEngineNode(volName, nodeName, now)
 	})
 }

@@ -316,12 +316,15 @@ func TestSetEngineNode_ChangedMidSwitchover(t *testing.T) {
 		require.Equal(t, dataplane.SwitchoverNone, v.Switchover)
 		require.Zero(t, s.IOStats().Failed)
 	})
-	t.Run("switching-over: the path breaks", func(t *testing.T) {
+	t.Run("switching-over: the data plane refuses; a raw write breaks the path", func(t *testing.T) {
 		s, fc := cluster3(t, Config{TargetMoveLatency: latency}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
 		require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
 		fc.Advance(latency / 2)
 		require.Equal(t, dataplane.SwitchoverSwitchingOver, vol(t, s, "vol-1").Switchover)
-		require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
+		require.ErrorIs(t, s.SetEngineNode(ctx, "vol-1", ""), dataplane.ErrSwitchingPaths, "as the Longhorn data plane, on the state at the write")
+		assert.Empty(t, s.Unsafe("node-1"))
+		// What Longhorn does with the write a user makes anyway.
+		require.NoError(t, s.PlaceEngine("vol-1", ""))
 		st := s.IOStats()
 		require.NotZero(t, st.FailedByActions())
 		require.Contains(t, st.Failures[0].Reason, "the old path is left inaccessible")
