@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -138,44 +139,63 @@ func Holds(ctx context.Context, js jetstream.JetStream, stream string, seq uint6
 // Get reads the message at seq of stream from the stream leader; nil when
 // there is none.
 func Get(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (*nats.Msg, error) {
+	m, _, err := leaderGet(ctx, js, stream, map[string]any{"seq": seq})
+	return m, err
+}
+
+// GetLast reads the last message on subject from stream's leader (not a
+// direct-get replica, which may lag) and its sequence; nil and 0 when there
+// is none.
+func GetLast(ctx context.Context, js jetstream.JetStream, stream, subject string) (*nats.Msg, uint64, error) {
+	return leaderGet(ctx, js, stream, map[string]any{"last_by_subj": subject})
+}
+
+// ErrUndecodableHeaders is a stored message whose headers do not decode:
+// nothing Switchback publishes. The sequence is still returned with it.
+var ErrUndecodableHeaders = errors.New("the stored message's headers do not decode")
+
+// leaderGet is JetStream's STREAM.MSG.GET: the stored message as the leader
+// has it, headers decoded.
+func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, req map[string]any) (*nats.Msg, uint64, error) {
 	prefix := js.Options().APIPrefix
 	if prefix == "" {
 		prefix = jetstream.DefaultAPIPrefix
 	}
-	req, _ := json.Marshal(map[string]uint64{"seq": seq})
-	reply, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+stream, req)
+	body, _ := json.Marshal(req)
+	reply, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+stream, body)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var resp struct {
 		Message *struct {
 			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
 			Hdrs    []byte `json:"hdrs"`
 			Data    []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, resp.Error
+		return nil, 0, resp.Error
 	}
 	if resp.Message == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	out := &nats.Msg{Subject: resp.Message.Subject, Data: resp.Message.Data, Header: nats.Header{}}
 	if len(resp.Message.Hdrs) > 0 {
 		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
 		if err != nil {
-			return nil, fmt.Errorf("headers of sequence %d: %w", seq, err)
+			return nil, resp.Message.Seq, fmt.Errorf("%w: sequence %d: %v", ErrUndecodableHeaders, resp.Message.Seq, err)
 		}
 		out.Header = h
 	}
-	return out, nil
+	return out, resp.Message.Seq, nil
 }
 
 // Same reports whether a and b are the same message: subject, data and every

@@ -2,12 +2,11 @@ package eventstore
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/dedup"
 )
@@ -30,47 +29,15 @@ func (l lastOnSubject) is(m *nats.Msg) bool {
 
 // leaderLast asks the stream leader (not a direct-get replica, which may lag)
 // for the last message on subject: after a concurrency conflict the caller
-// must learn the version that beat it, not a stale one.
+// must learn the version that beat it, not a stale one. A message whose
+// headers do not decode is returned without it: no append sent it, so it
+// compares unequal to any.
 func (s *Store) leaderLast(ctx context.Context, subject string) (lastOnSubject, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
-	apiSubj := s.js.Options().APIPrefix
-	if apiSubj == "" {
-		apiSubj = jetstream.DefaultAPIPrefix
-	}
-	apiSubj += "STREAM.MSG.GET." + s.cfg.Stream
-	reply, err := s.js.Conn().RequestWithContext(ctx, apiSubj, req)
-	if err != nil {
+	m, seq, err := dedup.GetLast(ctx, s.js, s.cfg.Stream, subject)
+	if err != nil && !errors.Is(err, dedup.ErrUndecodableHeaders) {
 		return lastOnSubject{}, fmt.Errorf("eventstore: last message on %s: %w", subject, err)
 	}
-	var resp struct {
-		Message *struct {
-			Subject string `json:"subject"`
-			Seq     uint64 `json:"seq"`
-			Hdrs    []byte `json:"hdrs"`
-			Data    []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return lastOnSubject{}, fmt.Errorf("eventstore: last message on %s: %w", subject, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return lastOnSubject{}, nil
-		}
-		return lastOnSubject{}, fmt.Errorf("eventstore: last message on %s: %w", subject, resp.Error)
-	}
-	if resp.Message == nil {
-		return lastOnSubject{}, nil
-	}
-	stored := &nats.Msg{Subject: resp.Message.Subject, Data: resp.Message.Data, Header: nats.Header{}}
-	if len(resp.Message.Hdrs) > 0 {
-		if stored.Header, err = nats.DecodeHeadersMsg(resp.Message.Hdrs); err != nil {
-			// Not a message an append could have sent: compares unequal.
-			stored = nil
-		}
-	}
-	return lastOnSubject{Sequence: resp.Message.Seq, Msg: stored}, nil
+	return lastOnSubject{Sequence: seq, Msg: m}, nil
 }
 
 // settledLast waits, briefly, for a concurrent writer's proposal to land.

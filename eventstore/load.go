@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -171,10 +170,7 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 	if err != nil {
 		return fail(err)
 	}
-	prefix := s.js.Options().APIPrefix
-	if prefix == "" {
-		prefix = jetstream.DefaultAPIPrefix
-	}
+	prefix := s.apiPrefix()
 	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, sub.subject, req); err != nil {
 		return fail(err)
 	}

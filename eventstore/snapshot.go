@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -178,10 +177,7 @@ func LoadState[S any](ctx context.Context, s *Store, agg events.AggregateID, zer
 // carries headers of its own (see loadSnapshot): the answer then holds more
 // than the one copy of each header the direct get adds.
 func (s *Store) snapshotValue(ctx context.Context, key string) ([]byte, error) {
-	prefix := s.js.Options().APIPrefix
-	if prefix == "" {
-		prefix = jetstream.DefaultAPIPrefix
-	}
+	prefix := s.apiPrefix()
 	bucket := s.cfg.SnapshotBucket
 	msg, err := s.js.Conn().RequestWithContext(ctx, prefix+"DIRECT.GET.KV_"+bucket+".$KV."+bucket+"."+key, nil)
 	if err != nil {
