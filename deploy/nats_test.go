@@ -318,9 +318,10 @@ func TestNATSServerConfiguration(t *testing.T) {
 	pki := newTestPKI(t, m)
 	keys, err := callout.GenerateKeys()
 	require.NoError(t, err)
+	keys.Account = natsauth.DefaultAccount // as nats-auth writes it
 	side, err := keys.Server(0)
 	require.NoError(t, err)
-	auth, err := natsauth.Generate(natsauth.Config{Callout: side})
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account})
 	require.NoError(t, err)
 	secrets := map[string]map[string][]byte{serverAuthSecret: {serverAuthKey: []byte(auth.ServerConfig())}}
 	for name, data := range pki.secrets {
@@ -380,7 +381,7 @@ func TestNATSServerConfiguration(t *testing.T) {
 	env := testenv.Get(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
-	svc, err := callout.New(callout.Config{Issuer: keys.Issuer, XKey: keys.XKey, Namespace: namespace,
+	svc, err := callout.New(callout.Config{Issuer: keys.Issuer, XKey: keys.XKey, Account: keys.Account, Namespace: namespace,
 		Reviewer: callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}})
 	require.NoError(t, err)
 	pub, err := keys.Service.PublicKey()

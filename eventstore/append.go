@@ -112,7 +112,9 @@ func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uin
 
 // expectLast makes m conditional on its subject's last sequence being seq.
 // It sets the header jetstream.WithExpectLastSequencePerSubject would, without
-// the options nats.go builds per publish.
+// the options nats.go builds per publish. JetStream stores the header with
+// the event, so a verbatim copy of it published later (a consumer's delivery
+// sent to the event's own subject) never holds and is refused.
 func expectLast(m *nats.Msg, seq uint64) *nats.Msg {
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(seq, 10)}
 	return m

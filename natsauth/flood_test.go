@@ -26,7 +26,7 @@ import (
 // and its rollups (which would purge other aggregates' history) are
 // refused by the stream, not stored.
 func TestWorkerFloodLeavesTheControllersAppendsWorking(t *testing.T) {
-	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1", "n2"}})
+	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1", "n2"}, Account: natsauth.DefaultAccount})
 	n1 := d.connectWorker("n1")
 	ctx, cancel := context.WithTimeout(d.ctx, 2*time.Minute)
 	defer cancel()

@@ -95,10 +95,16 @@ type Config struct {
 	// Mode: ModeNKey (default) or ModePassword.
 	Mode Mode
 	// Account, when set, puts the users in an account of that name with
-	// JetStream enabled (an `accounts` block), isolating Switchback's
-	// subjects from other applications on a shared NATS. Empty uses the
-	// server's global account (an `authorization` block).
+	// JetStream enabled under Limits (an `accounts` block), isolating
+	// Switchback's subjects from other applications on a shared NATS; in
+	// callout mode the callout places every worker in it too
+	// (callout.Keys.Account). Empty uses the server's global account (an
+	// `authorization` block), where no JetStream limit can be set.
+	// `switchback nats-auth` defaults to DefaultAccount.
 	Account string
+	// Limits are the account's JetStream limits (with Account only); a zero
+	// field takes DefaultLimits' value.
+	Limits Limits
 	// SharedInbox lets workers subscribe to "_INBOX.>" instead of their own
 	// prefix (InboxPrefix): only for clients that cannot set an inbox
 	// prefix. With it, a worker can read the replies sent to other users
@@ -120,7 +126,7 @@ type Config struct {
 	// auth callout (package natsauth/callout) instead of generating one per
 	// node: Nodes stays empty, and the configuration holds the controller,
 	// the reader and the callout service as static users (auth_users), and
-	// an auth_callout block. The global account only (Account empty).
+	// an auth_callout block.
 	Callout *Callout
 }
 
@@ -173,8 +179,11 @@ func Generate(cfg Config) (*Authorization, error) {
 	if cfg.BcryptCost == 0 {
 		cfg.BcryptCost = bcrypt.DefaultCost
 	}
-	if cfg.Account != "" && !validAccountName(cfg.Account) {
-		return nil, fmt.Errorf("natsauth: account %q: use letters, digits, '-' and '_' only", cfg.Account)
+	if err := CheckAccount(cfg.Account); err != nil {
+		return nil, err
+	}
+	if cfg.Limits, err = cfg.Limits.withDefaults(cfg.Account); err != nil {
+		return nil, err
 	}
 	var nodes []string
 	if cfg.Callout == nil {
@@ -227,8 +236,6 @@ func checkCallout(cfg Config) error {
 	switch {
 	case len(cfg.Nodes) > 0:
 		return errors.New("natsauth: callout mode lists no node: the callout gives every worker its user")
-	case cfg.Account != "":
-		return errors.New("natsauth: callout mode uses the global account: give no account")
 	case !nkeys.IsValidPublicAccountKey(c.Issuer):
 		return fmt.Errorf("natsauth: callout issuer %q is not a public account key", c.Issuer)
 	case c.XKey != "" && !nkeys.IsValidPublicCurveKey(c.XKey):
@@ -341,10 +348,15 @@ func credential(cfg Config, key, who, user string) (Credential, error) {
 	return c, nil
 }
 
-func validAccountName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+// CheckAccount says why name cannot name Switchback's account ("" is the
+// global account).
+func CheckAccount(name string) error {
+	if strings.ContainsFunc(name, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	})
+	}) {
+		return fmt.Errorf("natsauth: account %q: use letters, digits, '-' and '_' only", name)
+	}
+	return nil
 }
 
 // Mode returns the authentication mode.

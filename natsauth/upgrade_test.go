@@ -125,11 +125,11 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 }
 
 // TestPasswordUsersInAnAccount: the same upgrade with user/password users
-// in a dedicated account with JetStream enabled.
+// in a dedicated account with JetStream under the default limits.
 func TestPasswordUsersInAnAccount(t *testing.T) {
 	nodes := []string{"a", "b"}
 	d := newDeployment(t, natsauth.Config{Nodes: nodes, Mode: natsauth.ModePassword, Account: "SWITCHBACK", BcryptCost: 4})
-	assert.Contains(t, d.auth.ServerConfig(), "jetstream: enabled")
+	assert.Contains(t, d.auth.ServerConfig(), "max_streams: 4")
 	c := cluster(t, nodes...)
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "pw", UID: "uid-pw"}
 	st, workers := runUpgrade(t, d, c, ref, nil)

@@ -37,7 +37,10 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout")
 	out := fs.String("out", "", "directory to write "+natsauth.ConfigFile+", "+natsauth.ControllerDir+"/, "+natsauth.ReaderDir+"/ and "+natsauth.WorkersDir+"/ into (yours: refused when owned by another user or a symbolic link)")
 	mode := fs.String("mode", string(natsauth.ModeNKey), "how users authenticate: nkey (the server config holds public keys only) or password (bcrypt hashes)")
-	account := fs.String("account", "", "put Switchback's users in this NATS account (empty = the server's global account)")
+	account := fs.String("account", natsauth.DefaultAccount, "the NATS account Switchback's users (and, with --callout, the workers) are in, bounded by the JetStream limits below; "+
+		"empty = the server's global account, where no limit can be set")
+	maxStore := fs.Int64("max-store", natsauth.DefaultLimits.MaxStore, "the account's JetStream file storage in bytes, every replica counted (docs/security.md §7)")
+	maxConsumers := fs.Int("max-consumers", natsauth.DefaultLimits.MaxConsumers, "the consumers each stream of the account may have: above the cluster's nodes (one each on the command stream)")
 	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+natsauth.SimDataPlaneSubjects+"): for tests and demos")
 	keep := fs.Bool("keep", true, "keep the credentials already under --out (adding a node does not rotate every key); false generates all anew")
 	namespace := fs.String("secrets-namespace", "", "also write "+secretsFile+" with the Secrets of this namespace")
@@ -54,6 +57,9 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("--out: a directory is required: %w", errUsage)
 	}
 	cfg := natsauth.Config{Nodes: nodes, Mode: natsauth.Mode(*mode), Account: *account}
+	if *account != "" {
+		cfg.Limits = natsauth.Limits{MaxStore: *maxStore, MaxConsumers: *maxConsumers}
+	}
 	if *sim {
 		cfg.WorkerExtraPublish = []string{natsauth.SimDataPlaneSubjects}
 	}
@@ -71,6 +77,7 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
 			return err
 		}
+		keys.Account = cfg.Account
 		if cfg.Callout, err = keys.Server(0); err != nil {
 			return err
 		}
@@ -194,5 +201,12 @@ func writeCalloutKeys(out string, k callout.Keys) error {
 	if err != nil {
 		return err
 	}
-	return natsauth.WritePrivate(filepath.Join(out, calloutDir), data)
+	dir := filepath.Join(out, calloutDir)
+	if k.Account == "" {
+		// An account file of an earlier run would place the workers there.
+		if err := os.Remove(filepath.Join(dir, callout.AccountKey)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+	}
+	return natsauth.WritePrivate(dir, data)
 }

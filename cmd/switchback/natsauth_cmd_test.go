@@ -127,6 +127,18 @@ func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	conf2, err := os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
 	require.NoError(t, err)
 	assert.Equal(t, conf, conf2, "the same servers' configuration")
+	keys, err := callout.ReadKeys(filepath.Join(out, calloutDir))
+	require.NoError(t, err)
+	assert.Equal(t, natsauth.DefaultAccount, keys.Account, "the workers go to Switchback's account, which the keys name for the controller")
+	assert.Contains(t, string(conf), `account: "`+natsauth.DefaultAccount+`"`)
+
+	// In the global account, no account file is left to mislead the controller.
+	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out, "--account", "")
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	keys, err = callout.ReadKeys(filepath.Join(out, calloutDir))
+	require.NoError(t, err)
+	assert.Empty(t, keys.Account)
+	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.AccountKey))
 
 	require.NoError(t, os.Remove(filepath.Join(out, calloutDir, callout.XKeyKey)))
 	code, _, stderr = run1()

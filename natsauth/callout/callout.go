@@ -72,6 +72,10 @@ type Config struct {
 	ServiceAccount string
 	// Audience the tokens must be valid for; default DefaultAudience.
 	Audience string
+	// Account is the NATS account every worker is placed in: the one the
+	// streams are in (natsauth.Config.Account, carried by Keys.Account);
+	// empty is the server's global account.
+	Account string
 	// MaxTTL caps a user's lifetime (it never outlives its token); default
 	// DefaultMaxTTL. The server closes the connection when the user
 	// expires, and the worker reconnects with its current token.
@@ -108,6 +112,14 @@ type Service struct {
 	wg     sync.WaitGroup
 }
 
+// account is the name the server knows the workers' account by.
+func (s *Service) account() string {
+	if s.cfg.Account == "" {
+		return server.DEFAULT_GLOBAL_ACCOUNT
+	}
+	return s.cfg.Account
+}
+
 // New checks cfg and returns a Service.
 func New(cfg Config) (*Service, error) {
 	if cfg.Issuer == nil {
@@ -125,6 +137,9 @@ func New(cfg Config) (*Service, error) {
 		if err != nil || !nkeys.IsValidPublicCurveKey(x) {
 			return nil, fmt.Errorf("callout: the xkey must be a curve key pair (seed SX...): %q", x)
 		}
+	}
+	if err := natsauth.CheckAccount(cfg.Account); err != nil {
+		return nil, fmt.Errorf("callout: %w", err)
 	}
 	if cfg.Reviewer == nil {
 		return nil, errors.New("callout: a token reviewer is required")
@@ -204,7 +219,7 @@ func (s *Service) Start(nc *nats.Conn) error {
 	}
 	s.sub, s.cancel = sub, cancel
 	s.log.Info("serving NATS auth callout", "subject", server.AuthCalloutSubject, "queue", s.cfg.Queue,
-		"issuer", s.issuerPub, "encrypted", s.cfg.XKey != nil, "user", s.username, "audience", s.cfg.Audience)
+		"issuer", s.issuerPub, "encrypted", s.cfg.XKey != nil, "user", s.username, "audience", s.cfg.Audience, "account", s.account())
 	return nil
 }
 
@@ -353,8 +368,8 @@ func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaim
 	uc := jwt.NewUserClaims(req.UserNkey)
 	uc.Name = natsauth.WorkerUser(d.node)
 	// Server configuration mode places the user in the account its
-	// audience names: the global account, where the streams are.
-	uc.Audience = server.DEFAULT_GLOBAL_ACCOUNT
+	// audience names: the one the streams are in.
+	uc.Audience = s.account()
 	uc.Expires = exp.Unix()
 	uc.Permissions = JWTPermissions(natsauth.WorkerPermissions(d.node, s.cfg.Streams, s.cfg.SharedInbox, s.cfg.WorkerExtraPublish...))
 	uc.AllowedConnectionTypes = jwt.StringList{jwt.ConnectionTypeStandard}

@@ -196,9 +196,12 @@ func newDeployment(t *testing.T, ctx context.Context, timeout time.Duration) *de
 	t.Helper()
 	keys, err := callout.GenerateKeys()
 	require.NoError(t, err)
+	// The default install's shape: Switchback's own account, named by the
+	// keys.
+	keys.Account = natsauth.DefaultAccount
 	side, err := keys.Server(timeout)
 	require.NoError(t, err)
-	auth, err := natsauth.Generate(natsauth.Config{Callout: side})
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account})
 	require.NoError(t, err)
 	svc := side.Service
 	d := &deployment{t: t, ctx: ctx, keys: keys, logs: &syncbuf.Buffer{}, controller: auth.Controller}
@@ -251,7 +254,7 @@ func (d *deployment) connectController(extra ...nats.Option) *nats.Conn {
 // stops at the end of the test (before the server).
 func (d *deployment) service(reviewer callout.TokenReviewer, maxTTL time.Duration) *callout.Service {
 	d.t.Helper()
-	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Reviewer: reviewer, Namespace: ns, MaxTTL: maxTTL, Log: d.log})
+	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Account: d.keys.Account, Reviewer: reviewer, Namespace: ns, MaxTTL: maxTTL, Log: d.log})
 	require.NoError(d.t, err)
 	require.NoError(d.t, svc.Start(d.calloutNC))
 	d.t.Cleanup(svc.Stop)

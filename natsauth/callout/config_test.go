@@ -1,6 +1,8 @@
 package callout_test
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,15 +25,24 @@ func TestServerConfig(t *testing.T) {
 	require.NoError(t, err)
 	srv, err := keys.Server(3 * time.Second)
 	require.NoError(t, err)
-	for _, mode := range []natsauth.Mode{natsauth.ModeNKey, natsauth.ModePassword} {
-		t.Run(string(mode), func(t *testing.T) {
-			auth, err := natsauth.Generate(natsauth.Config{Callout: srv, Mode: mode, BcryptCost: 4})
+	for _, tc := range []struct {
+		mode    natsauth.Mode
+		account string
+	}{{natsauth.ModeNKey, natsauth.DefaultAccount}, {natsauth.ModePassword, natsauth.DefaultAccount}, {natsauth.ModeNKey, ""}} {
+		t.Run(string(tc.mode)+" in account "+tc.account, func(t *testing.T) {
+			auth, err := natsauth.Generate(natsauth.Config{Callout: srv, Mode: tc.mode, Account: tc.account, BcryptCost: 4})
 			require.NoError(t, err)
 			text := auth.ServerConfig()
 			t.Log("\n" + text)
 			var o server.Options
 			require.NoError(t, o.ProcessConfigString(text))
 			require.NotNil(t, o.AuthCallout)
+			want := cmp.Or(tc.account, server.DEFAULT_GLOBAL_ACCOUNT)
+			assert.Equal(t, want, o.AuthCallout.Account, "the callout's users are in Switchback's account")
+			if tc.account != "" {
+				i := slices.IndexFunc(o.Accounts, func(a *server.Account) bool { return a.Name == tc.account })
+				require.GreaterOrEqual(t, i, 0, "the account is defined")
+			}
 			assert.Equal(t, srv.Issuer, o.AuthCallout.Issuer)
 			assert.Equal(t, srv.XKey, o.AuthCallout.XKey)
 			id := func(c natsauth.Credential) string {
@@ -67,7 +78,7 @@ func TestServerConfig(t *testing.T) {
 		"xkey is not a curve key":      {Callout: &natsauth.Callout{Issuer: srv.Issuer, XKey: srv.Issuer, Service: srv.Service}},
 		"service without credential":   {Callout: &natsauth.Callout{Issuer: srv.Issuer}},
 		"nodes listed":                 {Callout: srv, Nodes: []string{"n1"}},
-		"in an account":                {Callout: srv, Account: "SWITCHBACK"},
+		"a bad account":                {Callout: srv, Account: "A B"},
 	} {
 		_, err := natsauth.Generate(bad)
 		assert.Error(t, err, name)

@@ -2,7 +2,9 @@ package callout
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,14 +23,21 @@ const (
 	IssuerKey  = "issuer.nk"
 	XKeyKey    = "xkey.nk"
 	ServiceKey = "callout.nk"
+	// AccountKey names the account the workers are placed in; absent (a
+	// Secret written before accounts) is the global account.
+	AccountKey = "account"
 )
 
 // Keys are the callout's secrets: the issuer that signs every worker user,
-// the xkey that encrypts the requests, and the service user's own seed.
+// the xkey that encrypts the requests, and the service user's own seed;
+// and the account the workers go to, which travels with them so that the
+// generator and the controller can never disagree on it.
 type Keys struct {
 	Issuer  nkeys.KeyPair
 	XKey    nkeys.KeyPair
 	Service nkeys.KeyPair
+	// Account is Config.Account: natsauth.Config.Account of the same run.
+	Account string
 }
 
 // GenerateKeys creates fresh keys.
@@ -57,6 +66,9 @@ func (k Keys) SecretData() (map[string][]byte, error) {
 			return nil, fmt.Errorf("callout: %s: %w", name, err)
 		}
 		out[name] = append(seed, '\n')
+	}
+	if k.Account != "" {
+		out[AccountKey] = []byte(k.Account + "\n")
 	}
 	return out, nil
 }
@@ -120,13 +132,20 @@ func ReadKeys(dir string) (Keys, error) {
 		}
 		data[name] = b
 	}
+	switch b, err := os.ReadFile(filepath.Join(dir, AccountKey)); {
+	case err == nil:
+		data[AccountKey] = b
+	case !errors.Is(err, iofs.ErrNotExist):
+		return Keys{}, fmt.Errorf("callout: read the account: %w", err)
+	}
 	return KeysFromData(data)
 }
 
 // KeyFiles are the files (and Secret keys) of the Keys: SecretData's keys.
 var KeyFiles = []string{IssuerKey, XKeyKey, ServiceKey}
 
-// KeysFromData is the Keys of SecretData's form, each seed's kind checked.
+// KeysFromData is the Keys of SecretData's form, each seed's kind checked
+// (AccountKey optional).
 func KeysFromData(data map[string][]byte) (Keys, error) {
 	var k Keys
 	for _, f := range []struct {
@@ -142,6 +161,10 @@ func KeysFromData(data map[string][]byte) (Keys, error) {
 		if *f.kp, err = ParseSeed(data[f.name], f.kind); err != nil {
 			return Keys{}, fmt.Errorf("callout: %s: %w", f.name, err)
 		}
+	}
+	k.Account = string(bytes.TrimSpace(data[AccountKey]))
+	if err := natsauth.CheckAccount(k.Account); err != nil {
+		return Keys{}, fmt.Errorf("callout: %s: %w", AccountKey, err)
 	}
 	return k, nil
 }
