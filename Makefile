@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 20m
 NATSCLI_VERSION := v0.5.0
 NATS := $(CURDIR)/.cache/bin/nats
 
-.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build
+.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build image image-push
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -28,6 +28,18 @@ $(NATS):
 
 build: ## build bin/switchback
 	$(GO) build -o bin/switchback ./cmd/switchback
+
+# Images: OCI layouts and docker-load tarballs under .cache/image, built with
+# no container daemon (internal/ociimage). REGISTRY names them; the default is
+# the documented name.
+REGISTRY ?= ghcr.io/switchback-dev
+PLATFORMS ?= linux/amd64,linux/arm64
+
+image: ## build the switchback and switchback-nats OCI images into .cache/image (reproducible: same commit, same digest)
+	$(GO) run ./hack/image --registry $(REGISTRY) --platforms $(PLATFORMS) --out .cache/image
+
+image-push: ## build and push both images: make image-push REGISTRY=registry.example.com/switchback
+	$(GO) run ./hack/image --registry $(REGISTRY) --platforms $(PLATFORMS) --out .cache/image --push
 
 demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, shown live
 	$(GO) run ./cmd/switchback demo $(DEMO_FLAGS)
