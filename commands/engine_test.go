@@ -274,6 +274,9 @@ func TestCancelAtEveryStep(t *testing.T) {
 			h := e.History(m)
 			_, cancelled := lastOf[events.UpgradeCancelled](h)
 			assert.True(t, cancelled)
+			if n := e.Node(m, first); n.CancelRequested {
+				assert.Equal(t, st.CancelReason, n.CancelReason, "the node is told the manager's cancel reason")
+			}
 			assert.Empty(t, scheduledAfterCancel(h), "no new node starts after a cancel")
 			assert.Zero(t, cluster.IOStats().Failed)
 		})
@@ -338,6 +341,8 @@ func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
 	n := e.WaitNode(m, first, 10*time.Second, "terminal", func(n nodeupgrade.State) bool { return n.Terminal() })
 	assert.Equal(t, events.NodeCancelled, n.State)
 	assert.Empty(t, cluster.Unsafe(""))
+	assert.Contains(t, n.CancelReason, "the upgrade failed (CommandDeadLettered)", "the node is told the real cause, not a deletion")
+	assert.NotContains(t, n.CancelReason, "deleted")
 }
 
 // After an error, the targets that left the node stay on their temporary

@@ -327,7 +327,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 func (o *Orchestrator) cancelNode(ctx context.Context, st manager.State, node string, cause events.Envelope) error {
 	agg := events.NodeAggregate(st.Ref, node)
 	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),
-		nodeupgrade.Command(nodeupgrade.RequestCancel{ID: id(cause) + "/cancel", Reason: "the DataEngineUpgradeManager was deleted"}))
+		nodeupgrade.Command(nodeupgrade.RequestCancel{ID: id(cause) + "/cancel", Reason: st.NodeCancelReason()}))
 	if errors.Is(err, aggregate.ErrNotFound) {
 		if st.Terminal() {
 			return nil

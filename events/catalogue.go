@@ -172,7 +172,7 @@ type VolumeStateChanged struct {
 }
 
 // NodeStalled: a step made no progress for stallAfter. The state does not
-// change (the review's rule: stuck is not error); Message names what blocks.
+// change (docs/design.md, rule R7: stuck is not error); Message names what blocks.
 type NodeStalled struct {
 	Step    NodeState `json:"step"`
 	Volume  string    `json:"volume,omitempty"`

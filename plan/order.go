@@ -25,7 +25,8 @@ import (
 //     temporary targets for the busier nodes that come later, so most moved
 //     targets land on an instance manager that will not be replaced again;
 //   - the name breaks ties so that the same cluster always gives the same
-//     order (the unshipped implementation used map order, which is random).
+//     order (docs/design.md: the implementation the design was reviewed
+//     with used map order, which is random).
 func TargetNodes(c Cluster, requested []string) []string {
 	return newView(c).order(c, requested)
 }

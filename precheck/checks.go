@@ -13,7 +13,7 @@ const (
 	// that can be upgraded live.
 	DataEngineSupported = "DataEngineSupported"
 	// NodesKnown holds when every node in spec.nodes exists and runs the v2
-	// engine. Unknown nodes refuse the upgrade (the design review's rule: it
+	// engine. Unknown nodes refuse the upgrade (docs/design.md, rule R4: it
 	// is not started, and the user is told which names are wrong).
 	NodesKnown = "NodesKnown"
 	// AtLeastTwoNodes holds when at least two nodes run the v2 engine, so a
@@ -25,7 +25,7 @@ const (
 	// off and idle, so that two upgraders never move the same engines.
 	NoOtherUpgrader = "NoOtherUpgrader"
 	// DefaultImageOnAllNodesReady holds when the target image is present on
-	// every node to upgrade (name from the design review).
+	// every node to upgrade (the name the design gives it: docs/design.md, R3).
 	DefaultImageOnAllNodesReady = "DefaultImageOnAllNodesReady"
 	// NoVersionDrift holds when no node was left on an older instance-manager
 	// image by an earlier, unfinished upgrade.

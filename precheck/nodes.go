@@ -6,7 +6,7 @@ import (
 )
 
 // CheckNodesKnown passes when every node of spec.nodes exists and runs the v2
-// engine. It fails naming every unknown node, sorted: the design review asks
+// engine. It fails naming every unknown node, sorted: docs/design.md (rule R4) asks
 // that such an upgrade is not started rather than silently narrowed to the
 // nodes that exist. spec.nodes is immutable, so the fix is a new manager.
 func CheckNodesKnown(in Input) Result {

@@ -43,7 +43,9 @@
 //
 // # NodeDataEngineUpgrade
 //
-// Named NodeUpgradeName(manager, node), in the manager's namespace, labelled
+// Named NodeUpgradeName(manager, node) ("<manager>-<node>-<hash>"; an object
+// under the former "<manager>-<node>" of the same manager is adopted), in the
+// manager's namespace, labelled
 // with both names, controlled by the manager (blockOwnerDeletion). Spec from
 // the node's history (or the plan before its worker started). Status: state
 // and message, volumes (state, message; "target on <node>" while a target is

@@ -20,16 +20,25 @@ const MaxNodeUpgradeNameLength = validation.DNS1123SubdomainMaxLength - 17
 const hashLen = 10
 
 // NodeUpgradeName is the name of the NodeDataEngineUpgrade of node under the
-// manager named manager: "<manager>-<node>" when that is a valid name of at
-// most MaxNodeUpgradeNameLength characters, else a prefix of it followed by
-// "-" and a hash of both names. The name is deterministic, so a restarted
-// projector finds the object it created rather than making another one.
+// manager named manager: "<manager>-<node>-<hash of both>", the prefix cut
+// to fit MaxNodeUpgradeNameLength. The hash is what keeps names apart that
+// the readable part cannot: manager "a-b" with node "c" and manager "a" with
+// node "b-c" (no character of a name can separate the two). The name is
+// deterministic, so a restarted projector finds the object it created
+// rather than making another one.
 func NodeUpgradeName(manager, node string) string {
+	return shorten(sanitizeName(manager+"-"+node), MaxNodeUpgradeNameLength, manager+"\x00"+node)
+}
+
+// legacyNodeUpgradeName is the name NodeUpgradeName gave before it hashed
+// every name ("<manager>-<node>" when valid): objects of upgrades in flight
+// under it are adopted (ensureNode), not duplicated.
+func legacyNodeUpgradeName(manager, node string) string {
 	name := manager + "-" + node
 	if len(name) <= MaxNodeUpgradeNameLength && len(validation.IsDNS1123Subdomain(name)) == 0 {
 		return name
 	}
-	return shorten(sanitizeName(name), MaxNodeUpgradeNameLength, manager+"\x00"+node)
+	return NodeUpgradeName(manager, node)
 }
 
 // labelValue returns s when it is a valid label value (at most 63 characters),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/kubeclient"
 )
 
 // writeNode creates node's NodeDataEngineUpgrade if needed and writes its
@@ -65,15 +66,24 @@ func (p *Projector) writeNode(ctx context.Context, e *entry, node string, log *s
 }
 
 // ensureNode reads node's NodeDataEngineUpgrade, creating it when missing.
-// An object of that name controlled by another manager UID was left by an
-// earlier manager of the same name (deleted, its dependents not collected
-// yet): it is deleted, and the next attempt creates ours.
+// An object under the legacy name of this manager and node is adopted. An
+// object of our name and node controlled by another manager UID was left by
+// an earlier manager of the same name (deleted, its dependents not collected
+// yet): it is deleted, and the next attempt creates ours. An object of our
+// name for another manager or node is never touched.
 func (p *Projector) ensureNode(ctx context.Context, e *entry, node, name string, log *slog.Logger) (*v1beta2.NodeDataEngineUpgrade, error) {
 	ref := e.view.ref
 	res := p.cfg.Client.NodeUpgrades(ref.Namespace)
 	obj, err := res.Get(ctx, name)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
+		old, lerr := getLegacy(ctx, res, ref, node)
+		switch {
+		case lerr == nil:
+			log.Info("adopted the node upgrade under its former name", "name", old.Name)
+			return old, nil
+		case !apierrors.IsNotFound(lerr):
+			return nil, lerr
+		}
 		created, err := res.Create(ctx, newNodeUpgrade(e.view, node, name))
 		if apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil, errGone
@@ -82,10 +92,14 @@ func (p *Projector) ensureNode(ctx context.Context, e *entry, node, name string,
 			log.Info("created node upgrade", "name", name)
 		}
 		return created, err
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
 	}
-	if c := metav1.GetControllerOf(obj); c == nil || string(c.UID) != ref.UID {
+	if obj.Spec.NodeID != node || obj.Spec.DataEngineUpgradeManager != ref.Name {
+		return nil, &permanentError{fmt.Errorf("node upgrade %s is of manager %q and node %q, not ours: left alone", name, obj.Spec.DataEngineUpgradeManager, obj.Spec.NodeID)}
+	}
+	if !ours(obj, ref, node) {
 		log.Warn("deleting a node upgrade left by another manager of the same name", "name", name, "uid", obj.UID)
 		uid := obj.UID
 		err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -95,6 +109,41 @@ func (p *Projector) ensureNode(ctx context.Context, e *entry, node, name string,
 		return nil, fmt.Errorf("node upgrade %s belonged to another manager; deleted, creating ours next", name)
 	}
 	return obj, nil
+}
+
+// GetNodeUpgrade returns node's NodeDataEngineUpgrade under the manager
+// incarnation ref: under NodeUpgradeName, or under its former name when an
+// upgrade in flight before the names were hashed keeps it (adopted).
+func GetNodeUpgrade(ctx context.Context, res *kubeclient.Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList], ref events.ManagerRef, node string) (*v1beta2.NodeDataEngineUpgrade, error) {
+	obj, err := res.Get(ctx, NodeUpgradeName(ref.Name, node))
+	if !apierrors.IsNotFound(err) {
+		return obj, err
+	}
+	if old, lerr := getLegacy(ctx, res, ref, node); !apierrors.IsNotFound(lerr) {
+		return old, lerr
+	}
+	return nil, err
+}
+
+// getLegacy returns node's object under its former name when it is ours,
+// else a NotFound error.
+func getLegacy(ctx context.Context, res *kubeclient.Resource[*v1beta2.NodeDataEngineUpgrade, *v1beta2.NodeDataEngineUpgradeList], ref events.ManagerRef, node string) (*v1beta2.NodeDataEngineUpgrade, error) {
+	legacy := legacyNodeUpgradeName(ref.Name, node)
+	if legacy == NodeUpgradeName(ref.Name, node) {
+		return nil, apierrors.NewNotFound(v1beta2.Resource("nodedataengineupgrades"), legacy)
+	}
+	old, err := res.Get(ctx, legacy)
+	if err == nil && !ours(old, ref, node) {
+		return nil, apierrors.NewNotFound(v1beta2.Resource("nodedataengineupgrades"), legacy)
+	}
+	return old, err
+}
+
+// ours reports whether obj is node's NodeDataEngineUpgrade under the
+// manager incarnation ref: controlled by its UID, for that node.
+func ours(obj *v1beta2.NodeDataEngineUpgrade, ref events.ManagerRef, node string) bool {
+	c := metav1.GetControllerOf(obj)
+	return c != nil && string(c.UID) == ref.UID && obj.Spec.NodeID == node
 }
 
 // newNodeUpgrade is node's NodeDataEngineUpgrade as first created: spec

@@ -580,8 +580,10 @@ func TestConflictsAndOutagesAreRetriedAndNothingIsLost(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	assert.Equal(t, "up-n1", projector.NodeUpgradeName("up", "n1"))
-	assert.Equal(t, "up-node.example.com", projector.NodeUpgradeName("up", "node.example.com"))
+	assert.Regexp(t, `^up-n1-[0-9a-f]{10}$`, projector.NodeUpgradeName("up", "n1"), "readable, with a hash")
+	assert.Regexp(t, `^up-node\.example\.com-[0-9a-f]{10}$`, projector.NodeUpgradeName("up", "node.example.com"))
+	assert.NotEqual(t, projector.NodeUpgradeName("a-b", "c"), projector.NodeUpgradeName("a", "b-c"),
+		"manager a-b's node c and manager a's node b-c have names of their own")
 	long := strings.Repeat("a", 200)
 	n := projector.NodeUpgradeName(long, strings.Repeat("b", 100))
 	assert.LessOrEqual(t, len(n), projector.MaxNodeUpgradeNameLength)

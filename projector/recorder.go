@@ -175,7 +175,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.note = fmt.Sprintf("node %s failed at %s (%s): %s", node, d.Step, d.Reason, d.Message)
 	case events.NodeCancelRequested:
 		n.reason, n.action = "NodeCancelRequested", actionCancelNode
-		n.note = fmt.Sprintf("node %s: cancel requested; bringing it to a safe point", node)
+		n.note = fmt.Sprintf("node %s: cancel requested (%s); bringing it to a safe point", node, d.Reason)
 	case events.NodeUpgradeCancelled:
 		n.reason, n.action = "NodeUpgradeCancelled", actionCancelNode
 		n.note = fmt.Sprintf("node %s: %s", node, v.nodes[node].Message)
@@ -236,8 +236,10 @@ type recorder struct {
 // regard.
 type objects struct {
 	ref events.ManagerRef
-	// nodeUID returns the UID of a node's NodeDataEngineUpgrade, if known.
-	nodeUID func(node string) types.UID
+	// nodeObject returns the name and UID of a node's
+	// NodeDataEngineUpgrade, if known (an adopted object keeps its former
+	// name).
+	nodeObject func(node string) (string, types.UID)
 }
 
 // emit records n about the objects of one manager. Events older than maxAge
@@ -260,11 +262,13 @@ func (r *recorder) emit(o objects, n notice) {
 		volume = volumeRef(o.ref.Namespace, n.volume)
 	}
 	if n.node != "" {
-		var uid types.UID
-		if o.nodeUID != nil {
-			uid = o.nodeUID(n.node)
+		name, uid := NodeUpgradeName(o.ref.Name, n.node), types.UID("")
+		if o.nodeObject != nil {
+			if known, u := o.nodeObject(n.node); known != "" {
+				name, uid = known, u
+			}
 		}
-		nodeUpgrade = nodeUpgradeRef(o.ref, n.node, uid)
+		nodeUpgrade = nodeUpgradeRef(o.ref, name, uid)
 	}
 	record := func(regarding, related runtime.Object) {
 		r.rec.Eventf(regarding, related, typ, truncate(n.reason, maxReason), truncate(n.action, maxReason), "%s", note)
@@ -306,10 +310,10 @@ func managerRef(ref events.ManagerRef) *corev1.ObjectReference {
 	}
 }
 
-func nodeUpgradeRef(ref events.ManagerRef, node string, uid types.UID) *corev1.ObjectReference {
+func nodeUpgradeRef(ref events.ManagerRef, name string, uid types.UID) *corev1.ObjectReference {
 	return &corev1.ObjectReference{
 		APIVersion: v1beta2.SchemeGroupVersion.String(), Kind: "NodeDataEngineUpgrade",
-		Namespace: ref.Namespace, Name: NodeUpgradeName(ref.Name, node), UID: uid,
+		Namespace: ref.Namespace, Name: name, UID: uid,
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 var errGone = errors.New("object gone")
 
 // permanentError wraps an error that retrying cannot fix: the apiserver
-// refused the request itself (invalid, bad request), not the moment.
+// refused the request itself (invalid, bad request), not the moment; or the
+// object in the way is not ours to change.
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
@@ -56,6 +57,10 @@ func (p *Projector) retry(ctx context.Context, log *slog.Logger, what string, ti
 			return ctx.Err()
 		case isPermanent(err):
 			return &permanentError{err}
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) {
+			return perm
 		}
 		p.m.writeRetries.Add(1)
 		wait := delay

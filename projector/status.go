@@ -69,8 +69,8 @@ func unscheduledNode(v *view, i int) v1beta2.UpgradeNodeStatus {
 }
 
 // managerMessage is status.message: the manager's own message, except that
-// while the node in flight is stalled it says what blocks (the review's
-// "stuck" rule), and while a node works it names the step.
+// while the node in flight is stalled it says what blocks (docs/design.md,
+// rule R7: stuck is not error), and while a node works it names the step.
 func managerMessage(v *view) string {
 	m := v.mgr
 	if n, ok := v.stalledNode(); ok {
@@ -243,10 +243,10 @@ func (p *Projector) writeManager(ctx context.Context, e *entry, log *slog.Logger
 
 // objectsOf identifies e's objects for Events.
 func (p *Projector) objectsOf(e *entry) objects {
-	return objects{ref: e.view.ref, nodeUID: func(node string) types.UID {
+	return objects{ref: e.view.ref, nodeObject: func(node string) (string, types.UID) {
 		if o := e.nodeObjs[node]; o != nil {
-			return o.UID
+			return o.Name, o.UID
 		}
-		return ""
+		return "", ""
 	}}
 }

@@ -315,3 +315,24 @@ func TestFoldSkipsIllegalAndJoinsErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, State{}, clean)
 }
+
+// TestNodeCancelReason: a node brought to its safe point is told the real
+// cause: the failure (with its reason), the deletion, or the end.
+func TestNodeCancelReason(t *testing.T) {
+	for name, tc := range map[string]struct {
+		s    State
+		want string
+	}{
+		"failed": {State{Exists: true, State: events.ManagerError, FailReason: "CommandDeadLettered", Message: "command bogus was dead-lettered"},
+			"the upgrade failed (CommandDeadLettered): command bogus was dead-lettered"},
+		"failed without a reason": {State{Exists: true, State: events.ManagerError}, "the upgrade failed"},
+		"deleted":                 {State{Exists: true, State: events.ManagerUpgrading, CancelRequested: true, CancelReason: DeletedReason}, DeletedReason},
+		"deleted, then cancelled": {State{Exists: true, State: events.ManagerCancelled, CancelRequested: true}, DeletedReason},
+		"completed":               {State{Exists: true, State: events.ManagerCompleted}, "the upgrade had already ended (completed)"},
+		"running":                 {State{Exists: true, State: events.ManagerUpgrading}, "the upgrade is not running"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.s.NodeCancelReason())
+		})
+	}
+}

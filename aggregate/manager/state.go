@@ -135,6 +135,36 @@ func (s State) AllNodesCompleted() bool {
 	return s.Planned()
 }
 
+// DeletedReason is the cancel reason of a manager whose deletion was
+// recorded: deletion is the only way to cancel.
+const DeletedReason = "the DataEngineUpgradeManager was deleted"
+
+// NodeCancelReason says why a node still in flight, or one that starts
+// after the manager stopped, is brought to its safe point: the upgrade
+// failed (and why), the manager was deleted, or the upgrade had already
+// ended.
+func (s State) NodeCancelReason() string {
+	switch {
+	case s.State == events.ManagerError:
+		why := "the upgrade failed"
+		if s.FailReason != "" {
+			why += " (" + s.FailReason + ")"
+		}
+		if s.Message != "" {
+			why += ": " + s.Message
+		}
+		return why
+	case s.CancelRequested:
+		if s.CancelReason != "" {
+			return s.CancelReason
+		}
+		return DeletedReason
+	case s.Terminal():
+		return "the upgrade had already ended (" + string(s.State) + ")"
+	}
+	return "the upgrade is not running"
+}
+
 // stateName is the state as errors report it.
 func (s State) stateName() string {
 	if !s.Exists {

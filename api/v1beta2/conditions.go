@@ -2,7 +2,7 @@ package v1beta2
 
 // Condition types used in status.conditions of both kinds.
 //
-// Preconditions of an upgrade are conditions (a rule from the design review),
+// Preconditions of an upgrade are conditions (docs/design.md, rule R3),
 // so that a user sees which one holds the upgrade back and why; the summary
 // conditions Ready, Progressing, Stalled and Degraded follow the usual
 // Kubernetes meaning so that generic tools (kubectl wait, kstatus) work.

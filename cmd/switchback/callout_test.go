@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
@@ -54,7 +55,7 @@ func TestUpgradeUnderNATSAuthCallout(t *testing.T) {
 	// (no garbage collector runs here) for the tests after this one.
 	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/callout", "--timeout=60s")
 	require.NoError(t, err)
-	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "callout-n1", "callout-n2", "callout-n3", "--ignore-not-found", "--timeout=60s")
+	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"=callout", "--ignore-not-found", "--timeout=60s")
 	require.NoError(t, err)
 }
 

@@ -94,7 +94,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 		}
 		sort.Strings(nodes)
 		for _, n := range nodes {
-			obj, err := kc.NodeUpgrades(ref.Namespace).Get(ctx, projector.NodeUpgradeName(ref.Name, n))
+			obj, err := projector.GetNodeUpgrade(ctx, kc.NodeUpgrades(ref.Namespace), ref, n)
 			if err != nil {
 				fmt.Fprintf(w, "DIFF %s/%s node %s: NodeDataEngineUpgrade: %v\n", ref.Namespace, ref.Name, n, err)
 				diffs++

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
@@ -158,7 +159,7 @@ func (c *Controller) cancel(ctx context.Context, m *v1beta2.DataEngineUpgradeMan
 	}
 	st := loaded.State
 	if st.Exists && !st.Terminal() {
-		res, err := commands.RequestCancel(ctx, c.cfg.Store, ref, "the DataEngineUpgradeManager was deleted", c.cfg.Now())
+		res, err := commands.RequestCancel(ctx, c.cfg.Store, ref, manager.DeletedReason, c.cfg.Now())
 		if err != nil {
 			return 0, err
 		}

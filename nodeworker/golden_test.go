@@ -1,0 +1,155 @@
+package nodeworker_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/sim"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// recorder is a data plane that writes down every change the workers ask
+// of it, in order: the sequence a reviewer reads in testdata/*.golden. A
+// call repeating the line just before it (a wait asking again, as often as
+// the timing makes it) is written once.
+type recorder struct {
+	dataplane.DataPlane
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *recorder) log(err error, format string, args ...any) error {
+	line := fmt.Sprintf(format, args...)
+	if err != nil {
+		line += " → refused: " + err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.lines); n == 0 || r.lines[n-1] != line {
+		r.lines = append(r.lines, line)
+	}
+	return err
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n") + "\n"
+}
+
+func (r *recorder) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	return r.log(r.DataPlane.SetReplicaScheduling(ctx, node, allow), "SetReplicaScheduling %s allow=%t", node, allow)
+}
+
+func (r *recorder) CreateSnapshot(ctx context.Context, volume, name string) error {
+	return r.log(r.DataPlane.CreateSnapshot(ctx, volume, name), "CreateSnapshot %s %s", volume, name)
+}
+
+func (r *recorder) DeleteSnapshot(ctx context.Context, volume, name string) error {
+	return r.log(r.DataPlane.DeleteSnapshot(ctx, volume, name), "DeleteSnapshot %s %s", volume, name)
+}
+
+func (r *recorder) FailReplica(ctx context.Context, volume, replica string) error {
+	return r.log(r.DataPlane.FailReplica(ctx, volume, replica), "FailReplica %s %s", volume, replica)
+}
+
+func (r *recorder) SetEngineNode(ctx context.Context, volume, node string) error {
+	return r.log(r.DataPlane.SetEngineNode(ctx, volume, node), "SetEngineNode %s %q", volume, node)
+}
+
+func (r *recorder) DeleteInstanceManager(ctx context.Context, name string) error {
+	return r.log(r.DataPlane.DeleteInstanceManager(ctx, name), "DeleteInstanceManager %s", name)
+}
+
+func (r *recorder) SetInstanceManagerImage(ctx context.Context, name, image string) error {
+	return r.log(r.DataPlane.SetInstanceManagerImage(ctx, name, image), "SetInstanceManagerImage %s %s", name, image)
+}
+
+func ref(name string) events.ManagerRef {
+	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
+}
+
+func terminal(s manager.State) bool { return s.Terminal() }
+
+// TestGoldenActionLogs runs whole scenarios on the simulated cluster and
+// compares the exact sequence of data-plane changes with
+// testdata/<scenario>.golden (go test -run TestGoldenActionLogs -update
+// rewrites them).
+func TestGoldenActionLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s *sim.Sim, e *enginetest.Engine)
+	}{
+		{"three-node-upgrade", func(t *testing.T, _ *sim.Sim, e *enginetest.Engine) {
+			m := ref("three")
+			e.Request(m, "n1", "n2", "n3")
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+		}},
+		{"stuck-volume-healed", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
+			require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
+			m := ref("stuck")
+			e.Request(m, "n1")
+			e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
+			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+		}},
+		{"cancel-at-switching-over", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
+			// The move of vol-0 hangs, so the cancel finds the node in
+			// switching-over whatever the timing.
+			require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
+			m := ref("cancel")
+			e.Request(m, "n1")
+			e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
+				return n.Stalled && n.State == events.NodeSwitchingOver
+			})
+			e.Cancel(m)
+			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
+		}},
+		{"instance-manager-never-starts", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
+			require.NoError(t, s.InjectIMStartFailure("n1"))
+			e.IMNeverStarts(ref("im"), "n1")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// No latency: each change the sim makes happens at the write,
+			// so what a step observes, hence what it decides, does not
+			// depend on the timing of its polls.
+			s, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
+			require.NoError(t, err)
+			rec := &recorder{DataPlane: s}
+			e := enginetest.Start(t, rec, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
+			tc.run(t, s, e)
+			assert.Zero(t, s.IOStats().FailedByActions(), "no I/O failed because of an action")
+
+			got := rec.String()
+			path := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				require.NoError(t, os.MkdirAll("testdata", 0o755))
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "run with -update to create it")
+			assert.Equal(t, string(want), got, "the data-plane changes, in order")
+		})
+	}
+}
