@@ -140,7 +140,7 @@ func TestBadCommands(t *testing.T) {
 	err := e.Store.Scan(e.Context(), eventstore.ScanOptions{Subjects: []string{events.ManagerSubjectPrefix(ghost) + ".>"}},
 		func(events.Envelope) error { ghostEvents++; return nil }, nil)
 	require.NoError(t, err)
-	l, err := commands.Load(e.Context(), e.Store, commands.ManagerMachine, events.ManagerAggregate(ghost))
+	l, err := commands.New(commands.Config{Store: e.Store}).Managers.Load(e.Context(), events.ManagerAggregate(ghost))
 	require.NoError(t, err)
 	require.False(t, l.State.Exists, "the unknown manager was not created by a command")
 	require.Zero(t, ghostEvents, "no event was appended for the unknown manager")

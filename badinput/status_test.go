@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
-	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/replay"
 )
@@ -85,9 +85,9 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 			require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
 			done := poll(30*time.Second, func() bool { return w.e.Manager(ref).Terminal() })
 			if !done {
-				orch := consumerDelivered(t, w, commands.OrchestratorConsumer)
+				orch := consumerDelivered(t, w, orchestrator.ConsumerName)
 				b.Got("upgrade stuck in %s; orchestrator consumer delivered up to seq %d (lookalike %d)", w.e.Manager(ref).State, orch, seq)
-				b.Bug("the upgrade does not complete: the orchestrator's consumer (nats.go Messages) takes a 409/400 lookalike for a status and stops for good; commands.Orchestrator.Run must read with eventstore.Store.Fetch")
+				b.Bug("the upgrade does not complete: the orchestrator's consumer (nats.go Messages) takes a 409/400 lookalike for a status and stops for good; orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")
 			}
 			st := w.finish(ref, 30*time.Second)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
@@ -122,10 +122,10 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 				b.Bug("the projector's consumer (nats.go FetchNoWait/Next) drops the lookalike unacknowledged, redelivered and dropped every AckWait: projector.fetch must read with eventstore.Store.Fetch")
 			}
 			kind := deadLetters(t, w.ctx, w.e.JS)[seq].Header.Get(projector.HeaderDeadKind)
-			acked := poll(10*time.Second, func() bool { return consumerAckFloor(t, w, commands.OrchestratorConsumer) >= seq })
+			acked := poll(10*time.Second, func() bool { return consumerAckFloor(t, w, orchestrator.ConsumerName) >= seq })
 			if !acked {
 				b.Got("upgrade %s; replay parks seq %d; projector dead-letters it (%s); orchestrator leaves it unacked", st.State, seq, kind)
-				b.Bug("the orchestrator's consumer (nats.go Messages) drops the lookalike unacknowledged, redelivered every AckWait forever: commands.Orchestrator.Run must read with eventstore.Store.Fetch")
+				b.Bug("the orchestrator's consumer (nats.go Messages) drops the lookalike unacknowledged, redelivered every AckWait forever: orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")
 			}
 			b.Got("upgrade %s; replay parks seq %d; projector dead-letters it (%s); consumers ack it; n1's version counts it", st.State, seq, kind)
 		})

@@ -19,12 +19,14 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/workqueue"
@@ -35,6 +37,7 @@ import (
 type engineRun struct {
 	srv    *natsembed.Server
 	store  *eventstore.Store
+	x      *commands.Executor // the intake's: requests, and loads
 	js     jetstream.JetStream
 	log    *syncbuf.Buffer
 	cancel context.CancelFunc
@@ -66,7 +69,8 @@ func startEngine(t *testing.T, dir string, cluster *sim.Sim) *engineRun {
 	}
 	var q *workqueue.Queue
 	r.store, q, r.js = open()
-	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: r.store, Queue: q, Cluster: cluster, Log: testLog(t)})
+	r.x = commands.New(commands.Config{Store: r.store, Source: events.SourceIntake})
+	o, err := orchestrator.New(orchestrator.Config{Store: r.store, Queue: q, Cluster: cluster, Log: testLog(t)})
 	require.NoError(t, err)
 	r.wg.Go(func() { _ = o.Run(ctx) })
 	nodes, err := cluster.Nodes(ctx)
@@ -91,7 +95,7 @@ func (r *engineRun) stop() {
 
 func (r *engineRun) manager(t *testing.T, ref events.ManagerRef) manager.State {
 	t.Helper()
-	l, err := commands.Load(context.Background(), r.store, commands.ManagerMachine, events.ManagerAggregate(ref))
+	l, err := r.x.Managers.Load(context.Background(), events.ManagerAggregate(ref))
 	require.NoError(t, err)
 	return l.State
 }
@@ -115,7 +119,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "before-crash", UID: "uid-before"}
 
 	first := startEngine(t, dir, cluster)
-	_, err := commands.RequestUpgrade(context.Background(), first.store, ref, 1, "v2", nil, time.Now())
+	_, err := intake.RequestUpgrade(context.Background(), first.x, ref, 1, "v2", nil)
 	require.NoError(t, err)
 	st := waitFor(t, 30*time.Second, "the first upgrade ends", func() (manager.State, error) { return first.manager(t, ref), nil }, terminal)
 	require.Equal(t, events.ManagerCompleted, st.State)
@@ -159,7 +163,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	// Appends keep working, at new sequences, and the durable consumers
 	// (orchestrator) see them.
 	next := events.ManagerRef{Namespace: "longhorn-system", Name: "after-crash", UID: "uid-after"}
-	res, err := commands.RequestUpgrade(ctx, second.store, next, 1, "v2", nil, time.Now())
+	res, err := intake.RequestUpgrade(ctx, second.x, next, 1, "v2", nil)
 	require.NoError(t, err)
 	assert.Greater(t, res.Version, acked, "a new append goes after the old last sequence")
 	st2 := waitFor(t, 30*time.Second, "the orchestrator handles the new upgrade", func() (manager.State, error) { return second.manager(t, next), nil },

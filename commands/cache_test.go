@@ -71,30 +71,30 @@ func TestCachedLoadsFollowTheStream(t *testing.T) {
 		return l.State
 	}
 
-	m := tallyMachine(commands.NewStateCache[tally](2))
+	x := commands.NewAggregate(a, tallyMachine(commands.NewStateCache[tally](2)), events.SourceController, func() time.Time { return t0 })
 	appendOther(5)
-	first, err := commands.Load(ctx, a, m, agg)
+	first, err := x.Load(ctx, agg)
 	require.NoError(t, err)
 	assert.Equal(t, cold(), first.State)
 	assert.Equal(t, version, first.Version)
 
-	again, err := commands.Load(ctx, a, m, agg)
+	again, err := x.Load(ctx, agg)
 	require.NoError(t, err)
 	assert.Equal(t, first.State, again.State)
 	assert.Zero(t, again.Folded, "nothing new: nothing folded")
 
 	appendOther(2)
-	tail, err := commands.Load(ctx, a, m, agg)
+	tail, err := x.Load(ctx, agg)
 	require.NoError(t, err)
 	assert.Equal(t, 2, tail.Folded, "only what the other writer stored since")
 	assert.Equal(t, cold(), tail.State)
 	assert.Equal(t, version, tail.Version)
 	assert.Equal(t, tally{N: 5, Last: first.State.Last}, first.State, "an earlier result is a value")
 
-	res, err := commands.Execute(ctx, a, m, agg, events.SourceController, t0, bump{id: "ours"})
+	res, err := x.Execute(ctx, agg, bump{id: "ours"})
 	require.NoError(t, err)
 	require.Len(t, res.Appended, 1)
-	after, err := commands.Load(ctx, a, m, agg)
+	after, err := x.Load(ctx, agg)
 	require.NoError(t, err)
 	assert.Zero(t, after.Folded, "Execute left its result in the cache")
 	assert.Equal(t, res.State, after.State)
@@ -104,21 +104,21 @@ func TestCachedLoadsFollowTheStream(t *testing.T) {
 	// deciding: no conflict, and the fold still matches the stream.
 	version = res.Version
 	appendOther(1)
-	res, err = commands.Execute(ctx, a, m, agg, events.SourceController, t0, bump{id: "after-race"})
+	res, err = x.Execute(ctx, agg, bump{id: "after-race"})
 	require.NoError(t, err)
 	assert.Equal(t, cold(), res.State)
 
 	// Eviction: two more aggregates push agg out; it reloads correctly.
 	for _, n := range []string{"n2", "n3"} {
-		_, err := commands.Load(ctx, a, m, events.NodeAggregate(ref, n))
+		_, err := x.Load(ctx, events.NodeAggregate(ref, n))
 		require.NoError(t, err)
 	}
-	evicted, err := commands.Load(ctx, a, m, agg)
+	evicted, err := x.Load(ctx, agg)
 	require.NoError(t, err)
 	assert.Equal(t, cold(), evicted.State)
 
 	// The snapshot kept up: a fresh process folds only a short tail.
-	fresh, err := eventstore.LoadState(ctx, other, agg, tally{}, m.Evolve, &eventstore.Snapshotting{Schema: "tally/v1"})
+	fresh, err := eventstore.LoadState(ctx, other, agg, tally{}, tallyMachine(nil).Evolve, &eventstore.Snapshotting{Schema: "tally/v1"})
 	require.NoError(t, err)
 	assert.NotZero(t, fresh.SnapshotSeq)
 	assert.Less(t, fresh.Folded, 3)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/switchback-dev/switchback/aggregate/manager"
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 )
@@ -17,7 +15,7 @@ import (
 // elsewhere, not bad luck.
 const maxConflictRetries = 16
 
-// Machine binds a state machine's pure functions for Execute.
+// Machine binds a state machine's pure functions for an Aggregate.
 type Machine[S any, C Command] struct {
 	Name   string
 	Zero   S
@@ -46,26 +44,6 @@ func (m Machine[S, C]) fold(s S, envs []events.Envelope) (S, error) {
 	return s, nil
 }
 
-// ManagerMachine is the manager aggregate. Its history and state grow with
-// the number of nodes and it is read on most orchestrator reactions:
-// snapshotted for a cold start, cached in memory for every later load.
-var ManagerMachine = Machine[manager.State, manager.Command]{
-	Name: "manager", Evolve: manager.Evolve, Decide: manager.Decide,
-	Snapshot: &eventstore.Snapshotting{Schema: "manager/v1", Every: 32},
-	Cache:    NewStateCache[manager.State](managerCacheSize),
-}
-
-// managerCacheSize bounds the cached manager states: a controller runs a
-// handful of upgrades at a time.
-const managerCacheSize = 64
-
-// NodeMachine is the node-upgrade aggregate. Node histories grow with their
-// volumes, so they are snapshotted.
-var NodeMachine = Machine[nodeupgrade.State, nodeupgrade.Command]{
-	Name: "node upgrade", Evolve: nodeupgrade.Evolve, Fold: nodeupgrade.ApplyAll, Decide: nodeupgrade.Decide,
-	Snapshot: &eventstore.Snapshotting{Schema: "nodeupgrade/v1", Every: 64},
-}
-
 // Command is what both machines' commands are: the id every event id
 // derives from.
 type Command interface{ CommandID() string }
@@ -83,19 +61,37 @@ type Result[S any] struct {
 	Problems []error
 }
 
+// Aggregate executes the commands of one state machine against a store, as
+// one source, stamping events with its clock.
+type Aggregate[S any, C Command] struct {
+	store   *eventstore.Store
+	machine Machine[S, C]
+	source  string
+	now     func() time.Time
+}
+
+// NewAggregate binds m to store, source and now (nil: time.Now).
+func NewAggregate[S any, C Command](store *eventstore.Store, m Machine[S, C], source string, now func() time.Time) *Aggregate[S, C] {
+	if now == nil {
+		now = time.Now
+	}
+	return &Aggregate[S, C]{store: store, machine: m, source: source, now: now}
+}
+
 // Execute runs one command: load the aggregate, decide, append with the
 // version it decided on, and on a concurrency conflict start over from a
 // fresh load. The events' ids derive from the command id and the version
 // decided on, so a retry of the same decision deduplicates while a later
 // repeat of the same kind of command (a second stall, say) is a new event.
-func Execute[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID, source string, at time.Time, cmd C) (Result[S], error) {
-	return ExecuteFrom(ctx, store, m, agg, nil, source, at, cmd)
+func (a *Aggregate[S, C]) Execute(ctx context.Context, agg events.AggregateID, cmd C) (Result[S], error) {
+	return a.ExecuteFrom(ctx, agg, nil, cmd)
 }
 
 // ExecuteFrom is Execute starting from a state the caller already holds (a
 // worker is the only regular writer of its node, so its copy is nearly always
 // current); a stale copy costs one concurrency conflict and a reload.
-func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID, from *eventstore.Loaded[S], source string, at time.Time, cmd C) (Result[S], error) {
+func (a *Aggregate[S, C]) ExecuteFrom(ctx context.Context, agg events.AggregateID, from *eventstore.Loaded[S], cmd C) (Result[S], error) {
+	m := a.machine
 	causation := cmd.CommandID()
 	var lastErr error
 	for range maxConflictRetries {
@@ -104,7 +100,7 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 			loaded, from = *from, nil
 		} else {
 			var err error
-			if loaded, err = loadState(ctx, store, m, agg); err != nil {
+			if loaded, err = loadState(ctx, a.store, m, agg); err != nil {
 				return Result[S]{}, fmt.Errorf("%s %s: %w", m.Name, agg, err)
 			}
 		}
@@ -115,8 +111,8 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 		if len(decided) == 0 {
 			return Result[S]{State: loaded.State, Version: loaded.Version, Problems: loaded.Problems}, nil
 		}
-		envs := events.New(agg, source, fmt.Sprintf("%s@%d", causation, loaded.Version), at, decided...)
-		version, err := store.Append(ctx, agg, loaded.Version, envs...)
+		envs := events.New(agg, a.source, fmt.Sprintf("%s@%d", causation, loaded.Version), a.now(), decided...)
+		version, err := a.store.Append(ctx, agg, loaded.Version, envs...)
 		var conflict *eventstore.ConflictError
 		if errors.As(err, &conflict) {
 			lastErr = err
@@ -131,17 +127,17 @@ func ExecuteFrom[S any, C Command](ctx context.Context, store *eventstore.Store,
 		if err != nil {
 			return Result[S]{}, fmt.Errorf("%s %s: decided event does not apply: %w", m.Name, agg, err)
 		}
-		remember(store, m, agg, state, version, len(envs))
+		remember(a.store, m, agg, state, version, len(envs))
 		return Result[S]{State: state, Version: version, Appended: envs, Problems: loaded.Problems}, nil
 	}
 	return Result[S]{}, fmt.Errorf("%s %s: gave up after %d concurrency conflicts: %w", m.Name, agg, maxConflictRetries, lastErr)
 }
 
 // Load folds an aggregate without deciding anything.
-func Load[S any, C Command](ctx context.Context, store *eventstore.Store, m Machine[S, C], agg events.AggregateID) (eventstore.Loaded[S], error) {
-	l, err := loadState(ctx, store, m, agg)
+func (a *Aggregate[S, C]) Load(ctx context.Context, agg events.AggregateID) (eventstore.Loaded[S], error) {
+	l, err := loadState(ctx, a.store, a.machine, agg)
 	if err != nil {
-		return l, fmt.Errorf("%s %s: %w", m.Name, agg, err)
+		return l, fmt.Errorf("%s %s: %w", a.machine.Name, agg, err)
 	}
 	return l, nil
 }

@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
@@ -225,7 +225,7 @@ func (d *deployment) runWorker(node string, plane dataplane.DataPlane) *worker {
 // runOrchestrator runs the orchestrator on the controller's connection.
 func (d *deployment) runOrchestrator(plane dataplane.Reader) {
 	d.t.Helper()
-	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: d.store, Queue: d.queue, Cluster: plane, Log: d.log.With("component", "orchestrator")})
+	o, err := orchestrator.New(orchestrator.Config{Store: d.store, Queue: d.queue, Cluster: plane, Log: d.log.With("component", "orchestrator")})
 	require.NoError(d.t, err)
 	d.wg.Go(func() {
 		if err := o.Run(d.ctx); err != nil && d.ctx.Err() == nil {

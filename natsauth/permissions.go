@@ -2,12 +2,13 @@ package natsauth
 
 import (
 	"fmt"
-	"github.com/nats-io/nats-server/v2/server"
 	"slices"
 
-	"github.com/switchback-dev/switchback/commands"
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/workqueue"
 )
@@ -201,7 +202,7 @@ func ReaderPermissions(streams Streams) Permissions {
 		name     string
 		durables []string
 	}{
-		{s.Events, []string{projector.ConsumerName, commands.OrchestratorConsumer}},
+		{s.Events, []string{projector.ConsumerName, orchestrator.ConsumerName}},
 		{s.DeadLetters, []string{deadLettererConsumer}},
 	} {
 		allow = append(allow,

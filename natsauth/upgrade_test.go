@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -51,11 +52,12 @@ func runUpgrade(t *testing.T, d *deployment, c *sim.Sim, ref events.ManagerRef, 
 	if during != nil {
 		during()
 	}
-	_, err := commands.RequestUpgrade(d.ctx, d.store, ref, 1, "v2", nil, time.Now())
+	x := commands.New(commands.Config{Store: d.store, Source: events.SourceIntake})
+	_, err := intake.RequestUpgrade(d.ctx, x, ref, 1, "v2", nil)
 	require.NoError(t, err)
 	var st manager.State
 	eventually(t, 45*time.Second, "the upgrade ends", func() bool {
-		l, err := commands.Load(d.ctx, d.store, commands.ManagerMachine, events.ManagerAggregate(ref))
+		l, err := x.Managers.Load(d.ctx, events.ManagerAggregate(ref))
 		require.NoError(t, err)
 		st = l.State
 		return st.Terminal()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
-	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -146,7 +145,7 @@ func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error)
 		// A manager deleted or failed while this command waited must not
 		// start a node. (Should the two cross anyway, the orchestrator sees
 		// the start and cancels the node at once.)
-		m, err := commands.Load(ctx, w.cfg.Store, commands.ManagerMachine, events.ManagerAggregate(cmd.Manager))
+		m, err := w.x.Managers.Load(ctx, events.ManagerAggregate(cmd.Manager))
 		if err != nil {
 			return err
 		}
@@ -266,7 +265,7 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 // reload folds the node aggregate again: a cancel request or another
 // worker's progress must be seen.
 func (r *run) reload(ctx context.Context) error {
-	l, err := commands.Load(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg)
+	l, err := r.w.x.Nodes.Load(ctx, r.agg)
 	if err != nil {
 		return err
 	}
@@ -286,7 +285,7 @@ func (r *run) id(what string) string {
 // exec decides and appends one node command and adopts the resulting state.
 func (r *run) exec(ctx context.Context, cmd nodeupgrade.Command) error {
 	from := &eventstore.Loaded[nodeupgrade.State]{State: r.st, Version: r.version}
-	res, err := commands.ExecuteFrom(ctx, r.w.cfg.Store, commands.NodeMachine, r.agg, from, r.w.source, r.w.cfg.Now(), cmd)
+	res, err := r.w.x.Nodes.ExecuteFrom(ctx, r.agg, from, cmd)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -54,9 +55,10 @@ type Config struct {
 
 // Worker consumes one node's commands.
 type Worker struct {
-	cfg    Config
-	log    *slog.Logger
-	source string
+	cfg Config
+	log *slog.Logger
+	// x runs the node's commands, as this node's worker.
+	x *commands.Executor
 	// ackWait is the command consumer's AckWait: heartbeats keep a command
 	// in hand at a third of it.
 	ackWait time.Duration
@@ -87,7 +89,8 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), source: events.SourceWorker + "/" + cfg.Node}, nil
+	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
+	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x}, nil
 }
 
 // Run consumes commands until ctx ends. A command is acknowledged only after

@@ -32,6 +32,7 @@ import (
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
@@ -134,7 +135,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 		b.Fatalf("the copied stream holds %d events, not %d", last, g.events)
 	}
 	if cold {
-		for _, name := range []string{projector.ConsumerName, commands.OrchestratorConsumer} {
+		for _, name := range []string{projector.ConsumerName, orchestrator.ConsumerName} {
 			must(b, js.DeleteConsumer(ctx, store.Stream(), name))
 		}
 	}
@@ -191,7 +192,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 		if get(client, "http://"+health+"/readyz") != "ok" || get(client, "http://"+health+"/leader") != "true" {
 			return false
 		}
-		for _, name := range []string{projector.ConsumerName, commands.OrchestratorConsumer} {
+		for _, name := range []string{projector.ConsumerName, orchestrator.ConsumerName} {
 			c, err := js.Consumer(ctx, store.Stream(), name)
 			if err != nil {
 				return false
@@ -286,7 +287,7 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	// The copies must be histories the aggregates accept, not just bytes.
 	for _, i := range []int{0, n - 1} {
 		ref := events.ManagerRef{Namespace: "perf-done", Name: fmt.Sprintf("done-%05d", i), UID: uid(i)}
-		l, err := commands.Load(ctx, store, commands.ManagerMachine, events.ManagerAggregate(ref))
+		l, err := commands.New(commands.Config{Store: store}).Managers.Load(ctx, events.ManagerAggregate(ref))
 		must(b, err)
 		if l.State.State != events.ManagerCompleted || len(l.State.Plan) == 0 {
 			b.Fatalf("manager %s folds to %q (plan %v), not a completed upgrade", ref, l.State.State, l.State.Plan)
@@ -300,7 +301,7 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	for _, cfg := range []jetstream.ConsumerConfig{
 		{Durable: projector.ConsumerName, FilterSubject: events.StreamSubjects,
 			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1},
-		{Durable: commands.OrchestratorConsumer,
+		{Durable: orchestrator.ConsumerName,
 			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4096},
 	} {
 		wg.Go(func() { errs <- drain(ctx, js, store.Stream(), cfg) })

@@ -45,7 +45,7 @@ const maxConditionMessage = 4096
 //     also while the upgrade is held between nodes, with why.
 //   - Degraded: True once the upgrade ended in error.
 func managerConditions(v *view) []metav1.Condition {
-	m := v.mgr
+	m := v.Manager
 	out := make([]metav1.Condition, 0, len(m.Prechecks)+4)
 	for _, p := range m.Prechecks {
 		c := metav1.Condition{Type: p.Check, Status: metav1.ConditionTrue, Reason: conditionReason(p.Reason, v1beta2.ReasonChecksPassed), Message: p.Message}
@@ -100,14 +100,14 @@ func managerConditions(v *view) []metav1.Condition {
 // the same meaning as the manager's summaries.
 func nodeConditions(v *view, node string) []metav1.Condition {
 	state, msg := nodeStateMessage(v, node)
-	n := v.nodes[node]
+	n := v.Nodes[node]
 	phase := nodePhaseReason(v, node, state)
 	ready := metav1.Condition{Type: v1beta2.ConditionReady, Status: metav1.ConditionFalse, Reason: phase, Message: msg}
 	if state == v1beta2.NodeUpgradeStateCompleted {
 		ready.Status = metav1.ConditionTrue
 	}
 	progressing := metav1.Condition{Type: v1beta2.ConditionProgressing, Status: metav1.ConditionTrue, Reason: phase, Message: msg}
-	if state.IsTerminal() || (state == v1beta2.NodeUpgradeStatePending && v.mgr.Terminal()) {
+	if state.IsTerminal() || (state == v1beta2.NodeUpgradeStatePending && v.Manager.Terminal()) {
 		progressing.Status = metav1.ConditionFalse
 	}
 	stalled := metav1.Condition{Type: v1beta2.ConditionStalled, Status: metav1.ConditionFalse, Reason: phase, Message: "not stalled"}
@@ -127,10 +127,10 @@ func nodeConditions(v *view, node string) []metav1.Condition {
 
 // stalledNode returns the node in flight when it is stalled.
 func (v *view) stalledNode() (nodeupgrade.State, bool) {
-	if v.mgr.Terminal() || v.mgr.UpgradingNode == "" {
+	if v.Manager.Terminal() || v.Manager.UpgradingNode == "" {
 		return nodeupgrade.State{}, false
 	}
-	n := v.nodes[v.mgr.UpgradingNode]
+	n := v.Nodes[v.Manager.UpgradingNode]
 	return n, n.Exists && n.Stalled && !n.Terminal()
 }
 
@@ -161,7 +161,7 @@ func stallMessage(n nodeupgrade.State) string {
 // managerPhaseReason is the reason of a summary condition that is not in its
 // abnormal state: the manager's phase as a CamelCase word.
 func managerPhaseReason(v *view) string {
-	m := v.mgr
+	m := v.Manager
 	switch m.State {
 	case events.ManagerCompleted:
 		return v1beta2.ReasonCompleted
@@ -193,7 +193,7 @@ func nodePhaseReason(v *view, node string, state v1beta2.NodeUpgradeState) strin
 	case v1beta2.NodeUpgradeStatePending:
 		return v1beta2.ReasonPending
 	}
-	if v.nodes[node].CancelRequested {
+	if v.Nodes[node].CancelRequested {
 		return ReasonCancelling
 	}
 	return v1beta2.ReasonUpgrading

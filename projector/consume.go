@@ -169,7 +169,7 @@ func (p *Projector) foldEvent(ctx context.Context, env events.Envelope, backward
 		return nil, err
 	}
 	g := &group{e: e, log: log}
-	if env.Sequence <= e.view.through {
+	if env.Sequence <= e.view.LastSequence {
 		// Folded already: written, or to be written with this batch.
 		p.m.skippedStale.Add(1)
 		return g, nil

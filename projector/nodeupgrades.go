@@ -152,8 +152,8 @@ func ours(obj *v1beta2.NodeDataEngineUpgrade, ref events.ManagerRef, node string
 // that deleting the manager collects it.
 func newNodeUpgrade(v *view, node, name string) *v1beta2.NodeDataEngineUpgrade {
 	ref := v.ref
-	image, engine := v.mgr.InstanceManagerImage, v.mgr.DataEngine
-	if n := v.nodes[node]; n.Exists {
+	image, engine := v.Manager.InstanceManagerImage, v.Manager.DataEngine
+	if n := v.Nodes[node]; n.Exists {
 		image, engine = n.InstanceManagerImage, n.DataEngine
 	}
 	yes := true
@@ -187,14 +187,14 @@ func newNodeUpgrade(v *view, node, name string) *v1beta2.NodeDataEngineUpgrade {
 // history once its worker started it, else from the manager's record of it
 // (scheduled, or ended without starting).
 func nodeStateMessage(v *view, node string) (v1beta2.NodeUpgradeState, string) {
-	if n := v.nodes[node]; n.Exists {
+	if n := v.Nodes[node]; n.Exists {
 		msg := n.Message
 		if msg == "" {
 			msg = "at " + string(n.State)
 		}
 		return v1beta2.NodeUpgradeState(n.State), msg
 	}
-	ns, scheduled := v.mgr.Nodes[node]
+	ns, scheduled := v.Manager.Nodes[node]
 	if !scheduled {
 		return v1beta2.NodeUpgradeStatePending, "not scheduled"
 	}
@@ -203,9 +203,9 @@ func nodeStateMessage(v *view, node string) (v1beta2.NodeUpgradeState, string) {
 		switch {
 		case ns.State != events.NodePending:
 			msg = string(ns.State)
-		case v.mgr.Terminal():
+		case v.Manager.Terminal():
 			msg = "not started: the upgrade ended"
-		case v.mgr.CancelRequested:
+		case v.Manager.CancelRequested:
 			msg = "scheduled; cancel requested before the worker started"
 		default:
 			msg = "scheduled; waiting for the node worker"
@@ -225,7 +225,7 @@ func renderNode(v *view, node string, gen int64) v1beta2.NodeDataEngineUpgradeSt
 		Message:            msg,
 		Conditions:         withGeneration(v.nodeConds[node], gen),
 	}
-	n := v.nodes[node]
+	n := v.Nodes[node]
 	if len(n.Volumes) > 0 {
 		st.Volumes = make(map[string]v1beta2.VolumeUpgradeStatus, len(n.Volumes))
 	}

@@ -376,10 +376,10 @@ func (p *Projector) markGone(uid string) {
 // settled reports whether nothing more can happen to the manager: it is
 // terminal and so is every node upgrade that started.
 func (v *view) settled() bool {
-	if !v.mgr.Terminal() {
+	if !v.Manager.Terminal() {
 		return false
 	}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		if n.Exists && !n.Terminal() {
 			return false
 		}

@@ -68,7 +68,7 @@ type notice struct {
 func noticesFor(v *view, e events.Envelope) []notice {
 	n := notice{seq: e.Sequence, at: e.Time, node: e.Aggregate.Node}
 	node := e.Aggregate.Node
-	m := v.mgr
+	m := v.Manager
 	switch d := e.Data.(type) {
 	case events.UpgradeRequested:
 		n.reason, n.action = "UpgradeRequested", actionRequest
@@ -159,7 +159,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.volume = d.Volume
 		n.warning = true
 		n.reason, n.action = "NodeStalled", actionUpgradeNode
-		n.note = stallMessage(v.nodes[node])
+		n.note = stallMessage(v.Nodes[node])
 	case events.NodeResumed:
 		n.reason, n.action = "NodeResumed", actionUpgradeNode
 		n.note = fmt.Sprintf("node %s progressing again at %s", node, d.Step)
@@ -168,7 +168,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		}
 	case events.NodeUpgradeCompleted:
 		n.reason, n.action = "NodeUpgradeCompleted", actionUpgradeNode
-		n.note = fmt.Sprintf("node %s upgraded: %s", node, v.nodes[node].Message)
+		n.note = fmt.Sprintf("node %s upgraded: %s", node, v.Nodes[node].Message)
 	case events.NodeUpgradeFailed:
 		n.warning = true
 		n.reason, n.action = "NodeUpgradeFailed", actionUpgradeNode
@@ -178,7 +178,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.note = fmt.Sprintf("node %s: cancel requested (%s); bringing it to a safe point", node, d.Reason)
 	case events.NodeUpgradeCancelled:
 		n.reason, n.action = "NodeUpgradeCancelled", actionCancelNode
-		n.note = fmt.Sprintf("node %s: %s", node, v.nodes[node].Message)
+		n.note = fmt.Sprintf("node %s: %s", node, v.Nodes[node].Message)
 	default:
 		return nil
 	}
@@ -188,8 +188,8 @@ func noticesFor(v *view, e events.Envelope) []notice {
 // completed counts the plan nodes whose outcome is recorded as completed.
 func completed(v *view) int {
 	c := 0
-	for _, n := range v.mgr.Plan {
-		if v.mgr.Nodes[n].State == events.NodeCompleted {
+	for _, n := range v.Manager.Plan {
+		if v.Manager.Nodes[n].State == events.NodeCompleted {
 			c++
 		}
 	}

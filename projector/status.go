@@ -24,10 +24,10 @@ import (
 // ended, why it never started: "cancelled" after a cancel, "pending" with an
 // explanation after an error). Before the plan exists the map is empty.
 func renderManager(v *view, gen int64) v1beta2.DataEngineUpgradeManagerStatus {
-	m := v.mgr
+	m := v.Manager
 	st := v1beta2.DataEngineUpgradeManagerStatus{
 		ObservedGeneration:   gen,
-		StreamSequence:       v.through,
+		StreamSequence:       v.LastSequence,
 		State:                v1beta2.UpgradeState(m.State),
 		Message:              managerMessage(v),
 		InstanceManagerImage: m.InstanceManagerImage,
@@ -56,7 +56,7 @@ func renderManager(v *view, gen int64) v1beta2.DataEngineUpgradeManagerStatus {
 
 // unscheduledNode is the summary of the i-th plan node, not scheduled yet.
 func unscheduledNode(v *view, i int) v1beta2.UpgradeNodeStatus {
-	m := v.mgr
+	m := v.Manager
 	switch {
 	case m.State == events.ManagerCancelled:
 		return v1beta2.UpgradeNodeStatus{State: v1beta2.NodeUpgradeStateCancelled, Message: "not started: the upgrade was cancelled"}
@@ -72,7 +72,7 @@ func unscheduledNode(v *view, i int) v1beta2.UpgradeNodeStatus {
 // while the node in flight is stalled it says what blocks (docs/design.md,
 // rule R7: stuck is not error), and while a node works it names the step.
 func managerMessage(v *view) string {
-	m := v.mgr
+	m := v.Manager
 	if n, ok := v.stalledNode(); ok {
 		return stallMessage(n)
 	}
@@ -88,7 +88,7 @@ func managerMessage(v *view) string {
 		}
 	}
 	if m.State == events.ManagerUpgrading && !m.CancelRequested && m.UpgradingNode != "" {
-		if n := v.nodes[m.UpgradingNode]; n.Exists && !n.Terminal() {
+		if n := v.Nodes[m.UpgradingNode]; n.Exists && !n.Terminal() {
 			msg += ": " + string(n.State)
 		}
 	}
@@ -124,7 +124,7 @@ func (p *Projector) write(ctx context.Context, e *entry, steps []step, log *slog
 	var base uint64
 	if e.obj != nil {
 		base = p.trusted(ctx, e.obj.Status.StreamSequence, log)
-		if base >= e.view.through {
+		if base >= e.view.LastSequence {
 			// Already projected (the status is at or past this event).
 			p.m.skippedStale.Add(uint64(len(steps)))
 			return nil
@@ -170,7 +170,7 @@ func (p *Projector) write(ctx context.Context, e *entry, steps []step, log *slog
 	if e.obj != nil {
 		observeWrite(e.view.ref, e.obj.Status, steps, base, p.cfg.Now())
 	}
-	log.Debug("projected", "streamSequence", e.view.through, "state", e.view.mgr.State)
+	log.Debug("projected", "streamSequence", e.view.LastSequence, "state", e.view.Manager.State)
 	if e.view.settled() {
 		// Nothing more will happen to this manager; a late redelivery
 		// just catches up from the stream again.
@@ -216,7 +216,7 @@ func (p *Projector) writeManager(ctx context.Context, e *entry, log *slog.Logger
 		if !haveBase {
 			firstBase, haveBase = stored, true
 		}
-		if stored >= e.view.through {
+		if stored >= e.view.LastSequence {
 			// Either somebody else got there, or an earlier attempt whose
 			// answer was lost did: in that case its Events are still due.
 			base, wrote = firstBase, maybeLanded

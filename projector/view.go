@@ -8,8 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/switchback-dev/switchback/aggregate/manager"
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/aggregate/upgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -26,12 +25,11 @@ import (
 // catch up from the stream after a restart and still write exactly what
 // Replay computes offline.
 type view struct {
-	ref   events.ManagerRef
-	mgr   manager.State
-	nodes map[string]nodeupgrade.State
-	// through is the stream sequence of the last event of this manager
-	// folded (refused events included: they were looked at).
-	through uint64
+	ref events.ManagerRef
+	// Upgrade is the manager and its node upgrades, folded; its
+	// LastSequence is the stream sequence of the last event of this
+	// manager folded (refused events included: they were looked at).
+	upgrade.Upgrade
 	// nodeSeq is, per node, the sequence of the last event that changed its
 	// NodeDataEngineUpgrade; it becomes that object's streamSequence.
 	nodeSeq map[string]uint64
@@ -44,7 +42,7 @@ type view struct {
 func newView(ref events.ManagerRef) *view {
 	return &view{
 		ref:       ref,
-		nodes:     map[string]nodeupgrade.State{},
+		Upgrade:   upgrade.New(),
 		nodeSeq:   map[string]uint64{},
 		nodeConds: map[string][]metav1.Condition{},
 	}
@@ -67,27 +65,17 @@ type step struct {
 // apply folds one event of this manager's history into v.
 func (v *view) apply(e events.Envelope) step {
 	st := step{seq: e.Sequence, at: e.Time}
-	v.through = e.Sequence
 	if e.Aggregate.Manager != v.ref {
+		v.LastSequence = e.Sequence
 		st.err = fmt.Errorf("event %s belongs to %s (uid %s), not %s", e.ID, e.Aggregate.Manager, e.Aggregate.Manager.UID, v.ref)
 		return st
 	}
+	if st.err = v.Apply(e); st.err != nil {
+		return st
+	}
 	if e.Aggregate.IsNode() {
-		n := e.Aggregate.Node
-		next, err := nodeupgrade.Evolve(v.nodes[n], e)
-		if err != nil {
-			st.err = err
-			return st
-		}
-		v.nodes[n] = next
-		st.nodes = []string{n}
+		st.nodes = []string{e.Aggregate.Node}
 	} else {
-		next, err := manager.Evolve(v.mgr, e)
-		if err != nil {
-			st.err = err
-			return st
-		}
-		v.mgr = next
 		st.nodes = v.nodesRenderedFromManager()
 	}
 	v.conds = setConditions(v.conds, managerConditions(v), e.Time)
@@ -105,8 +93,8 @@ func (v *view) apply(e events.Envelope) step {
 // history exists, the manager's events no longer touch its object.
 func (v *view) nodesRenderedFromManager() []string {
 	var out []string
-	for n := range v.mgr.Nodes {
-		if !v.nodes[n].Exists {
+	for n := range v.Manager.Nodes {
+		if !v.Nodes[n].Exists {
 			out = append(out, n)
 		}
 	}
@@ -119,11 +107,11 @@ func (v *view) nodesRenderedFromManager() []string {
 // own, sorted.
 func (v *view) nodeUpgrades() []string {
 	var out []string
-	for n := range v.mgr.Nodes {
+	for n := range v.Manager.Nodes {
 		out = append(out, n)
 	}
-	for n, s := range v.nodes {
-		if _, ok := v.mgr.Nodes[n]; !ok && s.Exists {
+	for n, s := range v.Nodes {
+		if _, ok := v.Manager.Nodes[n]; !ok && s.Exists {
 			out = append(out, n)
 		}
 	}
@@ -166,12 +154,12 @@ func Replay(ctx context.Context, store *eventstore.Store, ref events.ManagerRef)
 	return v.projection(), nil
 }
 
-// catchUp folds the manager's events with a sequence above v.through and at
+// catchUp folds the manager's events with a sequence above v.LastSequence and at
 // most until (0 = the stream's end) from the stream, calling fn after each.
 // Undecodable messages are skipped here: the live consumer parks them.
 func (v *view) catchUp(ctx context.Context, store *eventstore.Store, until uint64, fn func(step)) error {
 	opts := eventstore.ScanOptions{
-		FromSeq:  v.through + 1,
+		FromSeq:  v.LastSequence + 1,
 		UntilSeq: until,
 		Subjects: []string{events.ManagerSubjectPrefix(v.ref) + ".>"},
 	}
@@ -182,10 +170,10 @@ func (v *view) catchUp(ctx context.Context, store *eventstore.Store, until uint6
 	if err != nil {
 		return fmt.Errorf("projector: fold %s (uid %s) from the stream: %w", v.ref, v.ref.UID, err)
 	}
-	if until > v.through {
+	if until > v.LastSequence {
 		// Nothing of this manager between the last event folded and until:
 		// the view is complete through until.
-		v.through = until
+		v.LastSequence = until
 	}
 	return nil
 }

@@ -10,34 +10,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/switchback-dev/switchback/aggregate/manager"
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/aggregate/upgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 )
 
-// Upgrade is one manager incarnation and its node upgrades, folded.
+// Upgrade is one manager incarnation and its node upgrades, folded
+// (upgrade.Upgrade), with the events the folds refused.
 type Upgrade struct {
-	Manager manager.State
-	Nodes   map[string]nodeupgrade.State
-	// LastSequence is the stream sequence of the last event folded in.
-	LastSequence uint64
+	upgrade.Upgrade
 	// Refused lists events the folds rejected (a faulty writer); they are
 	// skipped, as the controller skips them.
 	Refused []error
-}
-
-// NodeNames returns the upgrade's nodes in plan order, then any others sorted.
-func (u *Upgrade) NodeNames() []string {
-	out := slices.Clone(u.Manager.Plan)
-	var extra []string
-	for n := range u.Nodes {
-		if !slices.Contains(out, n) {
-			extra = append(extra, n)
-		}
-	}
-	slices.Sort(extra)
-	return append(out, extra...)
 }
 
 // Result is a replay.
@@ -110,20 +94,13 @@ func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, e
 		}
 		u, ok := byRef[ref]
 		if !ok {
-			u = &Upgrade{Nodes: map[string]nodeupgrade.State{}}
+			u = &Upgrade{Upgrade: upgrade.New()}
 			byRef[ref] = u
 			order = append(order, ref)
 		}
-		var err error
-		if e.Aggregate.IsNode() {
-			u.Nodes[e.Aggregate.Node], err = nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
-		} else {
-			u.Manager, err = manager.Evolve(u.Manager, e)
-		}
-		if err != nil {
+		if err := u.Apply(e); err != nil {
 			u.Refused = append(u.Refused, fmt.Errorf("seq %d: %w", e.Sequence, err))
 		}
-		u.LastSequence = e.Sequence
 		res.LastSequence = e.Sequence
 		return nil
 	}, func(de *events.DecodeError) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/events"
 )
 
 // ActiveFromStore lists the active managers from an informer's store (for
@@ -59,7 +60,9 @@ func (f ActiveFunc) ActiveUpgrades(ctx context.Context, except types.UID) ([]str
 func activeNames(items []*v1beta2.DataEngineUpgradeManager, except types.UID) []string {
 	var out []string
 	for _, m := range items {
-		if m.Status.State.IsTerminal() || (except != "" && m.UID == except) {
+		// The orchestrator's definition (upgrade.Upgrade.Active): the status
+		// state is the manager aggregate's state, spelt the same.
+		if events.ManagerState(m.Status.State).Terminal() || (except != "" && m.UID == except) {
 			continue
 		}
 		out = append(out, m.Namespace+"/"+m.Name)

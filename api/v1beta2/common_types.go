@@ -62,17 +62,6 @@ const (
 	UpgradeStateCancelled UpgradeState = "cancelled"
 )
 
-// IsTerminal reports whether no further transition can follow s. A manager in
-// a terminal state does not count as the single active upgrade.
-func (s UpgradeState) IsTerminal() bool {
-	switch s {
-	case UpgradeStateCompleted, UpgradeStateError, UpgradeStateCancelled:
-		return true
-	default:
-		return false
-	}
-}
-
 // NodeUpgradeState is the state of the upgrade of one node, both in a
 // NodeDataEngineUpgrade and in the manager's per-node summary. The steps run
 // in the order of the constants below.

@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsauth/callout"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -198,7 +198,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 				}
 			})
 		}
-		orch, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
+		orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
 		if err != nil {
 			log.Error("orchestrator", "error", err)
 			return

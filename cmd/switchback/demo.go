@@ -17,11 +17,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
@@ -96,7 +96,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		})
 	}
-	orch, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
+	orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
 	if err != nil {
 		return err
 	}

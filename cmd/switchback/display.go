@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/aggregate/upgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
@@ -20,16 +20,11 @@ import (
 // The display folds the stream itself, the way replay does.
 func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, op *demoOperator, ref events.ManagerRef, stdout io.Writer) (manager.State, error) {
 	live := isTerminalWriter(stdout)
-	u := &replay.Upgrade{Nodes: map[string]nodeupgrade.State{}}
+	u := &replay.Upgrade{Upgrade: upgrade.New()}
 	drawn := 0
 	lastDraw := time.Time{}
 	err := followEvents(ctx, conn, events.ManagerSubjectPrefix(ref)+".>", 0, func(e events.Envelope, pending uint64) bool {
-		if e.Aggregate.IsNode() {
-			u.Nodes[e.Aggregate.Node], _ = nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
-		} else {
-			u.Manager, _ = manager.Evolve(u.Manager, e)
-		}
-		u.LastSequence = e.Sequence
+		_ = u.Apply(e) // a refused event changes nothing, as in replay
 		done := u.Manager.Terminal()
 		if !live {
 			if _, vol := e.Data.(events.VolumeStateChanged); !vol || done {

@@ -5,13 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"reflect"
 	"sort"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/projector"
@@ -84,7 +81,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 		if err != nil {
 			return err
 		}
-		for _, d := range diffManager(want.Manager, live.Status) {
+		for _, d := range projector.DiffManager(want.Manager, live.Status) {
 			fmt.Fprintf(w, "DIFF %s/%s: %s\n", ref.Namespace, ref.Name, d)
 			diffs++
 		}
@@ -100,7 +97,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 				diffs++
 				continue
 			}
-			for _, d := range diffNode(want.NodeUpgrades[n], obj.Status) {
+			for _, d := range projector.DiffNode(want.NodeUpgrades[n], obj.Status) {
 				fmt.Fprintf(w, "DIFF %s/%s node %s: %s\n", ref.Namespace, ref.Name, n, d)
 				diffs++
 			}
@@ -111,38 +108,4 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 	}
 	fmt.Fprintf(w, "verified: %d upgrade(s) in Kubernetes match the stream\n", checked)
 	return nil
-}
-
-func diffManager(want, got v1beta2.DataEngineUpgradeManagerStatus) []string {
-	want.ObservedGeneration, got.ObservedGeneration = 0, 0
-	want.Conditions, got.Conditions = normalize(want.Conditions), normalize(got.Conditions)
-	return diffFields(want, got)
-}
-
-func diffNode(want, got v1beta2.NodeDataEngineUpgradeStatus) []string {
-	want.ObservedGeneration, got.ObservedGeneration = 0, 0
-	want.Conditions, got.Conditions = normalize(want.Conditions), normalize(got.Conditions)
-	return diffFields(want, got)
-}
-
-func normalize(cs []metav1.Condition) []metav1.Condition {
-	out := make([]metav1.Condition, len(cs))
-	for i, c := range cs {
-		c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, 0
-		out[i] = c
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
-}
-
-// diffFields lists the top-level fields of two structs that differ.
-func diffFields(want, got any) []string {
-	wv, gv := reflect.ValueOf(want), reflect.ValueOf(got)
-	var out []string
-	for i := range wv.NumField() {
-		if !reflect.DeepEqual(wv.Field(i).Interface(), gv.Field(i).Interface()) {
-			out = append(out, fmt.Sprintf("%s: stream says %v, status says %v", wv.Type().Field(i).Name, wv.Field(i).Interface(), gv.Field(i).Interface()))
-		}
-	}
-	return out
 }

@@ -44,6 +44,7 @@ type Config struct {
 type Controller struct {
 	cfg      Config
 	log      *slog.Logger
+	x        *commands.Executor
 	queue    workqueue.TypedRateLimitingInterface[string]
 	informer cache.SharedIndexInformer
 }
@@ -65,6 +66,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg,
 		log: cfg.Log.With("component", "intake"),
+		x:   commands.New(commands.Config{Store: cfg.Store, Source: events.SourceIntake, Now: cfg.Now}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "intake"}),
 		informer: cfg.Client.Managers(cfg.Namespace).Informer(10 * time.Minute),
@@ -137,7 +139,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 			return 0, err
 		}
 	}
-	res, err := commands.RequestUpgrade(ctx, c.cfg.Store, ref, m.Generation, string(m.Spec.DataEngine), m.Spec.Nodes, c.cfg.Now())
+	res, err := RequestUpgrade(ctx, c.x, ref, m.Generation, string(m.Spec.DataEngine), m.Spec.Nodes)
 	if err != nil {
 		return 0, err
 	}
@@ -153,13 +155,13 @@ func (c *Controller) cancel(ctx context.Context, m *v1beta2.DataEngineUpgradeMan
 	if !slices.Contains(m.Finalizers, v1beta2.CancelFinalizer) {
 		return 0, nil
 	}
-	loaded, err := commands.Load(ctx, c.cfg.Store, commands.ManagerMachine, events.ManagerAggregate(ref))
+	loaded, err := c.x.Managers.Load(ctx, events.ManagerAggregate(ref))
 	if err != nil {
 		return 0, err
 	}
 	st := loaded.State
 	if st.Exists && !st.Terminal() {
-		res, err := commands.RequestCancel(ctx, c.cfg.Store, ref, manager.DeletedReason, c.cfg.Now())
+		res, err := RequestCancel(ctx, c.x, ref, manager.DeletedReason)
 		if err != nil {
 			return 0, err
 		}

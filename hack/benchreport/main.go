@@ -153,11 +153,11 @@ var goals = []goal{
 	{what: "replay: fold of the whole stream vs raw ordered read (ratio)", bench: "eventstore BenchmarkReplay1M", unit: "ratio", op: ">=", limit: 0.7},
 	{what: "aggregate load: snapshot + tail vs stream only (speed-up)", bench: "eventstore BenchmarkLoad10k/stream-only", unit: "ns/op",
 		per: "eventstore BenchmarkLoad10k/snapshot+tail", perUnit: "ns/op", op: ">=", limit: 10},
-	{what: "controller overhead per step, 100 nodes", bench: "commands BenchmarkStepOverhead", unit: "ms/step@100", op: "<", limit: 5},
-	{what: "controller overhead per step, 500 nodes", bench: "commands BenchmarkStepOverhead", unit: "ms/step@500", op: "<", limit: 5},
-	{what: "controller overhead per step, 1000 nodes", bench: "commands BenchmarkStepOverhead", unit: "ms/step@1000", op: "<", limit: 5},
-	{what: "near-linear scaling, 500 vs 100 nodes (total time ratio, linear = 5)", bench: "commands BenchmarkStepOverhead", unit: "ratio500/100", op: "<", limit: 6.25},
-	{what: "near-linear scaling, 1000 vs 100 nodes (total time ratio, linear = 10)", bench: "commands BenchmarkStepOverhead", unit: "ratio1000/100", op: "<", limit: 12.5},
+	{what: "controller overhead per step, 100 nodes", bench: "orchestrator BenchmarkStepOverhead", unit: "ms/step@100", op: "<", limit: 5},
+	{what: "controller overhead per step, 500 nodes", bench: "orchestrator BenchmarkStepOverhead", unit: "ms/step@500", op: "<", limit: 5},
+	{what: "controller overhead per step, 1000 nodes", bench: "orchestrator BenchmarkStepOverhead", unit: "ms/step@1000", op: "<", limit: 5},
+	{what: "near-linear scaling, 500 vs 100 nodes (total time ratio, linear = 5)", bench: "orchestrator BenchmarkStepOverhead", unit: "ratio500/100", op: "<", limit: 6.25},
+	{what: "near-linear scaling, 1000 vs 100 nodes (total time ratio, linear = 10)", bench: "orchestrator BenchmarkStepOverhead", unit: "ratio1000/100", op: "<", limit: 12.5},
 }
 
 // evaluate returns g's measured median and whether it meets the limit; ok

@@ -18,12 +18,14 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/nodeworker"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
@@ -52,6 +54,9 @@ type Engine struct {
 	Plane  dataplane.DataPlane
 	Log    *slog.Logger
 	opts   Options
+	// intake requests and cancels upgrades, as the intake controller does,
+	// and loads the aggregates.
+	intake *commands.Executor
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -100,6 +105,7 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 		t: t, Server: srv, NC: nc, JS: js, Store: store, Queue: q, Plane: plane,
 		Log:  slog.New(handler),
 		opts: opts, ctx: ctx, cancel: cancel, workers: map[string]context.CancelFunc{},
+		intake: commands.New(commands.Config{Store: store, Source: events.SourceIntake}),
 	}
 	// Stop the engine before the server (registered earlier, so it runs later).
 	t.Cleanup(e.Stop)
@@ -118,7 +124,7 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 
 // StartOrchestrator starts one more orchestrator instance.
 func (e *Engine) StartOrchestrator() {
-	o, err := commands.NewOrchestrator(commands.OrchestratorConfig{Store: e.Store, Queue: e.Queue, Cluster: e.Plane, Log: e.Log, HoldPoll: e.opts.HoldPoll})
+	o, err := orchestrator.New(orchestrator.Config{Store: e.Store, Queue: e.Queue, Cluster: e.Plane, Log: e.Log, HoldPoll: e.opts.HoldPoll})
 	if err != nil {
 		e.t.Fatalf("orchestrator: %v", err)
 	}
@@ -195,7 +201,7 @@ func (e *Engine) Context() context.Context { return e.ctx }
 // Request records a new manager as the intake would.
 func (e *Engine) Request(ref events.ManagerRef, nodes ...string) {
 	e.t.Helper()
-	if _, err := commands.RequestUpgrade(e.ctx, e.Store, ref, 1, "v2", nodes, time.Now()); err != nil {
+	if _, err := intake.RequestUpgrade(e.ctx, e.intake, ref, 1, "v2", nodes); err != nil {
 		e.t.Fatalf("request upgrade %s: %v", ref, err)
 	}
 }
@@ -203,14 +209,14 @@ func (e *Engine) Request(ref events.ManagerRef, nodes ...string) {
 // Cancel records the manager's deletion.
 func (e *Engine) Cancel(ref events.ManagerRef) {
 	e.t.Helper()
-	if _, err := commands.RequestCancel(e.ctx, e.Store, ref, "deleted by the test", time.Now()); err != nil {
+	if _, err := intake.RequestCancel(e.ctx, e.intake, ref, "deleted by the test"); err != nil {
 		e.t.Fatalf("cancel %s: %v", ref, err)
 	}
 }
 
 // Manager folds the manager aggregate now.
 func (e *Engine) Manager(ref events.ManagerRef) manager.State {
-	l, err := commands.Load(e.ctx, e.Store, commands.ManagerMachine, events.ManagerAggregate(ref))
+	l, err := e.intake.Managers.Load(e.ctx, events.ManagerAggregate(ref))
 	if err != nil {
 		e.t.Fatalf("load manager %s: %v", ref, err)
 	}
@@ -219,7 +225,7 @@ func (e *Engine) Manager(ref events.ManagerRef) manager.State {
 
 // Node folds a node aggregate now.
 func (e *Engine) Node(ref events.ManagerRef, node string) nodeupgrade.State {
-	l, err := commands.Load(e.ctx, e.Store, commands.NodeMachine, events.NodeAggregate(ref, node))
+	l, err := e.intake.Nodes.Load(e.ctx, events.NodeAggregate(ref, node))
 	if err != nil {
 		e.t.Fatalf("load node %s of %s: %v", node, ref, err)
 	}

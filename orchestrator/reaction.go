@@ -1,185 +1,18 @@
-package commands
+package orchestrator
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
-	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
-	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
 	"github.com/switchback-dev/switchback/workqueue"
 )
-
-// OrchestratorConsumer is the durable consumer the orchestrator reads history
-// with. Every orchestrator instance shares it; one instance handles events in
-// stream order, and an event redelivered (to another instance after a crash,
-// or out of order after a failed reaction) is handled again harmlessly:
-// every reaction decides from the aggregates' current state, not from the
-// event alone, and issues idempotent commands.
-const OrchestratorConsumer = "orchestrator"
-
-// orchestratorBatch bounds events in flight to one instance: most events
-// (volume changes) need no reaction, so pulling one at a time would make the
-// orchestrator's pace a network round trip per event.
-const orchestratorBatch = 128
-
-// orchestratorWait is how long one fetch waits for the next event when the
-// orchestrator is caught up; orchestratorRetry spaces fetches that failed.
-const (
-	orchestratorWait  = 5 * time.Second
-	orchestratorRetry = 100 * time.Millisecond
-)
-
-// OrchestratorConfig wires the orchestrator.
-type OrchestratorConfig struct {
-	Store *eventstore.Store
-	Queue *workqueue.Queue
-	// Cluster is read for prechecks and planning.
-	Cluster dataplane.Reader
-	// ActiveUpgrades lists the other managers still in progress (namespace/name);
-	// default: folded from the stream.
-	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
-	Now            func() time.Time
-	// OnParked is told about messages on the stream that do not decode.
-	OnParked func(*events.DecodeError)
-	// HoldPoll is how often a held upgrade is re-checked; default
-	// DefaultHoldPoll.
-	HoldPoll time.Duration
-	Log      *slog.Logger
-}
-
-// Orchestrator is the process manager: it turns history into the next
-// decisions (prechecks, scheduling, node commands, outcomes, cancel), and
-// holds an upgrade between nodes while Longhorn's own upgrader would race it
-// (see gateOtherUpgrader).
-type Orchestrator struct {
-	cfg OrchestratorConfig
-	log *slog.Logger
-
-	mu    sync.Mutex
-	plans map[string]manager.State // by manager UID; see plan
-
-	// The fold behind activeFromStream, extended from where it stopped.
-	activeMu  sync.Mutex
-	open      map[events.ManagerRef]manager.State // managers not terminal yet
-	settled   map[events.ManagerRef]bool          // terminal: nothing more to fold
-	scannedTo uint64
-}
-
-// NewOrchestrator validates cfg.
-func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
-	if cfg.Store == nil || cfg.Queue == nil || cfg.Cluster == nil {
-		return nil, errors.New("orchestrator: Store, Queue and Cluster are required")
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.HoldPoll <= 0 {
-		cfg.HoldPoll = DefaultHoldPoll
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator"), plans: map[string]manager.State{}}
-	if o.cfg.ActiveUpgrades == nil {
-		o.cfg.ActiveUpgrades = o.activeFromStream
-	}
-	return o, nil
-}
-
-// Run consumes history until ctx ends.
-func (o *Orchestrator) Run(ctx context.Context) error {
-	js := o.cfg.Store.JetStream()
-	_, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), jetstream.ConsumerConfig{
-		Durable:       OrchestratorConsumer,
-		Description:   "Switchback orchestrator: reacts to upgrade history",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: orchestratorBatch,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("orchestrator: consumer: %w", err)
-	}
-	dead, err := o.cfg.Queue.WatchDeadLetters(ctx, o.onDeadCommand)
-	if err != nil {
-		return err
-	}
-	defer dead.Stop()
-	holds, stopHolds := context.WithCancel(ctx)
-	var watching sync.WaitGroup
-	watching.Go(func() { o.watchHolds(holds, o.cfg.HoldPoll) })
-	defer watching.Wait()
-	defer stopHolds()
-	// Store.Fetch, not the nats.go consumer API: a stored event that looks
-	// like a NATS status must be parked, not dropped unacknowledged forever.
-	for {
-		msgs, err := o.cfg.Store.Fetch(ctx, OrchestratorConsumer, orchestratorBatch, orchestratorWait)
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, nats.ErrConnectionClosed):
-			return fmt.Errorf("orchestrator: %w", err)
-		case err != nil:
-			o.log.Warn("next event", "error", err)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(orchestratorRetry):
-			}
-			continue
-		}
-		for _, msg := range msgs {
-			o.handleMsg(ctx, msg)
-		}
-	}
-}
-
-func (o *Orchestrator) handleMsg(ctx context.Context, msg jetstream.Msg) {
-	meta, _ := msg.Metadata()
-	var seq uint64
-	if meta != nil {
-		seq = meta.Sequence.Stream
-	}
-	env, err := eventstore.DecodeDelivered(msg.Subject(), seq, msg.Headers(), msg.Data())
-	if err != nil {
-		// Parked: the projector reports it; the orchestrator has nothing to do.
-		var de *events.DecodeError
-		if errors.As(err, &de) && o.cfg.OnParked != nil {
-			o.cfg.OnParked(de)
-		}
-		o.log.Warn("skipping undecodable event", "subject", msg.Subject(), "seq", seq, "error", err)
-		_ = msg.Ack()
-		return
-	}
-	if err := o.React(ctx, env); err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		o.log.Error("reaction failed; retrying", "manager", env.Aggregate.Manager.String(), "node", env.Aggregate.Node, "type", env.Type(), "seq", seq, "error", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
-	}
-	// A plain ack: should it be lost, the redelivered event is handled again,
-	// harmlessly.
-	if err := msg.Ack(); err != nil {
-		o.log.Warn("ack event", "seq", seq, "error", err)
-	}
-}
 
 // React is the orchestrator's reaction to one event. It is idempotent: a
 // repeated event decides nothing new and re-publishes commands that the work
@@ -326,7 +159,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 // never started.
 func (o *Orchestrator) cancelNode(ctx context.Context, st manager.State, node string, cause events.Envelope) error {
 	agg := events.NodeAggregate(st.Ref, node)
-	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),
+	_, err := o.x.Nodes.Execute(ctx, agg,
 		nodeupgrade.Command(nodeupgrade.RequestCancel{ID: id(cause) + "/cancel", Reason: st.NodeCancelReason()}))
 	if errors.Is(err, aggregate.ErrNotFound) {
 		if st.Terminal() {
@@ -356,7 +189,7 @@ func (o *Orchestrator) publish(ctx context.Context, st manager.State, node strin
 func id(e events.Envelope) string { return "orchestrator/" + e.ID }
 
 func (o *Orchestrator) manager(ctx context.Context, ref events.ManagerRef, cmd manager.Command) error {
-	res, err := Execute(ctx, o.cfg.Store, ManagerMachine, events.ManagerAggregate(ref), events.SourceController, o.cfg.Now(), cmd)
+	res, err := o.x.Managers.Execute(ctx, events.ManagerAggregate(ref), cmd)
 	for _, e := range res.Appended {
 		o.log.Info("manager event", "manager", ref.String(), "type", e.Type(), "state", res.State.State)
 	}
@@ -364,7 +197,7 @@ func (o *Orchestrator) manager(ctx context.Context, ref events.ManagerRef, cmd m
 }
 
 func (o *Orchestrator) loadManager(ctx context.Context, ref events.ManagerRef) (manager.State, error) {
-	l, err := Load(ctx, o.cfg.Store, ManagerMachine, events.ManagerAggregate(ref))
+	l, err := o.x.Managers.Load(ctx, events.ManagerAggregate(ref))
 	if err == nil && l.State.Planned() {
 		o.mu.Lock()
 		o.plans[ref.UID] = l.State
@@ -387,7 +220,7 @@ func (o *Orchestrator) plan(ctx context.Context, ref events.ManagerRef, node str
 }
 
 func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (nodeupgrade.State, error) {
-	l, err := Load(ctx, o.cfg.Store, NodeMachine, agg)
+	l, err := o.x.Nodes.Load(ctx, agg)
 	return l.State, err
 }
 
@@ -407,7 +240,7 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 	}
 	agg := events.NodeAggregate(c.Manager, c.Node)
 	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
-	_, err := Execute(ctx, o.cfg.Store, NodeMachine, agg, events.SourceController, o.cfg.Now(),
+	_, err := o.x.Nodes.Execute(ctx, agg,
 		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, workqueue.DeadLetterStream)}))
 	if errors.Is(err, aggregate.ErrNotFound) {
@@ -423,67 +256,4 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 		return nil // the node already ended
 	}
 	return err
-}
-
-// activeFromStream returns the managers still in progress, except one. It
-// folds the manager subjects once and then only what was appended since,
-// forgetting managers once they are terminal: a stream with 10k finished
-// upgrades must not be read whole at every new request.
-func (o *Orchestrator) activeFromStream(ctx context.Context, except events.ManagerRef) ([]string, error) {
-	var out []string
-	err := o.foldOpen(ctx, func(ref events.ManagerRef, _ manager.State) {
-		if ref != except {
-			out = append(out, ref.String())
-		}
-	})
-	slices.Sort(out)
-	return out, err
-}
-
-// heldFromStream returns the managers held, from the same fold.
-func (o *Orchestrator) heldFromStream(ctx context.Context) ([]events.ManagerRef, error) {
-	var out []events.ManagerRef
-	err := o.foldOpen(ctx, func(ref events.ManagerRef, st manager.State) {
-		if st.Held != nil {
-			out = append(out, ref)
-		}
-	})
-	slices.SortFunc(out, func(a, b events.ManagerRef) int { return cmp.Compare(a.String(), b.String()) })
-	return out, err
-}
-
-// foldOpen extends the fold of the manager subjects to the stream's end
-// and calls f for each manager not terminal yet.
-func (o *Orchestrator) foldOpen(ctx context.Context, f func(events.ManagerRef, manager.State)) error {
-	o.activeMu.Lock()
-	defer o.activeMu.Unlock()
-	if o.open == nil {
-		o.open, o.settled = map[events.ManagerRef]manager.State{}, map[events.ManagerRef]bool{}
-	}
-	seen := func(seq uint64) { o.scannedTo = max(o.scannedTo, seq) }
-	err := o.cfg.Store.Scan(ctx, eventstore.ScanOptions{FromSeq: o.scannedTo + 1, Subjects: []string{events.SubjectPrefix + ".*.*.*.mgr"}},
-		func(e events.Envelope) error {
-			seen(e.Sequence)
-			ref := e.Aggregate.Manager
-			if o.settled[ref] {
-				return nil
-			}
-			st, _ := manager.Evolve(o.open[ref], e)
-			if st.Terminal() {
-				delete(o.open, ref)
-				o.settled[ref] = true
-				return nil
-			}
-			o.open[ref] = st
-			return nil
-		}, func(de *events.DecodeError) { seen(de.Sequence) })
-	if err != nil {
-		return err
-	}
-	for ref, st := range o.open {
-		if st.Exists {
-			f(ref, st)
-		}
-	}
-	return nil
 }

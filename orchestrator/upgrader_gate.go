@@ -1,4 +1,4 @@
-package commands
+package orchestrator
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func (o *Orchestrator) watchHolds(ctx context.Context, poll time.Duration) {
 			return
 		case <-t.C:
 		}
-		held, err := o.heldFromStream(ctx)
+		held, err := o.active.held(ctx)
 		if err != nil {
 			o.log.Warn("list held upgrades", "error", err)
 			continue

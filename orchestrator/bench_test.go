@@ -1,4 +1,4 @@
-package commands_test
+package orchestrator_test
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package commands
+package orchestrator
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -16,7 +18,7 @@ import (
 	"github.com/switchback-dev/switchback/workqueue"
 )
 
-// activeFromStream extends its fold from where it stopped: managers that end
+// activeUpgrades extends its fold from where it stopped: managers that end
 // leave the active set, new ones join it, and a manager is never its own
 // competitor.
 func TestActiveFromStreamFollowsTheStream(t *testing.T) {
@@ -29,15 +31,16 @@ func TestActiveFromStreamFollowsTheStream(t *testing.T) {
 	require.NoError(t, err)
 	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	require.NoError(t, err)
-	o, err := NewOrchestrator(OrchestratorConfig{Store: store, Queue: queue, Cluster: cluster})
+	o, err := New(Config{Store: store, Queue: queue, Cluster: cluster})
 	require.NoError(t, err)
 
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	ref := func(name string) events.ManagerRef {
 		return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
 	}
+	x := commands.New(commands.Config{Store: store, Source: events.SourceIntake, Now: func() time.Time { return at }})
 	request := func(name string) {
-		_, err := RequestUpgrade(ctx, store, ref(name), 1, "v2", nil, at)
+		_, err := intake.RequestUpgrade(ctx, x, ref(name), 1, "v2", nil)
 		require.NoError(t, err)
 	}
 	end := func(name string, e events.Event) {
@@ -50,21 +53,21 @@ func TestActiveFromStreamFollowsTheStream(t *testing.T) {
 
 	request("a")
 	request("b")
-	active, err := o.activeFromStream(ctx, ref("a"))
+	active, err := o.active.except(ctx, ref("a"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"longhorn-system/b"}, active, "a is not its own competitor")
 
 	end("b", events.UpgradeFailed{Reason: "Test", Message: "ended by the test"})
 	request("c")
-	before := o.scannedTo
-	active, err = o.activeFromStream(ctx, ref("c"))
+	before := o.active.scannedTo
+	active, err = o.active.except(ctx, ref("c"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"longhorn-system/a"}, active, "b ended, c asks")
-	assert.Greater(t, o.scannedTo, before, "only the new events were read")
-	assert.True(t, o.settled[ref("b")], "an ended manager is forgotten")
-	assert.NotContains(t, o.open, ref("b"))
+	assert.Greater(t, o.active.scannedTo, before, "only the new events were read")
+	assert.True(t, o.active.settled[ref("b")], "an ended manager is forgotten")
+	assert.NotContains(t, o.active.open, ref("b"))
 
-	active, err = o.activeFromStream(ctx, ref("x"))
+	active, err = o.active.except(ctx, ref("x"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"longhorn-system/a", "longhorn-system/c"}, active, "sorted")
 }

@@ -1,0 +1,70 @@
+// Package upgrade is the one fold of an upgrade: a manager incarnation and
+// its node upgrades, each folded with its own aggregate's Evolve (the very
+// functions the command side decides with), in stream order. `switchback
+// replay` and `replay --verify`, the projector's view and the
+// orchestrator's read model of the upgrades in progress all fold with it.
+package upgrade
+
+import (
+	"slices"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// Upgrade is one manager incarnation and its node upgrades, folded.
+type Upgrade struct {
+	Manager manager.State
+	Nodes   map[string]nodeupgrade.State
+	// LastSequence is the stream sequence of the last event applied or
+	// refused.
+	LastSequence uint64
+}
+
+// New returns the upgrade before its first event.
+func New() Upgrade { return Upgrade{Nodes: map[string]nodeupgrade.State{}} }
+
+// Apply folds one event of the upgrade's history: a node's subject into
+// that node's upgrade, the manager's into the manager. An event its
+// aggregate refuses (an illegal transition a faulty writer appended) leaves
+// the state as it was and is returned as the error; LastSequence moves on
+// either way, the event having been looked at.
+func (u *Upgrade) Apply(e events.Envelope) error {
+	u.LastSequence = e.Sequence
+	if e.Aggregate.IsNode() {
+		if u.Nodes == nil {
+			u.Nodes = map[string]nodeupgrade.State{}
+		}
+		next, err := nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
+		if err != nil {
+			return err
+		}
+		u.Nodes[e.Aggregate.Node] = next
+		return nil
+	}
+	next, err := manager.Evolve(u.Manager, e)
+	if err != nil {
+		return err
+	}
+	u.Manager = next
+	return nil
+}
+
+// Active reports whether the upgrade is in progress: requested and not
+// ended (events.ManagerState.Terminal, the one definition the admission
+// webhook applies to the resources' status too).
+func (u *Upgrade) Active() bool { return u.Manager.Exists && !u.Manager.Terminal() }
+
+// NodeNames returns the upgrade's nodes in plan order, then any others sorted.
+func (u *Upgrade) NodeNames() []string {
+	out := slices.Clone(u.Manager.Plan)
+	var extra []string
+	for n := range u.Nodes {
+		if !slices.Contains(out, n) {
+			extra = append(extra, n)
+		}
+	}
+	slices.Sort(extra)
+	return append(out, extra...)
+}

@@ -1,0 +1,92 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/workqueue"
+)
+
+// ConsumerName is the durable consumer the orchestrator reads history
+// with. Every orchestrator instance shares it; one instance handles events in
+// stream order, and an event redelivered (to another instance after a crash,
+// or out of order after a failed reaction) is handled again harmlessly:
+// every reaction decides from the aggregates' current state, not from the
+// event alone, and issues idempotent commands.
+const ConsumerName = "orchestrator"
+
+// orchestratorBatch bounds events in flight to one instance: most events
+// (volume changes) need no reaction, so pulling one at a time would make the
+// orchestrator's pace a network round trip per event.
+const orchestratorBatch = 128
+
+// orchestratorWait is how long one fetch waits for the next event when the
+// orchestrator is caught up; orchestratorRetry spaces fetches that failed.
+const (
+	orchestratorWait  = 5 * time.Second
+	orchestratorRetry = 100 * time.Millisecond
+)
+
+// Config wires the orchestrator.
+type Config struct {
+	Store *eventstore.Store
+	Queue *workqueue.Queue
+	// Cluster is read for prechecks and planning.
+	Cluster dataplane.Reader
+	// ActiveUpgrades lists the other managers still in progress (namespace/name);
+	// default: folded from the stream.
+	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
+	Now            func() time.Time
+	// OnParked is told about messages on the stream that do not decode.
+	OnParked func(*events.DecodeError)
+	// HoldPoll is how often a held upgrade is re-checked; default
+	// DefaultHoldPoll.
+	HoldPoll time.Duration
+	Log      *slog.Logger
+}
+
+// Orchestrator is the process manager: it turns history into the next
+// decisions (prechecks, scheduling, node commands, outcomes, cancel), and
+// holds an upgrade between nodes while Longhorn's own upgrader would race it
+// (see gateOtherUpgrader).
+type Orchestrator struct {
+	cfg Config
+	log *slog.Logger
+	x   *commands.Executor
+
+	mu    sync.Mutex
+	plans map[string]manager.State // by manager UID; see plan
+
+	active *activeUpgrades
+}
+
+// NewOrchestrator validates cfg.
+func New(cfg Config) (*Orchestrator, error) {
+	if cfg.Store == nil || cfg.Queue == nil || cfg.Cluster == nil {
+		return nil, errors.New("orchestrator: Store, Queue and Cluster are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HoldPoll <= 0 {
+		cfg.HoldPoll = DefaultHoldPoll
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator"), plans: map[string]manager.State{},
+		x:      commands.New(commands.Config{Store: cfg.Store, Source: events.SourceController, Now: cfg.Now}),
+		active: &activeUpgrades{store: cfg.Store}}
+	if o.cfg.ActiveUpgrades == nil {
+		o.cfg.ActiveUpgrades = o.active.except
+	}
+	return o, nil
+}
