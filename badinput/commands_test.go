@@ -17,8 +17,8 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // badCommand is one message published by hand on a node's command queue.
@@ -40,7 +40,7 @@ type badCommand struct {
 
 var ghost = events.ManagerRef{Namespace: "longhorn-system", Name: "never-created", UID: "uid-ghost"}
 
-func commandJSON(c workqueue.Command) []byte {
+func commandJSON(c nodequeue.Command) []byte {
 	b, err := json.Marshal(c)
 	if err != nil {
 		panic(err)
@@ -48,8 +48,8 @@ func commandJSON(c workqueue.Command) []byte {
 	return b
 }
 
-func advance(ref events.ManagerRef, node string, step events.NodeState, id string) workqueue.Command {
-	return workqueue.Command{ID: id, Kind: workqueue.Advance, Manager: ref, Node: node, Attempt: 1, Step: step,
+func advance(ref events.ManagerRef, node string, step events.NodeState, id string) nodequeue.Command {
+	return nodequeue.Command{ID: id, Kind: nodequeue.Advance, Manager: ref, Node: node, Attempt: 1, Step: step,
 		DataEngine: "v2", InstanceManagerImage: sim.NewIMImage, IssuedAt: time.Now()}
 }
 
@@ -109,7 +109,7 @@ func TestBadCommands(t *testing.T) {
 			}},
 	}
 	for _, c := range cases {
-		ack, err := e.JS.PublishMsg(e.Context(), &nats.Msg{Subject: workqueue.Subject(c.node), Data: c.body(ref), Header: nats.Header{}})
+		ack, err := e.JS.PublishMsg(e.Context(), &nats.Msg{Subject: nodequeue.Subject(c.node), Data: c.body(ref), Header: nats.Header{}})
 		require.NoError(t, err, c.name)
 		c.seq = ack.Sequence
 	}
@@ -151,7 +151,7 @@ func TestBadCommands(t *testing.T) {
 			d := dead[c.seq]
 			if c.bug != "" {
 				require.Nil(t, d, "still not dead-lettered: remove the bug note")
-				b.Got("acked and dropped: not in %s, nothing else happened (upgrade %s)", workqueue.DeadLetterStream, st.State)
+				b.Got("acked and dropped: not in %s, nothing else happened (upgrade %s)", nodequeue.DeadLetterStream, st.State)
 				b.Bug("%s", c.bug)
 			}
 			if c.dlqSubject == "" {
@@ -162,10 +162,10 @@ func TestBadCommands(t *testing.T) {
 			require.NotNil(t, d, "dead-lettered")
 			assert.Equal(t, c.dlqSubject, d.Subject)
 			for _, r := range append([]string{c.reason}, c.more...) {
-				assert.Contains(t, d.Header.Get(workqueue.HeaderDeadReason), r)
+				assert.Contains(t, d.Header.Get(nodequeue.HeaderDeadReason), r)
 			}
-			b.Got("%s: %s after %s deliveries; upgrade %s", d.Subject, clip(d.Header.Get(workqueue.HeaderDeadReason), 70),
-				d.Header.Get(workqueue.HeaderDeadDelivered), st.State)
+			b.Got("%s: %s after %s deliveries; upgrade %s", d.Subject, clip(d.Header.Get(nodequeue.HeaderDeadReason), 70),
+				d.Header.Get(nodequeue.HeaderDeadDelivered), st.State)
 		})
 	}
 }
@@ -173,7 +173,7 @@ func TestBadCommands(t *testing.T) {
 // deadCommands indexes the dead-lettered commands by their queue sequence.
 func deadCommands(t *testing.T, e *enginetest.Engine) map[uint64]*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := e.JS.Stream(e.Context(), workqueue.DeadLetterStream)
+	s, err := e.JS.Stream(e.Context(), nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	info, err := s.Info(e.Context())
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func deadCommands(t *testing.T, e *enginetest.Engine) map[uint64]*jetstream.RawS
 		if err != nil || !strings.HasPrefix(m.Subject, "sb.dlq.cmd.") {
 			continue
 		}
-		orig, _ := strconv.ParseUint(m.Header.Get(workqueue.HeaderDeadSequence), 10, 64)
+		orig, _ := strconv.ParseUint(m.Header.Get(nodequeue.HeaderDeadSequence), 10, 64)
 		out[orig] = m
 	}
 	return out

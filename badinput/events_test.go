@@ -18,8 +18,8 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // stall is a well-formed event of node's upgrade: the poison cases start
@@ -122,7 +122,7 @@ func poisons() []*poison {
 // deadLetters indexes the dead-lettered events by the sequence they had.
 func deadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream) map[uint64]*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := js.Stream(ctx, workqueue.DeadLetterStream)
+	s, err := js.Stream(ctx, nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func deadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream) map[
 		if !strings.HasPrefix(m.Subject, projector.DeadLetterPrefix+".") {
 			continue
 		}
-		orig, _ := strconv.ParseUint(m.Header.Get(workqueue.HeaderDeadSequence), 10, 64)
+		orig, _ := strconv.ParseUint(m.Header.Get(nodequeue.HeaderDeadSequence), 10, 64)
 		out[orig] = m
 	}
 	return out
@@ -207,7 +207,7 @@ func TestPoisonOnTheEventStream(t *testing.T) {
 				c.Got("publish failed: %s", p.refusal)
 				return
 			}
-			c := newCase(t, "event stream: "+p.name, fmt.Sprintf("parked as %s in %s; upgrade completes", p.kind, workqueue.DeadLetterStream))
+			c := newCase(t, "event stream: "+p.name, fmt.Sprintf("parked as %s in %s; upgrade completes", p.kind, nodequeue.DeadLetterStream))
 			d := parked[p.seq]
 			require.NotNil(t, d)
 			assert.Equal(t, p.kind, d.Header.Get(projector.HeaderDeadKind))
@@ -217,7 +217,7 @@ func TestPoisonOnTheEventStream(t *testing.T) {
 				report = "Warning Event " + projector.ReasonEventDeadLettered
 			}
 			c.Got("parked as %s (%s); %s; manager %s", d.Header.Get(projector.HeaderDeadKind),
-				reasonTail(d.Header.Get(workqueue.HeaderDeadReason)), report, got.Status.State)
+				reasonTail(d.Header.Get(nodequeue.HeaderDeadReason)), report, got.Status.State)
 		})
 	}
 }

@@ -25,11 +25,11 @@ import (
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/nodeworker"
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // node is one process of the engine on a store directory that outlives it:
@@ -56,18 +56,18 @@ func startEngine(t *testing.T, dir string, cluster *sim.Sim) *engineRun {
 	r.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	open := func() (*eventstore.Store, *workqueue.Queue, jetstream.JetStream) {
+	open := func() (*eventstore.Store, *nodequeue.Queue, jetstream.JetStream) {
 		nc, err := srv.Connect()
 		require.NoError(t, err)
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
 		st, err := eventstore.Open(ctx, js, eventstore.Config{})
 		require.NoError(t, err)
-		q, err := workqueue.Open(ctx, js, workqueue.Config{AckWait: 2 * time.Second})
+		q, err := nodequeue.Open(ctx, js, nodequeue.Config{AckWait: 2 * time.Second})
 		require.NoError(t, err)
 		return st, q, js
 	}
-	var q *workqueue.Queue
+	var q *nodequeue.Queue
 	r.store, q, r.js = open()
 	r.x = commands.New(commands.Config{Store: r.store, Source: events.SourceIntake})
 	o, err := orchestrator.New(orchestrator.Config{Store: r.store, Queue: q, Cluster: cluster, Log: testLog(t)})

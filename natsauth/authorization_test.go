@@ -18,9 +18,9 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 var testRef = events.ManagerRef{Namespace: "longhorn-system", Name: "upgrade-v2", UID: "3f0c9d1e-uid"}
@@ -34,8 +34,8 @@ func startedOf(ref events.ManagerRef, node, causation string) events.Envelope {
 		events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: sim.NewIMImage, Attempt: 1})[0]
 }
 
-func command(node, id string) workqueue.Command {
-	return workqueue.Command{ID: id, Kind: workqueue.Advance, Manager: testRef, Node: node, Attempt: 1,
+func command(node, id string) nodequeue.Command {
+	return nodequeue.Command{ID: id, Kind: nodequeue.Advance, Manager: testRef, Node: node, Attempt: 1,
 		Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: sim.NewIMImage, IssuedAt: time.Now()}
 }
 
@@ -111,7 +111,7 @@ func TestPermissions(t *testing.T) {
 	// --- What the worker must be able to do, and the reader mostly not. ---
 	_, err := d.queue.Publish(ctx, command("n1", "cmd-n1-1"))
 	require.NoError(t, err)
-	own, err := n1.js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName("n1"))
+	own, err := n1.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n1"))
 	require.NoError(t, err, "consumer info on its own consumer")
 	batch, err := own.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestPermissions(t *testing.T) {
 	require.NoError(t, msgs[0].DoubleAck(ctx), "acks its own node's command")
 	const pullN1 = "pull + ack node n1's commands (worker-n1)"
 	m.allowed(worker.who, pullN1)
-	nextN1 := "$JS.API.CONSUMER.MSG.NEXT." + workqueue.CommandStream + "." + workqueue.ConsumerName("n1")
+	nextN1 := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n1")
 	m.refused(rd.who, pullN1, denied(t, r.viol, nextN1, func(ctx context.Context) error {
 		_, err := r.nc.RequestWithContext(ctx, nextN1, []byte(`{"batch":1,"expires":200000000}`))
 		return err
@@ -194,12 +194,12 @@ func TestPermissions(t *testing.T) {
 		msgs = append(msgs, m)
 	}
 	require.Len(t, msgs, 1)
-	require.NoError(t, workqueue.Terminate(msgs[0], errors.New("test")), "refuses its node's command")
+	require.NoError(t, nodequeue.Terminate(msgs[0], errors.New("test")), "refuses its node's command")
 	m.allowed(worker.who, "refuse node n1's command (+TERM on worker-n1)")
 	info, err := d.queue.CommandStreamInfo(ctx)
 	require.NoError(t, err)
 	const readCmd, park = "read a command by sequence (STREAM.MSG.GET on the command stream)", "dead-letter a command (sb.dlq.cmd.*)"
-	cmdGet := "$JS.API.STREAM.MSG.GET." + workqueue.CommandStream
+	cmdGet := "$JS.API.STREAM.MSG.GET." + nodequeue.CommandStream
 	for _, u := range []struct {
 		user
 		viol *natsauth.Violations
@@ -218,7 +218,7 @@ func TestPermissions(t *testing.T) {
 	// --- What the reader must be able to do: what history and replay do,
 	// and the nats CLI's reads (TestReaderWithTheNATSCLI). ---
 	refusedSoFar := len(r.viol.All())
-	for _, s := range []string{eventstore.DefaultStream, workqueue.DeadLetterStream} {
+	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
 		_, err := r.js.Stream(ctx, s)
 		require.NoError(t, err, "stream info on %s", s)
 	}
@@ -227,12 +227,12 @@ func TestPermissions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Upgrades, 1, "the replay folds n1's upgrade")
 	m.allowed(rd.who, "replay the event stream (replay.Run: an ordered read)")
-	for _, s := range []string{eventstore.DefaultStream, workqueue.DeadLetterStream} {
+	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
 		got := orderedRead(t, r.js, s, 1)
 		require.NotEmpty(t, got[0], "an ordered consumer on %s delivers", s)
 		m.allowed(rd.who, "ordered consumer on "+s)
 	}
-	for _, s := range []string{eventstore.DefaultStream, workqueue.DeadLetterStream} {
+	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
 		msg, err := r.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s, []byte(`{"seq":1}`))
 		require.NoError(t, err)
 		require.Contains(t, string(msg.Data), `"seq":1`, "message get on %s", s)
@@ -252,22 +252,22 @@ func TestPermissions(t *testing.T) {
 	// Pull n2's commands.
 	_, err = d.queue.Publish(ctx, command("n2", "cmd-n2-1"))
 	require.NoError(t, err)
-	next := "$JS.API.CONSUMER.MSG.NEXT." + workqueue.CommandStream + "." + workqueue.ConsumerName("n2")
-	infoSubj := "$JS.API.CONSUMER.INFO." + workqueue.CommandStream + "." + workqueue.ConsumerName("n2")
+	next := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
+	infoSubj := "$JS.API.CONSUMER.INFO." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
 	for _, u := range both {
 		m.refused(u.who, "pull node n2's commands", denied(t, u.viol, next, func(ctx context.Context) error {
 			_, err := u.nc.RequestWithContext(ctx, next, []byte(`{"batch":1,"expires":200000000}`))
 			return err
 		}))
 		m.refused(u.who, "look up node n2's consumer", denied(t, u.viol, infoSubj, func(ctx context.Context) error {
-			_, err := u.js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName("n2"))
+			_, err := u.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
 			return err
 		}))
 	}
 
 	// Ack n2's command: n2 pulls it and does not ack; the others try with
 	// the delivery's ack subject. The command must come back to n2.
-	c2, err := n2.js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName("n2"))
+	c2, err := n2.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
 	require.NoError(t, err)
 	b2, err := c2.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -277,7 +277,7 @@ func TestPermissions(t *testing.T) {
 	}
 	require.NotNil(t, pending, "n2 got its command")
 	ackSubj := pending.Reply()
-	require.True(t, strings.HasPrefix(ackSubj, "$JS.ACK."+workqueue.CommandStream+"."+workqueue.ConsumerName("n2")+"."))
+	require.True(t, strings.HasPrefix(ackSubj, "$JS.ACK."+nodequeue.CommandStream+"."+nodequeue.ConsumerName("n2")+"."))
 	for _, u := range both {
 		m.refused(u.who, "ack node n2's command", denied(t, u.viol, ackSubj, func(ctx context.Context) error {
 			_, err := u.nc.RequestWithContext(ctx, ackSubj, []byte("+ACK"))
@@ -301,7 +301,7 @@ func TestPermissions(t *testing.T) {
 	mgrSubj := events.ManagerAggregate(testRef).Subject()
 	// The max-deliveries advisories are what makes the controller fail a
 	// node: forging one must be impossible.
-	adv := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + workqueue.CommandStream + "." + workqueue.ConsumerName("n2")
+	adv := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
 	snapOther := "$KV." + eventstore.DefaultSnapshotBucket + ".other.key"
 	for _, u := range both {
 		m.refused(u.who, "append node n2's events", denied(t, u.viol, agg2.Subject(), func(ctx context.Context) error {
@@ -310,8 +310,8 @@ func TestPermissions(t *testing.T) {
 		}))
 		for _, c := range []struct{ action, subject string }{
 			{"append a manager's events", mgrSubj},
-			{"issue a command to n2", workqueue.Subject("n2")},
-			{"issue a command to n1", workqueue.Subject("n1")},
+			{"issue a command to n2", nodequeue.Subject("n2")},
+			{"issue a command to n1", nodequeue.Subject("n1")},
 			{"forge a max-deliveries advisory", adv},
 			{"write a KV key outside the snapshot keys", snapOther},
 		} {
@@ -343,31 +343,31 @@ func TestPermissions(t *testing.T) {
 		{action: "delete the event stream", subject: "$JS.API.STREAM.DELETE." + eventstore.DefaultStream, op: func(ctx context.Context, u user) error {
 			return u.js.DeleteStream(ctx, eventstore.DefaultStream)
 		}},
-		{action: "delete the dead-letter stream", subject: "$JS.API.STREAM.DELETE." + workqueue.DeadLetterStream, op: func(ctx context.Context, u user) error {
-			return u.js.DeleteStream(ctx, workqueue.DeadLetterStream)
+		{action: "delete the dead-letter stream", subject: "$JS.API.STREAM.DELETE." + nodequeue.DeadLetterStream, op: func(ctx context.Context, u user) error {
+			return u.js.DeleteStream(ctx, nodequeue.DeadLetterStream)
 		}},
-		{action: "purge the dead-letter stream", subject: "$JS.API.STREAM.PURGE." + workqueue.DeadLetterStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+workqueue.DeadLetterStream, nil)
+		{action: "purge the dead-letter stream", subject: "$JS.API.STREAM.PURGE." + nodequeue.DeadLetterStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+nodequeue.DeadLetterStream, nil)
 			return err
 		}},
-		{action: "purge the command stream", subject: "$JS.API.STREAM.PURGE." + workqueue.CommandStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+workqueue.CommandStream, nil)
+		{action: "purge the command stream", subject: "$JS.API.STREAM.PURGE." + nodequeue.CommandStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+nodequeue.CommandStream, nil)
 			return err
 		}},
-		{action: "delete a command", subject: "$JS.API.STREAM.MSG.DELETE." + workqueue.CommandStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+workqueue.CommandStream, []byte(`{"seq":1}`))
+		{action: "delete a command", subject: "$JS.API.STREAM.MSG.DELETE." + nodequeue.CommandStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+nodequeue.CommandStream, []byte(`{"seq":1}`))
 			return err
 		}},
-		{action: "create a consumer on node n2's commands", subject: "$JS.API.CONSUMER.CREATE." + workqueue.CommandStream + ".thief." + workqueue.Subject("n2"), op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateOrUpdateConsumer(ctx, workqueue.CommandStream, jetstream.ConsumerConfig{Durable: "thief", FilterSubject: workqueue.Subject("n2"), AckPolicy: jetstream.AckExplicitPolicy})
+		{action: "create a consumer on node n2's commands", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + ".thief." + nodequeue.Subject("n2"), op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: "thief", FilterSubject: nodequeue.Subject("n2"), AckPolicy: jetstream.AckExplicitPolicy})
 			return err
 		}},
-		{action: "create (or update) node n1's consumer", subject: "$JS.API.CONSUMER.CREATE." + workqueue.CommandStream + "." + workqueue.ConsumerName("n1") + "." + workqueue.Subject("n1"), op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateOrUpdateConsumer(ctx, workqueue.CommandStream, jetstream.ConsumerConfig{Durable: workqueue.ConsumerName("n1"), FilterSubject: workqueue.Subject("n1"), AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1000})
+		{action: "create (or update) node n1's consumer", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n1") + "." + nodequeue.Subject("n1"), op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: nodequeue.ConsumerName("n1"), FilterSubject: nodequeue.Subject("n1"), AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1000})
 			return err
 		}},
-		{action: "create an ephemeral consumer on the command stream", subject: "$JS.API.CONSUMER.CREATE." + workqueue.CommandStream + ".peek", op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateConsumer(ctx, workqueue.CommandStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy})
+		{action: "create an ephemeral consumer on the command stream", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + ".peek", op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy})
 			return err
 		}},
 		{action: "create (and delete) an ephemeral consumer on the event stream", subject: "$JS.API.CONSUMER.CREATE." + eventstore.DefaultStream + ".peek", readerMay: true, op: func(ctx context.Context, u user) error {
@@ -376,8 +376,8 @@ func TestPermissions(t *testing.T) {
 			}
 			return u.js.DeleteConsumer(ctx, eventstore.DefaultStream, "peek")
 		}},
-		{action: "delete node n2's consumer", subject: "$JS.API.CONSUMER.DELETE." + workqueue.CommandStream + "." + workqueue.ConsumerName("n2"), op: func(ctx context.Context, u user) error {
-			return u.js.DeleteConsumer(ctx, workqueue.CommandStream, workqueue.ConsumerName("n2"))
+		{action: "delete node n2's consumer", subject: "$JS.API.CONSUMER.DELETE." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2"), op: func(ctx context.Context, u user) error {
+			return u.js.DeleteConsumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
 		}},
 	} {
 		for _, u := range both {
@@ -412,9 +412,9 @@ func TestPermissions(t *testing.T) {
 	assert.Empty(t, n2.viol.All(), "n2 did nothing it may not")
 
 	// The controller, by contrast, administers everything.
-	_, err = d.js.CreateOrUpdateConsumer(ctx, workqueue.CommandStream, jetstream.ConsumerConfig{Durable: "ctl-probe", FilterSubject: workqueue.Subject("n3"), AckPolicy: jetstream.AckExplicitPolicy})
+	_, err = d.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: "ctl-probe", FilterSubject: nodequeue.Subject("n3"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	require.NoError(t, d.js.DeleteConsumer(ctx, workqueue.CommandStream, "ctl-probe"))
+	require.NoError(t, d.js.DeleteConsumer(ctx, nodequeue.CommandStream, "ctl-probe"))
 	_, err = d.store.Append(ctx, agg2, 0, started("n2", "controller"))
 	require.NoError(t, err, "the controller writes node aggregates (cancel and dead-letter paths)")
 	assert.Empty(t, d.viol.All(), "the controller was refused nothing")
@@ -458,7 +458,7 @@ func streamState(t *testing.T, d *deployment) state {
 	info, err := s.Info(d.ctx)
 	require.NoError(t, err)
 	out := state{eventsLast: info.State.LastSeq, eventsCfg: info.Config, consumers: map[string][]string{}}
-	dlq, err := d.js.Stream(d.ctx, workqueue.DeadLetterStream)
+	dlq, err := d.js.Stream(d.ctx, nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	dinfo, err := dlq.Info(d.ctx)
 	require.NoError(t, err)
@@ -503,7 +503,7 @@ func TestWorkerWaitsForItsConsumer(t *testing.T) {
 	auth, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1", "late"}})
 	require.NoError(t, err)
 	d := startDeployment(t, auth)
-	require.NoError(t, d.js.DeleteConsumer(d.ctx, workqueue.CommandStream, workqueue.ConsumerName("late")))
+	require.NoError(t, d.js.DeleteConsumer(d.ctx, nodequeue.CommandStream, nodequeue.ConsumerName("late")))
 	w := d.connectWorker("late")
 	_, err = w.queue.NodeConsumer(d.ctx, "late")
 	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)

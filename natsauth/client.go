@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // ConnectOptions returns the nats options that authenticate as u: the nkey
@@ -68,7 +68,7 @@ var ErrBindOnly = errors.New("natsauth: this connection binds to existing stream
 // BindOnly wraps js so that create-or-update calls bind to what exists:
 // CreateOrUpdateStream looks the stream up, CreateOrUpdateKeyValue the
 // bucket, CreateOrUpdateConsumer the durable consumer. eventstore.Open,
-// workqueue.Open and nodeworker (through Queue.NodeConsumer) create-or-update
+// nodequeue.Open and nodeworker (through Queue.NodeConsumer) create-or-update
 // at start-up, which a worker's permissions deny (an update can shrink a
 // stream's limits and drop history); through BindOnly they work with the
 // worker's permissions and leave the configuration to the controller. Pure
@@ -136,7 +136,7 @@ func (b bindOnly) UpdateConsumer(_ context.Context, stream string, cfg jetstream
 // command queue. Workers cannot create their consumer under this
 // authorization, so the controller runs this at start-up (and whenever a
 // node joins) with its own connection. It is idempotent.
-func EnsureNodeConsumers(ctx context.Context, q *workqueue.Queue, nodes ...string) error {
+func EnsureNodeConsumers(ctx context.Context, q *nodequeue.Queue, nodes ...string) error {
 	var errs []error
 	for _, n := range nodes {
 		if _, err := q.NodeConsumer(ctx, n); err != nil {

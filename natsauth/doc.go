@@ -20,7 +20,7 @@
 //
 // A worker under this authorization cannot create or update streams or
 // consumers, so it must bind to what the controller created: BindOnly wraps
-// its JetStream context so that eventstore.Open and workqueue.Open (which
+// its JetStream context so that eventstore.Open and nodequeue.Open (which
 // create-or-update) only look the streams up, and EnsureNodeConsumers is
 // what the controller runs to create the node consumers in advance. A
 // worker also needs its own inbox prefix (WorkerOptions), so that it can

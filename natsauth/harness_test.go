@@ -20,9 +20,9 @@ import (
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/nodeworker"
 	"github.com/switchback-dev/switchback/orchestrator"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // deployment is an embedded NATS server running a generated authorization,
@@ -44,7 +44,7 @@ type deployment struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	store *eventstore.Store
-	queue *workqueue.Queue
+	queue *nodequeue.Queue
 	viol  *natsauth.Violations
 
 	log *slog.Logger
@@ -52,7 +52,7 @@ type deployment struct {
 }
 
 // queueConfig makes redelivery quick enough for tests.
-var queueConfig = workqueue.Config{AckWait: 2 * time.Second, MaxDeliver: 4}
+var queueConfig = nodequeue.Config{AckWait: 2 * time.Second, MaxDeliver: 4}
 
 func newDeployment(t *testing.T, cfg natsauth.Config) *deployment {
 	t.Helper()
@@ -148,7 +148,7 @@ func setUp(t *testing.T, auth *natsauth.Authorization, srv *natsembed.Server, di
 		if err == nil {
 			cfg := queueConfig
 			cfg.Replicas = replicas
-			d.queue, err = workqueue.Open(ctx, d.js, cfg)
+			d.queue, err = nodequeue.Open(ctx, d.js, cfg)
 		}
 		if err == nil {
 			err = natsauth.EnsureNodeConsumers(ctx, d.queue, auth.Nodes()...)
@@ -184,7 +184,7 @@ type worker struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream // raw: what a hostile client would use
 	store *eventstore.Store
-	queue *workqueue.Queue
+	queue *nodequeue.Queue
 	viol  *natsauth.Violations
 }
 
@@ -200,7 +200,7 @@ func (d *deployment) connectWorker(node string) *worker {
 	bound := natsauth.BindOnly(js)
 	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas, ReadOnlySnapshots: true})
 	require.NoError(d.t, err, "worker %s binds to the event stream", node)
-	q, err := workqueue.Open(d.ctx, bound, d.queue.Config())
+	q, err := nodequeue.Open(d.ctx, bound, d.queue.Config())
 	require.NoError(d.t, err, "worker %s binds to the command queue", node)
 	return &worker{node: node, nc: nc, js: js, store: store, queue: q, viol: v}
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/projector"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // jsAPI is JetStream's API prefix in the default (non-domain) setup.
@@ -34,13 +34,13 @@ type Permissions struct {
 }
 
 // Streams names what the permissions refer to. The zero value means the
-// defaults of eventstore and workqueue.
+// defaults of eventstore and nodequeue.
 type Streams struct {
 	// Events is the event stream; default eventstore.DefaultStream.
 	Events string
-	// Commands is the node command stream; default workqueue.CommandStream.
+	// Commands is the node command stream; default nodequeue.CommandStream.
 	Commands string
-	// DeadLetters is the dead-letter stream; default workqueue.DeadLetterStream.
+	// DeadLetters is the dead-letter stream; default nodequeue.DeadLetterStream.
 	DeadLetters string
 	// SnapshotBucket is the KV bucket of snapshots; default eventstore.DefaultSnapshotBucket.
 	SnapshotBucket string
@@ -51,10 +51,10 @@ func (s Streams) withDefaults() Streams {
 		s.Events = eventstore.DefaultStream
 	}
 	if s.Commands == "" {
-		s.Commands = workqueue.CommandStream
+		s.Commands = nodequeue.CommandStream
 	}
 	if s.DeadLetters == "" {
-		s.DeadLetters = workqueue.DeadLetterStream
+		s.DeadLetters = nodequeue.DeadLetterStream
 	}
 	if s.SnapshotBucket == "" {
 		s.SnapshotBucket = eventstore.DefaultSnapshotBucket
@@ -113,7 +113,7 @@ func DangerousAPI() []string {
 //     store is opened with eventstore.Config.ReadOnlySnapshots, and the
 //     controller refreshes them;
 //   - refuse a command it cannot carry out (undecodable, misrouted, an
-//     unknown manager's) with workqueue.Terminate, an ack subject of its own
+//     unknown manager's) with nodequeue.Terminate, an ack subject of its own
 //     consumer: the controller parks it from JetStream's advisory, so the
 //     worker neither reads commands by sequence nor writes the dead-letter
 //     stream;
@@ -125,10 +125,10 @@ func DangerousAPI() []string {
 func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPublish ...string) Permissions {
 	s := streams.withDefaults()
 	tok := events.EncodeToken(node)
-	consumer := workqueue.ConsumerName(node)
+	consumer := nodequeue.ConsumerName(node)
 	kvStream := "KV_" + s.SnapshotBucket
 	allow := []string{
-		// Binding to the streams (eventstore.Open, workqueue.Open through BindOnly).
+		// Binding to the streams (eventstore.Open, nodequeue.Open through BindOnly).
 		jsAPI + "STREAM.INFO." + s.Events,
 		jsAPI + "STREAM.INFO." + s.Commands,
 		jsAPI + "STREAM.INFO." + s.DeadLetters,
@@ -165,7 +165,7 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 // the nats CLI takes it as --inbox-prefix.
 const ReaderInboxPrefix = "_INBOX.reader"
 
-// deadLettererConsumer is the durable consumer workqueue.WatchDeadLetters
+// deadLettererConsumer is the durable consumer nodequeue.WatchDeadLetters
 // creates on the dead-letter stream (a literal there, not exported);
 // TestReaderCannotTouchSwitchbacksConsumers fails should it be renamed.
 const deadLettererConsumer = "dead-letterer"
@@ -234,7 +234,7 @@ func ReaderPermissions(streams Streams) Permissions {
 			deny = append(deny, d)
 		}
 	}
-	deny = append(deny, events.StreamSubjects, workqueue.CommandSubjects, workqueue.DeadLetterSubject,
+	deny = append(deny, events.StreamSubjects, nodequeue.CommandSubjects, nodequeue.DeadLetterSubject,
 		"$KV.>", "$JS.ACK.>", "$JS.EVENT.>")
 	return Permissions{
 		PublishAllow:   allow,

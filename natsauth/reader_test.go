@@ -16,9 +16,9 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/replay"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // TestReaderCannotTouchSwitchbacksConsumers: the reader creates and deletes
@@ -40,7 +40,7 @@ func TestReaderCannotTouchSwitchbacksConsumers(t *testing.T) {
 	durables := map[string][]jetstream.ConsumerConfig{}
 	eventually(t, 30*time.Second, "the orchestrator's and the dead-letterer's consumers exist", func() bool {
 		clear(durables)
-		for _, s := range []string{eventstore.DefaultStream, workqueue.DeadLetterStream} {
+		for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
 			st, err := d.js.Stream(d.ctx, s)
 			require.NoError(t, err)
 			infos := st.ListConsumers(d.ctx)
@@ -51,7 +51,7 @@ func TestReaderCannotTouchSwitchbacksConsumers(t *testing.T) {
 			}
 			require.NoError(t, infos.Err())
 		}
-		return len(durables[eventstore.DefaultStream]) == 2 && len(durables[workqueue.DeadLetterStream]) == 1
+		return len(durables[eventstore.DefaultStream]) == 2 && len(durables[nodequeue.DeadLetterStream]) == 1
 	})
 	for s, cfgs := range durables {
 		for _, c := range cfgs {
@@ -127,7 +127,7 @@ func readAsReader(t *testing.T, d *deployment, ref events.ManagerRef, deadLetter
 
 	evs := orderedRead(t, r.js, eventstore.DefaultStream, len(scanned))
 	assert.Len(t, evs, len(scanned))
-	dlq := orderedRead(t, r.js, workqueue.DeadLetterStream, deadLetters)
+	dlq := orderedRead(t, r.js, nodequeue.DeadLetterStream, deadLetters)
 	assert.GreaterOrEqual(t, len(dlq), deadLetters)
 	assert.Empty(t, r.viol.All(), "the reader was refused nothing")
 }
@@ -158,12 +158,12 @@ func TestReaderWithTheNATSCLI(t *testing.T) {
 		want string
 	}{
 		{[]string{"stream", "info", eventstore.DefaultStream, "--json"}, `"name": "` + eventstore.DefaultStream + `"`},
-		{[]string{"stream", "info", workqueue.DeadLetterStream, "--json"}, `"name": "` + workqueue.DeadLetterStream + `"`},
+		{[]string{"stream", "info", nodequeue.DeadLetterStream, "--json"}, `"name": "` + nodequeue.DeadLetterStream + `"`},
 		{[]string{"stream", "get", eventstore.DefaultStream, "1", "--json"}, agg.Subject()},
 		{[]string{"stream", "get", eventstore.DefaultStream, "--last-for", agg.Subject(), "--json"}, agg.Subject()},
-		{[]string{"stream", "get", workqueue.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
+		{[]string{"stream", "get", nodequeue.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
 		{[]string{"sub", "--stream", eventstore.DefaultStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
-		{[]string{"sub", "--stream", workqueue.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
+		{[]string{"sub", "--stream", nodequeue.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
 	} {
 		t.Run(strings.Join(c.args[:3], " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)

@@ -15,7 +15,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // TestRedirectedRepliesPlantNothing plays the reply-subject attack. NATS
@@ -70,23 +70,23 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 	t.Run("a planted command is a copy", func(t *testing.T) {
 		cmd, err := json.Marshal(command("n2", "forged-by-n1"))
 		require.NoError(t, err)
-		m := plant(workqueue.CommandStream, workqueue.Subject("n2"), cmd)
-		err = workqueue.CheckCopied(m.Subject, m.Header)
+		m := plant(nodequeue.CommandStream, nodequeue.Subject("n2"), cmd)
+		err = nodequeue.CheckCopied(m.Subject, m.Header)
 		require.Error(t, err, "n2's worker refuses it (nodeworker parks what CheckCopied refuses)")
 		t.Logf("n2's worker: %v", err)
 		// What the controller issues passes.
 		_, err = d.queue.Publish(ctx, command("n2", "real"))
 		require.NoError(t, err)
-		cs, err := d.js.Stream(ctx, workqueue.CommandStream)
+		cs, err := d.js.Stream(ctx, nodequeue.CommandStream)
 		require.NoError(t, err)
-		real, err := cs.GetLastMsgForSubject(ctx, workqueue.Subject("n2"))
+		real, err := cs.GetLastMsgForSubject(ctx, nodequeue.Subject("n2"))
 		require.NoError(t, err)
-		assert.NoError(t, workqueue.CheckCopied(real.Subject, real.Header))
+		assert.NoError(t, nodequeue.CheckCopied(real.Subject, real.Header))
 	})
 
 	t.Run("a planted advisory parks nothing", func(t *testing.T) {
 		var parked atomic.Int32
-		cc, err := d.queue.WatchDeadLetters(ctx, func(context.Context, workqueue.DeadCommand) error {
+		cc, err := d.queue.WatchDeadLetters(ctx, func(context.Context, nodequeue.DeadCommand) error {
 			parked.Add(1)
 			return nil
 		})
@@ -96,11 +96,11 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 		require.NoError(t, err)
 		info, err := d.queue.CommandStreamInfo(ctx)
 		require.NoError(t, err)
-		adv, err := json.Marshal(map[string]any{"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": workqueue.CommandStream,
-			"consumer": workqueue.ConsumerName("n2"), "stream_seq": info.State.LastSeq, "deliveries": 5})
+		adv, err := json.Marshal(map[string]any{"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": nodequeue.CommandStream,
+			"consumer": nodequeue.ConsumerName("n2"), "stream_seq": info.State.LastSeq, "deliveries": 5})
 		require.NoError(t, err)
-		m := plant(workqueue.DeadLetterStream, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+workqueue.CommandStream+"."+workqueue.ConsumerName("n2"), adv)
-		dl, err := d.js.Consumer(ctx, workqueue.DeadLetterStream, "dead-letterer")
+		m := plant(nodequeue.DeadLetterStream, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+nodequeue.CommandStream+"."+nodequeue.ConsumerName("n2"), adv)
+		dl, err := d.js.Consumer(ctx, nodequeue.DeadLetterStream, "dead-letterer")
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			ci, err := dl.Info(ctx)
@@ -109,7 +109,7 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 		assert.Zero(t, parked.Load(), "nothing parked, no node failed")
 		_, err = d.queue.CommandStreamInfo(ctx)
 		require.NoError(t, err)
-		still, err := d.js.Stream(ctx, workqueue.CommandStream)
+		still, err := d.js.Stream(ctx, nodequeue.CommandStream)
 		require.NoError(t, err)
 		_, err = still.GetMsg(ctx, info.State.LastSeq)
 		assert.NoError(t, err, "the victim command is still queued")

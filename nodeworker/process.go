@@ -12,7 +12,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/metrics"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // outcome is what one observation of a step found.
@@ -44,7 +44,7 @@ func waiting(volume, reason, format string, args ...any) *block {
 // run is one command's execution context.
 type run struct {
 	w   *Worker
-	cmd workqueue.Command
+	cmd nodequeue.Command
 	agg events.AggregateID
 	st  nodeupgrade.State
 	// version is the aggregate version st reflects.
@@ -125,7 +125,7 @@ func (r *run) restoreBeforeFail(ctx context.Context) error {
 }
 
 // process runs the step cmd names, if the node is still at it.
-func (w *Worker) process(ctx context.Context, cmd workqueue.Command) (err error) {
+func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error) {
 	r := &run{w: w, cmd: cmd, agg: events.NodeAggregate(cmd.Manager, w.cfg.Node)}
 	if last := w.last; last != nil && last.agg == r.agg {
 		r.st, r.version = last.st, last.version

@@ -26,7 +26,7 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // Config configures a worker.
@@ -34,7 +34,7 @@ type Config struct {
 	// Node is the node this worker upgrades.
 	Node      string
 	Store     *eventstore.Store
-	Queue     *workqueue.Queue
+	Queue     *nodequeue.Queue
 	DataPlane dataplane.DataPlane
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -133,11 +133,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // step runs (steps wait on the cluster for minutes; AckWait is seconds).
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	meta, _ := msg.Metadata()
-	if err := workqueue.CheckCopied(msg.Subject(), msg.Headers()); err != nil {
+	if err := nodequeue.CheckCopied(msg.Subject(), msg.Headers()); err != nil {
 		w.park(msg, err)
 		return
 	}
-	cmd, err := workqueue.DecodeCommand(msg.Data())
+	cmd, err := nodequeue.DecodeCommand(msg.Data())
 	if err != nil || cmd.Node != w.cfg.Node {
 		if err == nil {
 			err = fmt.Errorf("command %s is for node %q", cmd.ID, cmd.Node)
@@ -188,7 +188,7 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
 // JetStream's advisory, so a worker never writes that stream.
 func (w *Worker) park(msg jetstream.Msg, cause error) {
 	w.log.Error("refusing bad command; the controller parks it in the dead-letter stream", "error", cause)
-	if err := workqueue.Terminate(msg, cause); err != nil {
+	if err := nodequeue.Terminate(msg, cause); err != nil {
 		w.log.Error("refuse bad command", "error", err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // activeUpgrades extends its fold from where it stopped: managers that end
@@ -27,7 +27,7 @@ func TestActiveFromStreamFollowsTheStream(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Start(t))
 	store, err := eventstore.Open(ctx, js, eventstore.Config{})
 	require.NoError(t, err)
-	queue, err := workqueue.Open(ctx, js, workqueue.Config{})
+	queue, err := nodequeue.Open(ctx, js, nodequeue.Config{})
 	require.NoError(t, err)
 	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	require.NoError(t, err)

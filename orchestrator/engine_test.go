@@ -17,8 +17,8 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 func ref(name string) events.ManagerRef {
@@ -316,7 +316,7 @@ func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
 	}
 	// A command no worker can carry out: a step of a node upgrade that never
 	// started. The worker refuses it on every delivery.
-	bogus := workqueue.Command{ID: "bogus", Kind: workqueue.Advance, Manager: m, Node: other, Attempt: 1,
+	bogus := nodequeue.Command{ID: "bogus", Kind: nodequeue.Advance, Manager: m, Node: other, Attempt: 1,
 		Step: events.NodeSwitchingOver, DataEngine: "v2", InstanceManagerImage: sim.NewIMImage}
 	_, err := e.Queue.Publish(e.Context(), bogus)
 	require.NoError(t, err)
@@ -326,11 +326,11 @@ func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
 	assert.Equal(t, "CommandDeadLettered", st.FailReason)
 	assert.Contains(t, st.Message, "bogus")
 
-	dlq, err := e.JS.Stream(e.Context(), workqueue.DeadLetterStream)
+	dlq, err := e.JS.Stream(e.Context(), nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	msg, err := dlq.GetLastMsgForSubject(e.Context(), "sb.dlq.cmd."+other)
 	require.NoError(t, err)
-	parked, err := workqueue.DecodeCommand(msg.Data)
+	parked, err := nodequeue.DecodeCommand(msg.Data)
 	require.NoError(t, err)
 	assert.Equal(t, "bogus", parked.ID, "the command is kept in the dead-letter stream")
 

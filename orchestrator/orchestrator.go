@@ -12,7 +12,7 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // ConsumerName is the durable consumer the orchestrator reads history
@@ -38,7 +38,7 @@ const (
 // Config wires the orchestrator.
 type Config struct {
 	Store *eventstore.Store
-	Queue *workqueue.Queue
+	Queue *nodequeue.Queue
 	// Cluster is read for prechecks and planning.
 	Cluster dataplane.Reader
 	// ActiveUpgrades lists the other managers still in progress (namespace/name);

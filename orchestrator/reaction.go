@@ -9,9 +9,9 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // React is the orchestrator's reaction to one event. It is idempotent: a
@@ -173,9 +173,9 @@ func (o *Orchestrator) cancelNode(ctx context.Context, st manager.State, node st
 // publish issues the Advance command for node at step. Its id is fixed by
 // (manager, node, attempt, step, why): re-issuing it deduplicates.
 func (o *Orchestrator) publish(ctx context.Context, st manager.State, node string, attempt int, step events.NodeState, why string) error {
-	cmd := workqueue.Command{
+	cmd := nodequeue.Command{
 		ID:   fmt.Sprintf("%s/%s/%s/%d/%s", why, st.Ref.UID, events.EncodeToken(node), attempt, step),
-		Kind: workqueue.Advance, Manager: st.Ref, Node: node, Attempt: attempt, Step: step,
+		Kind: nodequeue.Advance, Manager: st.Ref, Node: node, Attempt: attempt, Step: step,
 		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, IssuedAt: o.cfg.Now(),
 	}
 	dup, err := o.cfg.Queue.Publish(ctx, cmd)
@@ -226,7 +226,7 @@ func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (no
 
 // onDeadCommand turns a command that exhausted its deliveries into a failed
 // node: it must never be lost silently, and retrying it did not help.
-func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadCommand) error {
+func (o *Orchestrator) onDeadCommand(ctx context.Context, d nodequeue.DeadCommand) error {
 	if d.Err != nil {
 		o.log.Error("dead-lettered an undecodable command", "seq", d.Sequence, "reason", d.Reason, "error", d.Err)
 		return nil
@@ -242,7 +242,7 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d workqueue.DeadComman
 	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
 	_, err := o.x.Nodes.Execute(ctx, agg,
 		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
-			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, workqueue.DeadLetterStream)}))
+			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, nodequeue.DeadLetterStream)}))
 	if errors.Is(err, aggregate.ErrNotFound) {
 		err = o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("node %s could not start: command %s failed %d deliveries", c.Node, c.ID, d.Deliveries)})

@@ -32,12 +32,12 @@ import (
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/testenv"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 type managerStateT = manager.State
@@ -276,7 +276,7 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	must(b, err)
 	store, err := eventstore.Open(ctx, js, eventstore.Config{})
 	must(b, err)
-	_, err = workqueue.Open(ctx, js, workqueue.Config{})
+	_, err = nodequeue.Open(ctx, js, nodequeue.Config{})
 	must(b, err)
 	count := loadFinished(ctx, b, js, hist, "perf-done", n)
 	last, err := store.LastSequence(ctx)

@@ -87,8 +87,8 @@
 // # Poison messages
 //
 // A message events.Decode rejects is copied to the dead-letter stream
-// (workqueue.DeadLetterStream) under DeadLetterSubject(subject), with
-// headers saying why (workqueue.HeaderDeadReason, HeaderDeadKind) and from
+// (nodequeue.DeadLetterStream) under DeadLetterSubject(subject), with
+// headers saying why (nodequeue.HeaderDeadReason, HeaderDeadKind) and from
 // where (stream, sequence, subject, consumer) and Nats-Msg-Id
 // "dead-evt-<seq>"; it is logged, counted (Metrics.Poison), reported as a
 // Warning Event (EventDeadLettered) on its manager when the subject names

@@ -13,14 +13,14 @@ import (
 	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // DeadLetterPrefix is the subject prefix of dead-lettered events on
-// workqueue.DeadLetterStream; the original subject's tokens follow it.
+// nodequeue.DeadLetterStream; the original subject's tokens follow it.
 const DeadLetterPrefix = "sb.dlq.evt"
 
-// Headers a dead-lettered event carries besides the workqueue.HeaderDead*
+// Headers a dead-lettered event carries besides the nodequeue.HeaderDead*
 // ones (reason, stream, sequence, subject, consumer).
 const (
 	// HeaderDeadKind is the kind of decode failure: bad-header,
@@ -94,12 +94,12 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		out.Header.Set(HeaderDeadMsgID, id)
 	}
-	out.Header.Set(workqueue.HeaderDeadReason, workqueue.HeaderSafe(derr.Error()))
+	out.Header.Set(nodequeue.HeaderDeadReason, nodequeue.HeaderSafe(derr.Error()))
 	out.Header.Set(HeaderDeadKind, kind)
-	out.Header.Set(workqueue.HeaderDeadStream, p.cfg.Store.Stream())
-	out.Header.Set(workqueue.HeaderDeadSequence, strconv.FormatUint(seq, 10))
-	out.Header.Set(workqueue.HeaderDeadSubject, msg.Subject())
-	out.Header.Set(workqueue.HeaderDeadConsumer, p.cfg.Consumer)
+	out.Header.Set(nodequeue.HeaderDeadStream, p.cfg.Store.Stream())
+	out.Header.Set(nodequeue.HeaderDeadSequence, strconv.FormatUint(seq, 10))
+	out.Header.Set(nodequeue.HeaderDeadSubject, msg.Subject())
+	out.Header.Set(nodequeue.HeaderDeadConsumer, p.cfg.Consumer)
 	out.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-evt-%d", seq))
 
 	log := p.log.With("subject", msg.Subject(), "seq", seq, "kind", kind)
@@ -112,7 +112,7 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 	}
 	var duplicate bool
 	err := p.retry(ctx, log, "dead-letter", p.cfg.WriteTimeout, func(ctx context.Context) error {
-		r, err := dedup.Publish(ctx, p.cfg.Store.JetStream(), workqueue.DeadLetterStream, out)
+		r, err := dedup.Publish(ctx, p.cfg.Store.JetStream(), nodequeue.DeadLetterStream, out)
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 			reason: ReasonEventDeadLettered, action: actionProject,
 			node: agg.Node, managerOnly: true,
 			note: fmt.Sprintf("message %d on %s could not be decoded (%s) and was moved to %s as %s: %v",
-				seq, msg.Subject(), kind, workqueue.DeadLetterStream, out.Subject, derr),
+				seq, msg.Subject(), kind, nodequeue.DeadLetterStream, out.Subject, derr),
 		})
 	}
 	return nil

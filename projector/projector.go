@@ -18,7 +18,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // ConsumerName is the durable JetStream consumer the projector reads the
@@ -187,11 +187,11 @@ func (p *Projector) Metrics() Metrics { return p.m.snapshot() }
 
 // Run consumes the event stream until ctx ends and returns ctx's error (or
 // the error that made consuming impossible). The dead-letter stream
-// (workqueue.DeadLetterStream, created by workqueue.Open) must exist.
+// (nodequeue.DeadLetterStream, created by nodequeue.Open) must exist.
 func (p *Projector) Run(ctx context.Context) error {
 	js := p.cfg.Store.JetStream()
-	if _, err := js.Stream(ctx, workqueue.DeadLetterStream); err != nil {
-		return fmt.Errorf("projector: dead-letter stream %s (workqueue.Open creates it): %w", workqueue.DeadLetterStream, err)
+	if _, err := js.Stream(ctx, nodequeue.DeadLetterStream); err != nil {
+		return fmt.Errorf("projector: dead-letter stream %s (nodequeue.Open creates it): %w", nodequeue.DeadLetterStream, err)
 	}
 	if p.rec.rec == nil {
 		// The Events of the last transitions before a stop get a grace

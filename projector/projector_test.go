@@ -27,9 +27,9 @@ import (
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 type managerState = manager.State
@@ -434,7 +434,7 @@ func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
 	assert.Equal(t, v1beta2.UpgradeStateCompleted, obj.Status.State, "projection went on past the poison")
 	h.assertMatchesReplay(ref)
 
-	dlq, err := h.e.JS.Stream(h.ctx, workqueue.DeadLetterStream)
+	dlq, err := h.e.JS.Stream(h.ctx, nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		subject string
@@ -450,12 +450,12 @@ func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
 			continue
 		}
 		assert.True(t, strings.HasPrefix(dead.Subject, "sb.dlq.evt."), dead.Subject)
-		assert.Equal(t, c.subject, dead.Header.Get(workqueue.HeaderDeadSubject))
-		assert.Equal(t, strconv.FormatUint(c.seq, 10), dead.Header.Get(workqueue.HeaderDeadSequence))
-		assert.Equal(t, eventstore.DefaultStream, dead.Header.Get(workqueue.HeaderDeadStream))
-		assert.Equal(t, projector.ConsumerName, dead.Header.Get(workqueue.HeaderDeadConsumer))
+		assert.Equal(t, c.subject, dead.Header.Get(nodequeue.HeaderDeadSubject))
+		assert.Equal(t, strconv.FormatUint(c.seq, 10), dead.Header.Get(nodequeue.HeaderDeadSequence))
+		assert.Equal(t, eventstore.DefaultStream, dead.Header.Get(nodequeue.HeaderDeadStream))
+		assert.Equal(t, projector.ConsumerName, dead.Header.Get(nodequeue.HeaderDeadConsumer))
 		assert.Equal(t, c.kind, dead.Header.Get(projector.HeaderDeadKind))
-		assert.NotEmpty(t, dead.Header.Get(workqueue.HeaderDeadReason))
+		assert.NotEmpty(t, dead.Header.Get(nodequeue.HeaderDeadReason))
 		assert.Equal(t, fmt.Sprintf("dead-evt-%d", c.seq), dead.Header.Get(jetstream.MsgIDHeader))
 	}
 	assert.Equal(t, "sb.dlq.evt."+strings.TrimPrefix(mgrSubject, "sb.evt."), projector.DeadLetterSubject(mgrSubject))
@@ -465,7 +465,7 @@ func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
 	})
 	for _, ev := range evs {
 		if ev.Reason == projector.ReasonEventDeadLettered {
-			assert.Contains(t, ev.Note, workqueue.DeadLetterStream)
+			assert.Contains(t, ev.Note, nodequeue.DeadLetterStream)
 		}
 	}
 	assert.Equal(t, uint64(3), r.p.Metrics().Poison)

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // bindRetry is how often a worker looks again for what the controller has
@@ -20,7 +20,7 @@ const bindRetry = time.Second
 // waitForStreams waits until the controller has created Switchback's streams
 // and snapshot bucket: a worker only binds to them.
 func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
-	for _, name := range []string{eventstore.DefaultStream, workqueue.CommandStream, workqueue.DeadLetterStream} {
+	for _, name := range []string{eventstore.DefaultStream, nodequeue.CommandStream, nodequeue.DeadLetterStream} {
 		if err := waitUntil(ctx, log, "stream "+name, func(ctx context.Context) error {
 			_, err := js.Stream(ctx, name)
 			return err
@@ -37,9 +37,9 @@ func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 // waitForNodeConsumer waits until the controller has created node's command
 // consumer (natsauth.EnsureNodeConsumers).
 func waitForNodeConsumer(ctx context.Context, js jetstream.JetStream, node string, log *slog.Logger) error {
-	name := workqueue.ConsumerName(node)
-	return waitUntil(ctx, log, "consumer "+name+" on "+workqueue.CommandStream, func(ctx context.Context) error {
-		_, err := js.Consumer(ctx, workqueue.CommandStream, name)
+	name := nodequeue.ConsumerName(node)
+	return waitUntil(ctx, log, "consumer "+name+" on "+nodequeue.CommandStream, func(ctx context.Context) error {
+		_, err := js.Consumer(ctx, nodequeue.CommandStream, name)
 		return err
 	})
 }

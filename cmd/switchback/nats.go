@@ -19,7 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // passwordEnv is the environment variable holding the NATS password when
@@ -64,7 +64,7 @@ type natsConn struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	store  *eventstore.Store
-	queue  *workqueue.Queue
+	queue  *nodequeue.Queue
 }
 
 func (c *natsConn) Close() {
@@ -166,7 +166,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		return nil, err
 	}
 	if !o.readOnly {
-		if c.queue, err = workqueue.Open(ctx, js, workqueue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {
+		if c.queue, err = nodequeue.Open(ctx, js, nodequeue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {
 			c.Close()
 			return nil, err
 		}

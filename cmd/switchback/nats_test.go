@@ -28,8 +28,8 @@ import (
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -271,7 +271,7 @@ func controllerStore(t *testing.T, srv *natsembed.Server, u natsauth.User) *even
 	require.NoError(t, err)
 	store, err := eventstore.Open(context.Background(), js, eventstore.Config{})
 	require.NoError(t, err)
-	_, err = workqueue.Open(context.Background(), js, workqueue.Config{})
+	_, err = nodequeue.Open(context.Background(), js, nodequeue.Config{})
 	require.NoError(t, err)
 	return store
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/natsauth"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // nodeConsumerResync is how often the leader looks for nodes that joined.
@@ -22,7 +22,7 @@ const nodeConsumerResync = 30 * time.Second
 // Every pass on a new leadership covers all nodes again: creating is
 // idempotent, and it also applies a changed consumer configuration after
 // the controller itself was upgraded.
-func ensureNodeConsumers(ctx context.Context, q *workqueue.Queue, cluster dataplane.Reader, log *slog.Logger) error {
+func ensureNodeConsumers(ctx context.Context, q *nodequeue.Queue, cluster dataplane.Reader, log *slog.Logger) error {
 	done := map[string]bool{}
 	for {
 		nodes, err := cluster.Nodes(ctx)

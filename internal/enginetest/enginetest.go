@@ -24,9 +24,9 @@ import (
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/nodeworker"
 	"github.com/switchback-dev/switchback/orchestrator"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // Options tune the engine for tests: short timeouts so stalls and failures
@@ -50,7 +50,7 @@ type Engine struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Store  *eventstore.Store
-	Queue  *workqueue.Queue
+	Queue  *nodequeue.Queue
 	Plane  dataplane.DataPlane
 	Log    *slog.Logger
 	opts   Options
@@ -93,7 +93,7 @@ func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	q, err := workqueue.Open(ctx, js, workqueue.Config{AckWait: opts.AckWait, MaxDeliver: opts.MaxDeliver})
+	q, err := nodequeue.Open(ctx, js, nodequeue.Config{AckWait: opts.AckWait, MaxDeliver: opts.MaxDeliver})
 	if err != nil {
 		t.Fatalf("open queue: %v", err)
 	}
@@ -154,7 +154,7 @@ func (e *Engine) StartWorker(node string) {
 	if err != nil {
 		e.t.Fatalf("worker %s: %v", node, err)
 	}
-	q, err := workqueue.Open(e.ctx, js, e.Queue.Config())
+	q, err := nodequeue.Open(e.ctx, js, e.Queue.Config())
 	if err != nil {
 		e.t.Fatalf("worker %s: %v", node, err)
 	}

@@ -35,8 +35,8 @@ import (
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/testenv"
-	"github.com/switchback-dev/switchback/workqueue"
 )
 
 // Every integration test runs against one real kube-apiserver: it signs
@@ -186,7 +186,7 @@ type deployment struct {
 	srv        *natsembed.Server
 	keys       callout.Keys
 	controller natsauth.User
-	queue      *workqueue.Queue
+	queue      *nodequeue.Queue
 	calloutNC  *nats.Conn
 	logs       *syncbuf.Buffer
 	log        *slog.Logger
@@ -226,11 +226,11 @@ func newDeployment(t *testing.T, ctx context.Context, timeout time.Duration) *de
 	require.NoError(t, err)
 	_, err = eventstore.Open(ctx, js, eventstore.Config{})
 	require.NoError(t, err)
-	d.queue, err = workqueue.Open(ctx, js, workqueue.Config{})
+	d.queue, err = nodequeue.Open(ctx, js, nodequeue.Config{})
 	require.NoError(t, err)
 	require.NoError(t, natsauth.EnsureNodeConsumers(ctx, d.queue, "n1", "n2"))
 	for _, n := range []string{"n1", "n2"} {
-		_, err := d.queue.Publish(ctx, workqueue.Command{ID: "cmd-" + n, Kind: workqueue.Advance, Manager: testRef, Node: n, Attempt: 1,
+		_, err := d.queue.Publish(ctx, nodequeue.Command{ID: "cmd-" + n, Kind: nodequeue.Advance, Manager: testRef, Node: n, Attempt: 1,
 			Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "longhornio/longhorn-instance-manager:v1.12.1", IssuedAt: time.Now()})
 		require.NoError(t, err)
 	}
@@ -383,7 +383,7 @@ func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
 	agg := events.NodeAggregate(testRef, node)
 	_, err = store.Append(ctx, agg, 0, started(node))
 	require.NoError(t, err, "appends its node's event on %s", agg.Subject())
-	cons, err := js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName(node))
+	cons, err := js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName(node))
 	require.NoError(t, err, "looks its consumer up")
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -408,14 +408,14 @@ func workerCannot(t *testing.T, ctx context.Context, nc *nats.Conn, viol *natsau
 		_, err := store.Append(ctx, agg, 0, started(other))
 		return err
 	})
-	next := "$JS.API.CONSUMER.MSG.NEXT." + workqueue.CommandStream + "." + workqueue.ConsumerName(other)
+	next := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName(other)
 	deniedOp(t, viol, next, func(ctx context.Context) error {
 		_, err := nc.RequestWithContext(ctx, next, []byte(`{"batch":1,"expires":200000000}`))
 		return err
 	})
-	info := "$JS.API.CONSUMER.INFO." + workqueue.CommandStream + "." + workqueue.ConsumerName(other)
+	info := "$JS.API.CONSUMER.INFO." + nodequeue.CommandStream + "." + nodequeue.ConsumerName(other)
 	deniedOp(t, viol, info, func(ctx context.Context) error {
-		_, err := js.Consumer(ctx, workqueue.CommandStream, workqueue.ConsumerName(other))
+		_, err := js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName(other))
 		return err
 	})
 	deniedOp(t, viol, server.AuthCalloutSubject, func(context.Context) error {

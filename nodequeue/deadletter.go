@@ -1,4 +1,4 @@
-package workqueue
+package nodequeue
 
 import (
 	"context"
@@ -118,7 +118,7 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 		return DeadCommand{}, false, nil
 	}
 	if err != nil {
-		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: %w", seq, err)
+		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d: %w", seq, err)
 	}
 	node := "unknown"
 	cmd, decodeErr := DecodeCommand(raw.Data)
@@ -141,7 +141,7 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 	// message holding it (every worker may publish dead letters) does not
 	// hide this one (package dedup).
 	if _, err := dedup.Publish(ctx, q.js, DeadLetterStream, msg); err != nil {
-		return DeadCommand{}, false, fmt.Errorf("workqueue: dead-letter seq %d: publish: %w", seq, err)
+		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d: publish: %w", seq, err)
 	}
 	metrics.DeadLetters.WithLabelValues("command").Inc()
 	return DeadCommand{Command: cmd, Sequence: seq, Deliveries: deliveries, Err: decodeErr}, true, nil
@@ -150,7 +150,7 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 // RemoveCommand deletes a parked command from the work queue.
 func (q *Queue) RemoveCommand(ctx context.Context, seq uint64) error {
 	if err := q.cmd.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("workqueue: remove command seq %d: %w", seq, err)
+		return fmt.Errorf("nodequeue: remove command seq %d: %w", seq, err)
 	}
 	return nil
 }
@@ -169,7 +169,7 @@ func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Contex
 		MaxAckPending:  1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workqueue: dead-letter consumer: %w", err)
+		return nil, fmt.Errorf("nodequeue: dead-letter consumer: %w", err)
 	}
 	return cons.Consume(func(m jetstream.Msg) {
 		// JetStream's advisories carry no header; anything else on these

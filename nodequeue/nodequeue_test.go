@@ -1,4 +1,4 @@
-package workqueue_test
+package nodequeue_test
 
 import (
 	"context"
@@ -13,29 +13,29 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var mgr = events.ManagerRef{Namespace: "ns", Name: "m", UID: "u"}
 
-func cmd(node, id string) workqueue.Command {
-	return workqueue.Command{ID: id, Kind: workqueue.Advance, Manager: mgr, Node: node, Attempt: 1, Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "im:2"}
+func cmd(node, id string) nodequeue.Command {
+	return nodequeue.Command{ID: id, Kind: nodequeue.Advance, Manager: mgr, Node: node, Attempt: 1, Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "im:2"}
 }
 
-func open(t *testing.T, cfg workqueue.Config) (*workqueue.Queue, jetstream.JetStream, context.Context) {
+func open(t *testing.T, cfg nodequeue.Config) (*nodequeue.Queue, jetstream.JetStream, context.Context) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	q, err := workqueue.Open(ctx, js, cfg)
+	q, err := nodequeue.Open(ctx, js, cfg)
 	require.NoError(t, err)
 	return q, js, ctx
 }
 
 func TestPublishDedupAndPerNodeConsumers(t *testing.T) {
-	q, _, ctx := open(t, workqueue.Config{})
+	q, _, ctx := open(t, nodequeue.Config{})
 	dup, err := q.Publish(ctx, cmd("node.a", "c1"))
 	require.NoError(t, err)
 	assert.False(t, dup)
@@ -52,9 +52,9 @@ func TestPublishDedupAndPerNodeConsumers(t *testing.T) {
 	for node, c := range map[string]jetstream.Consumer{"node.a": a, "node-b": b} {
 		batch, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
 		require.NoError(t, err)
-		var got []workqueue.Command
+		var got []nodequeue.Command
 		for m := range batch.Messages() {
-			c, err := workqueue.DecodeCommand(m.Data())
+			c, err := nodequeue.DecodeCommand(m.Data())
 			require.NoError(t, err)
 			got = append(got, c)
 			require.NoError(t, m.Ack())
@@ -68,7 +68,7 @@ func TestPublishDedupAndPerNodeConsumers(t *testing.T) {
 // the stream as a record, and neither a new fetch nor the controller
 // creating the consumer again (as it does on every start) delivers it again.
 func TestAckedCommandsAreKeptNotRedelivered(t *testing.T) {
-	q, js, ctx := open(t, workqueue.Config{})
+	q, js, ctx := open(t, nodequeue.Config{})
 	_, err := q.Publish(ctx, cmd("n1", "c1"))
 	require.NoError(t, err)
 	c, err := q.NodeConsumer(ctx, "n1")
@@ -95,14 +95,14 @@ func TestAckedCommandsAreKeptNotRedelivered(t *testing.T) {
 	info, err := c.Info(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, info.NumPending+uint64(info.NumAckPending), "nothing left to do")
-	st, err := js.Stream(ctx, workqueue.CommandStream)
+	st, err := js.Stream(ctx, nodequeue.CommandStream)
 	require.NoError(t, err)
-	kept, err := st.GetLastMsgForSubject(ctx, workqueue.Subject("n1"))
+	kept, err := st.GetLastMsgForSubject(ctx, nodequeue.Subject("n1"))
 	require.NoError(t, err)
-	got, err := workqueue.DecodeCommand(kept.Data)
+	got, err := nodequeue.DecodeCommand(kept.Data)
 	require.NoError(t, err)
 	assert.Equal(t, "c1", got.ID, "the command is kept as a record")
-	assert.Equal(t, int64(workqueue.CommandsKeptPerNode), st.CachedInfo().Config.MaxMsgsPerSubject)
+	assert.Equal(t, int64(nodequeue.CommandsKeptPerNode), st.CachedInfo().Config.MaxMsgsPerSubject)
 }
 
 // TestOpenExplainsAWorkQueueStream: a command stream left with work-queue
@@ -111,38 +111,38 @@ func TestOpenExplainsAWorkQueueStream(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := t.Context()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: workqueue.CommandStream, Subjects: []string{workqueue.CommandSubjects}, Retention: jetstream.WorkQueuePolicy})
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: nodequeue.CommandStream, Subjects: []string{nodequeue.CommandSubjects}, Retention: jetstream.WorkQueuePolicy})
 	require.NoError(t, err)
-	_, err = workqueue.Open(ctx, js, workqueue.Config{})
+	_, err = nodequeue.Open(ctx, js, nodequeue.Config{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "work-queue retention")
-	assert.Contains(t, err.Error(), "nats stream rm "+workqueue.CommandStream)
+	assert.Contains(t, err.Error(), "nats stream rm "+nodequeue.CommandStream)
 }
 
 func TestPublishRejectsInvalidCommands(t *testing.T) {
-	q, _, ctx := open(t, workqueue.Config{})
-	bad := []workqueue.Command{
+	q, _, ctx := open(t, nodequeue.Config{})
+	bad := []nodequeue.Command{
 		{},
-		func() workqueue.Command { c := cmd("n", "x"); c.Kind = "explode"; return c }(),
-		func() workqueue.Command { c := cmd("n", "x"); c.Step = "nowhere"; return c }(),
-		func() workqueue.Command { c := cmd("", "x"); return c }(),
-		func() workqueue.Command { c := cmd("n", "x"); c.Attempt = 0; return c }(),
+		func() nodequeue.Command { c := cmd("n", "x"); c.Kind = "explode"; return c }(),
+		func() nodequeue.Command { c := cmd("n", "x"); c.Step = "nowhere"; return c }(),
+		func() nodequeue.Command { c := cmd("", "x"); return c }(),
+		func() nodequeue.Command { c := cmd("n", "x"); c.Attempt = 0; return c }(),
 	}
 	for _, c := range bad {
 		_, err := q.Publish(ctx, c)
 		assert.Error(t, err)
 	}
-	_, err := workqueue.DecodeCommand([]byte("{nope"))
-	assert.ErrorIs(t, err, workqueue.ErrBadCommand)
+	_, err := nodequeue.DecodeCommand([]byte("{nope"))
+	assert.ErrorIs(t, err, nodequeue.ErrBadCommand)
 }
 
 func TestCommandPastMaxDeliverIsDeadLettered(t *testing.T) {
-	q, js, ctx := open(t, workqueue.Config{AckWait: 100 * time.Millisecond, MaxDeliver: 3})
+	q, js, ctx := open(t, nodequeue.Config{AckWait: 100 * time.Millisecond, MaxDeliver: 3})
 	var (
 		mu   sync.Mutex
-		dead []workqueue.DeadCommand
+		dead []nodequeue.DeadCommand
 	)
-	cc, err := q.WatchDeadLetters(ctx, func(_ context.Context, d workqueue.DeadCommand) error {
+	cc, err := q.WatchDeadLetters(ctx, func(_ context.Context, d nodequeue.DeadCommand) error {
 		mu.Lock()
 		defer mu.Unlock()
 		dead = append(dead, d)
@@ -182,16 +182,16 @@ func TestCommandPastMaxDeliverIsDeadLettered(t *testing.T) {
 	assert.Equal(t, "doomed", dead[0].Command.ID)
 	assert.Equal(t, 3, dead[0].Deliveries)
 
-	dlq, err := js.Stream(ctx, workqueue.DeadLetterStream)
+	dlq, err := js.Stream(ctx, nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n1")
 	require.NoError(t, err)
-	assert.Equal(t, "max deliveries exceeded", m.Header.Get(workqueue.HeaderDeadReason))
-	got, err := workqueue.DecodeCommand(m.Data)
+	assert.Equal(t, "max deliveries exceeded", m.Header.Get(nodequeue.HeaderDeadReason))
+	got, err := nodequeue.DecodeCommand(m.Data)
 	require.NoError(t, err)
 	assert.Equal(t, "doomed", got.ID)
 
-	cmdStream, err := js.Stream(ctx, workqueue.CommandStream)
+	cmdStream, err := js.Stream(ctx, nodequeue.CommandStream)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		info, err := cmdStream.Info(ctx)

@@ -1,4 +1,4 @@
-package workqueue_test
+package nodequeue_test
 
 import (
 	"testing"
@@ -8,20 +8,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // TestStreamLimits: both streams are bounded per message and in total, and a
 // message over the bound is refused, not stored.
 func TestStreamLimits(t *testing.T) {
-	_, js, ctx := open(t, workqueue.Config{})
+	_, js, ctx := open(t, nodequeue.Config{})
 	for _, tc := range []struct {
 		stream, subject string
 		msgBytes        int32
 		streamBytes     int64
 	}{
-		{workqueue.CommandStream, workqueue.Subject("n1"), workqueue.MaxCommandBytes, workqueue.MaxCommandStreamBytes},
-		{workqueue.DeadLetterStream, "sb.dlq.cmd.n1", workqueue.MaxDeadLetterBytes, workqueue.MaxDeadLetterStreamBytes},
+		{nodequeue.CommandStream, nodequeue.Subject("n1"), nodequeue.MaxCommandBytes, nodequeue.MaxCommandStreamBytes},
+		{nodequeue.DeadLetterStream, "sb.dlq.cmd.n1", nodequeue.MaxDeadLetterBytes, nodequeue.MaxDeadLetterStreamBytes},
 	} {
 		t.Run(tc.stream, func(t *testing.T) {
 			s, err := js.Stream(ctx, tc.stream)

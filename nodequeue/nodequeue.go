@@ -1,4 +1,4 @@
-// Package workqueue carries node commands from the orchestrator to node
+// Package nodequeue carries node commands from the orchestrator to node
 // workers over a JetStream stream: one subject and one durable pull consumer
 // per node, explicit acks, a short AckWait kept alive by InProgress heartbeats
 // during long steps, bounded redelivery with back-off, and a dead-letter
@@ -12,7 +12,7 @@
 // that check grew with the cluster and cost more than half a millisecond a
 // step at 1000 nodes (BENCHMARKS.md). The kept commands are also a record of
 // what each worker was asked to do.
-package workqueue
+package nodequeue
 
 import (
 	"context"
@@ -170,7 +170,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Duplicates:        cfg.DuplicateWindow,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workqueue: stream %s: %w", CommandStream, explainRetention(ctx, js, err))
+		return nil, fmt.Errorf("nodequeue: stream %s: %w", CommandStream, explainRetention(ctx, js, err))
 	}
 	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        DeadLetterStream,
@@ -186,7 +186,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Replicas:   cfg.Replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workqueue: stream %s: %w", DeadLetterStream, err)
+		return nil, fmt.Errorf("nodequeue: stream %s: %w", DeadLetterStream, err)
 	}
 	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
 }
@@ -230,11 +230,11 @@ func explainRetention(ctx context.Context, js jetstream.JetStream, err error) er
 // returns true when the command was already there (a re-issue).
 func (q *Queue) Publish(ctx context.Context, cmd Command) (duplicate bool, err error) {
 	if err := cmd.Validate(); err != nil {
-		return false, fmt.Errorf("workqueue: publish: %w", err)
+		return false, fmt.Errorf("nodequeue: publish: %w", err)
 	}
 	data, err := json.Marshal(cmd)
 	if err != nil {
-		return false, fmt.Errorf("workqueue: publish %s: %w", cmd.ID, err)
+		return false, fmt.Errorf("nodequeue: publish %s: %w", cmd.ID, err)
 	}
 	msg := nats.NewMsg(Subject(cmd.Node))
 	msg.Data = data
@@ -242,7 +242,7 @@ func (q *Queue) Publish(ctx context.Context, cmd Command) (duplicate bool, err e
 	msg.Header.Set("sb-command-kind", string(cmd.Kind))
 	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(cmd.ID))
 	if err != nil {
-		return false, fmt.Errorf("workqueue: publish %s to %s: %w", cmd.ID, msg.Subject, err)
+		return false, fmt.Errorf("nodequeue: publish %s to %s: %w", cmd.ID, msg.Subject, err)
 	}
 	return ack.Duplicate, nil
 }
@@ -261,7 +261,7 @@ func (q *Queue) NodeConsumer(ctx context.Context, node string) (jetstream.Consum
 		MaxAckPending: 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("workqueue: consumer for node %s: %w", node, err)
+		return nil, fmt.Errorf("nodequeue: consumer for node %s: %w", node, err)
 	}
 	return c, nil
 }
@@ -294,7 +294,7 @@ func (q *Queue) Outstanding(ctx context.Context) (uint64, error) {
 		n += ci.NumPending + uint64(ci.NumAckPending)
 	}
 	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("workqueue: list consumers of %s: %w", CommandStream, err)
+		return 0, fmt.Errorf("nodequeue: list consumers of %s: %w", CommandStream, err)
 	}
 	return n, nil
 }

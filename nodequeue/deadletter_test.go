@@ -1,4 +1,4 @@
-package workqueue_test
+package nodequeue_test
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/workqueue"
+	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // TestDeadLetterCannotBeHiddenByATakenID: every worker may publish dead
@@ -18,10 +18,10 @@ import (
 // it: the real record is stored (under a fresh id), and parking it again
 // stores nothing twice.
 func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
-	q, js, ctx := open(t, workqueue.Config{})
+	q, js, ctx := open(t, nodequeue.Config{})
 	_, err := q.Publish(ctx, cmd("n2", "c1"))
 	require.NoError(t, err)
-	cmds, err := js.Stream(ctx, workqueue.CommandStream)
+	cmds, err := js.Stream(ctx, nodequeue.CommandStream)
 	require.NoError(t, err)
 	info, err := cmds.Info(ctx)
 	require.NoError(t, err)
@@ -29,22 +29,22 @@ func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
 
 	junk := nats.NewMsg("sb.dlq.cmd.n1")
 	junk.Data = []byte("junk")
-	junk.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", workqueue.CommandStream, seq))
+	junk.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", nodequeue.CommandStream, seq))
 	_, err = js.PublishMsg(ctx, junk)
 	require.NoError(t, err)
 
 	for range 2 { // parked twice: a redelivered advisory
-		dead, ok, err := q.DeadLetterCommand(ctx, seq, workqueue.ConsumerName("n2"), 5, "max deliveries")
+		dead, ok, err := q.DeadLetterCommand(ctx, seq, nodequeue.ConsumerName("n2"), 5, "max deliveries")
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, "n2", dead.Command.Node)
 	}
-	dlq, err := js.Stream(ctx, workqueue.DeadLetterStream)
+	dlq, err := js.Stream(ctx, nodequeue.DeadLetterStream)
 	require.NoError(t, err)
 	dinfo, err := dlq.Info(ctx, jetstream.WithSubjectFilter("sb.dlq.cmd.>"))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]uint64{"sb.dlq.cmd.n1": 1, "sb.dlq.cmd.n2": 1}, dinfo.State.Subjects, "the junk and exactly one real record")
 	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n2")
 	require.NoError(t, err)
-	assert.Equal(t, "max deliveries", m.Header.Get(workqueue.HeaderDeadReason))
+	assert.Equal(t, "max deliveries", m.Header.Get(nodequeue.HeaderDeadReason))
 }
