@@ -19,6 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // badCommand is one message published by hand on a node's command queue.
@@ -109,7 +110,7 @@ func TestBadCommands(t *testing.T) {
 			}},
 	}
 	for _, c := range cases {
-		ack, err := e.JS.PublishMsg(e.Context(), &nats.Msg{Subject: nodequeue.Subject(c.node), Data: c.body(ref), Header: nats.Header{}})
+		ack, err := e.JS.PublishMsg(e.Context(), &nats.Msg{Subject: topology.CommandSubject(c.node), Data: c.body(ref), Header: nats.Header{}})
 		require.NoError(t, err, c.name)
 		c.seq = ack.Sequence
 	}
@@ -151,7 +152,7 @@ func TestBadCommands(t *testing.T) {
 			d := dead[c.seq]
 			if c.bug != "" {
 				require.Nil(t, d, "still not dead-lettered: remove the bug note")
-				b.Got("acked and dropped: not in %s, nothing else happened (upgrade %s)", nodequeue.DeadLetterStream, st.State)
+				b.Got("acked and dropped: not in %s, nothing else happened (upgrade %s)", topology.DeadLetterStream, st.State)
 				b.Bug("%s", c.bug)
 			}
 			if c.dlqSubject == "" {
@@ -162,10 +163,10 @@ func TestBadCommands(t *testing.T) {
 			require.NotNil(t, d, "dead-lettered")
 			assert.Equal(t, c.dlqSubject, d.Subject)
 			for _, r := range append([]string{c.reason}, c.more...) {
-				assert.Contains(t, d.Header.Get(nodequeue.HeaderDeadReason), r)
+				assert.Contains(t, d.Header.Get(topology.HeaderDeadReason), r)
 			}
-			b.Got("%s: %s after %s deliveries; upgrade %s", d.Subject, clip(d.Header.Get(nodequeue.HeaderDeadReason), 70),
-				d.Header.Get(nodequeue.HeaderDeadDelivered), st.State)
+			b.Got("%s: %s after %s deliveries; upgrade %s", d.Subject, clip(d.Header.Get(topology.HeaderDeadReason), 70),
+				d.Header.Get(topology.HeaderDeadDelivered), st.State)
 		})
 	}
 }
@@ -173,7 +174,7 @@ func TestBadCommands(t *testing.T) {
 // deadCommands indexes the dead-lettered commands by their queue sequence.
 func deadCommands(t *testing.T, e *enginetest.Engine) map[uint64]*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := e.JS.Stream(e.Context(), nodequeue.DeadLetterStream)
+	s, err := e.JS.Stream(e.Context(), topology.DeadLetterStream)
 	require.NoError(t, err)
 	info, err := s.Info(e.Context())
 	require.NoError(t, err)
@@ -183,7 +184,7 @@ func deadCommands(t *testing.T, e *enginetest.Engine) map[uint64]*jetstream.RawS
 		if err != nil || !strings.HasPrefix(m.Subject, "sb.dlq.cmd.") {
 			continue
 		}
-		orig, _ := strconv.ParseUint(m.Header.Get(nodequeue.HeaderDeadSequence), 10, 64)
+		orig, _ := strconv.ParseUint(m.Header.Get(topology.HeaderDeadSequence), 10, 64)
 		out[orig] = m
 	}
 	return out

@@ -18,8 +18,8 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // stall is a well-formed event of node's upgrade: the poison cases start
@@ -39,7 +39,7 @@ func encode(t *testing.T, e events.Envelope) *nats.Msg {
 // poison is one bad message published by hand on the event stream.
 type poison struct {
 	name string
-	// kind is the dead-letter kind expected (projector.HeaderDeadKind); ""
+	// kind is the dead-letter kind expected (topology.HeaderDeadKind); ""
 	// when JetStream itself must refuse the message.
 	kind string
 	// refusal is a substring of the publish error when kind is "".
@@ -122,7 +122,7 @@ func poisons() []*poison {
 // deadLetters indexes the dead-lettered events by the sequence they had.
 func deadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream) map[uint64]*jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := js.Stream(ctx, nodequeue.DeadLetterStream)
+	s, err := js.Stream(ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -132,10 +132,10 @@ func deadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream) map[
 		if err != nil {
 			continue
 		}
-		if !strings.HasPrefix(m.Subject, projector.DeadLetterPrefix+".") {
+		if !strings.HasPrefix(m.Subject, topology.DeadEventPrefix+".") {
 			continue
 		}
-		orig, _ := strconv.ParseUint(m.Header.Get(nodequeue.HeaderDeadSequence), 10, 64)
+		orig, _ := strconv.ParseUint(m.Header.Get(topology.HeaderDeadSequence), 10, 64)
 		out[orig] = m
 	}
 	return out
@@ -207,17 +207,17 @@ func TestPoisonOnTheEventStream(t *testing.T) {
 				c.Got("publish failed: %s", p.refusal)
 				return
 			}
-			c := newCase(t, "event stream: "+p.name, fmt.Sprintf("parked as %s in %s; upgrade completes", p.kind, nodequeue.DeadLetterStream))
+			c := newCase(t, "event stream: "+p.name, fmt.Sprintf("parked as %s in %s; upgrade completes", p.kind, topology.DeadLetterStream))
 			d := parked[p.seq]
 			require.NotNil(t, d)
-			assert.Equal(t, p.kind, d.Header.Get(projector.HeaderDeadKind))
+			assert.Equal(t, p.kind, d.Header.Get(topology.HeaderDeadKind))
 			report := "no Event (the subject names no manager)"
 			if p.aboutManager {
 				require.NotEmpty(t, reported, "Warning Event on the manager")
 				report = "Warning Event " + projector.ReasonEventDeadLettered
 			}
-			c.Got("parked as %s (%s); %s; manager %s", d.Header.Get(projector.HeaderDeadKind),
-				reasonTail(d.Header.Get(nodequeue.HeaderDeadReason)), report, got.Status.State)
+			c.Got("parked as %s (%s); %s; manager %s", d.Header.Get(topology.HeaderDeadKind),
+				reasonTail(d.Header.Get(topology.HeaderDeadReason)), report, got.Status.State)
 		})
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // manifest renders a DataEngineUpgradeManager; spec is the YAML under
@@ -184,11 +184,11 @@ func TestVeryLongNodeName(t *testing.T) {
 	_, err = e.Queue.NodeConsumer(ctx, long)
 	if err != nil {
 		c.Got("CRD accepts it; the worker cannot open its queue: %v", err)
-		c.Bug("nodequeue.ConsumerName(%d-char node) is %d characters, over JetStream's 255-character limit (also the "+
+		c.Bug("topology.NodeConsumer(%d-char node) is %d characters, over JetStream's 255-character limit (also the "+
 			"file store's directory name limit): the worker exits at start, the manager stays 'upgrading' that node "+
-			"forever with no stall and no error. Fix: in nodequeue.ConsumerName, keep names <= 255 by shortening long "+
+			"forever with no stall and no error. Fix: in topology.NodeConsumer, keep names <= 255 by shortening long "+
 			"tokens with a hash suffix (e.g. worker-<first 200 chars>-<10 hex of sha256(node)>), as projector.NodeUpgradeName does",
-			len(long), len(nodequeue.ConsumerName(long)))
+			len(long), len(topology.NodeConsumer(long)))
 	}
-	c.Got("accepted; consumer %d chars", len(nodequeue.ConsumerName(long)))
+	c.Got("accepted; consumer %d chars", len(topology.NodeConsumer(long)))
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestNodeUpgradeDeletedByHand: a user deletes a NodeDataEngineUpgrade.
@@ -150,7 +150,7 @@ func TestDottedNodeNames(t *testing.T) {
 	w.onceEach(ref)
 	subject := events.NodeAggregate(ref, nodes[0]).Subject()
 	assert.True(t, strings.HasSuffix(subject, ".node.node-1_example_com"), subject)
-	assert.Equal(t, "sb.cmd.node.node-1_example_com", nodequeue.Subject(nodes[0]))
+	assert.Equal(t, "sb.cmd.node.node-1_example_com", topology.CommandSubject(nodes[0]))
 	for _, n := range nodes {
 		nu, err := w.kc.NodeUpgrades(w.ns).Get(w.ctx, projector.NodeUpgradeName("dotted", n))
 		require.NoError(t, err)

@@ -12,9 +12,8 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/orchestrator"
-	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // poll evaluates cond every 10ms until it holds or timeout passes, and
@@ -85,7 +84,7 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 			require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
 			done := poll(30*time.Second, func() bool { return w.e.Manager(ref).Terminal() })
 			if !done {
-				orch := consumerDelivered(t, w, orchestrator.ConsumerName)
+				orch := consumerDelivered(t, w, topology.OrchestratorConsumer)
 				b.Got("upgrade stuck in %s; orchestrator consumer delivered up to seq %d (lookalike %d)", w.e.Manager(ref).State, orch, seq)
 				b.Bug("the upgrade does not complete: the orchestrator's consumer (nats.go Messages) takes a 409/400 lookalike for a status and stops for good; orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")
 			}
@@ -121,8 +120,8 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 				b.Got("upgrade %s; replay parks seq %d; the projector never gets it (not dead-lettered, unacked)", st.State, seq)
 				b.Bug("the projector's consumer (nats.go FetchNoWait/Next) drops the lookalike unacknowledged, redelivered and dropped every AckWait: projector.fetch must read with eventstore.Store.Fetch")
 			}
-			kind := deadLetters(t, w.ctx, w.e.JS)[seq].Header.Get(projector.HeaderDeadKind)
-			acked := poll(10*time.Second, func() bool { return consumerAckFloor(t, w, orchestrator.ConsumerName) >= seq })
+			kind := deadLetters(t, w.ctx, w.e.JS)[seq].Header.Get(topology.HeaderDeadKind)
+			acked := poll(10*time.Second, func() bool { return consumerAckFloor(t, w, topology.OrchestratorConsumer) >= seq })
 			if !acked {
 				b.Got("upgrade %s; replay parks seq %d; projector dead-letters it (%s); orchestrator leaves it unacked", st.State, seq, kind)
 				b.Bug("the orchestrator's consumer (nats.go Messages) drops the lookalike unacknowledged, redelivered every AckWait forever: orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")

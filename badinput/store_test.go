@@ -30,6 +30,7 @@ import (
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // node is one process of the engine on a store directory that outlives it:
@@ -130,7 +131,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	first.stop()
 
 	// Cut into the last message of the newest block.
-	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", eventstore.DefaultStream, "msgs", "*.blk"))
+	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", topology.EventStream, "msgs", "*.blk"))
 	require.NoError(t, err)
 	require.NotEmpty(t, blocks)
 	slices.SortFunc(blocks, func(a, b string) int { return blockIndex(a) - blockIndex(b) })
@@ -141,7 +142,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 
 	second := startEngine(t, dir, cluster)
 	ctx := context.Background()
-	s, err := second.js.Stream(ctx, eventstore.DefaultStream)
+	s, err := second.js.Stream(ctx, topology.EventStream)
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	require.ErrorAs(t, lostErr, &lhe)
 	assert.Contains(t, lostErr.Error(), gaps.String())
 	var gauge dto.Metric
-	require.NoError(t, metrics.StreamLostEvents.WithLabelValues(eventstore.DefaultStream).Write(&gauge))
+	require.NoError(t, metrics.StreamLostEvents.WithLabelValues(topology.EventStream).Write(&gauge))
 	assert.Equal(t, float64(lost), gauge.GetGauge().GetValue(), "switchback_stream_lost_events")
 	assert.Equal(t, gaps.Missing, after.Missing, "replay finds the same gaps in its scan")
 	require.Error(t, after.MissingErr())

@@ -76,6 +76,12 @@ func ManagerSubjectPrefix(m ManagerRef) string {
 	return SubjectPrefix + "." + EncodeToken(m.Namespace) + "." + EncodeToken(m.Name) + "." + EncodeToken(m.UID)
 }
 
+// ManagerSubjects selects every manager's subject (not their nodes').
+const ManagerSubjects = SubjectPrefix + ".*.*.*.mgr"
+
+// NodeSubjects selects node's subject under every manager.
+func NodeSubjects(node string) string { return SubjectPrefix + ".*.*.*.node." + EncodeToken(node) }
+
 // ParseSubject is the inverse of AggregateID.Subject.
 func ParseSubject(subject string) (AggregateID, error) {
 	rest, ok := strings.CutPrefix(subject, SubjectPrefix+".")

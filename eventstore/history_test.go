@@ -14,6 +14,7 @@ import (
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func TestGapsRangesAndText(t *testing.T) {
@@ -87,7 +88,7 @@ func TestCheckHistoryNamesLostEvents(t *testing.T) {
 func lostMetric(t *testing.T) float64 {
 	t.Helper()
 	var m dto.Metric
-	require.NoError(t, metrics.StreamLostEvents.WithLabelValues(eventstore.DefaultStream).Write(&m))
+	require.NoError(t, metrics.StreamLostEvents.WithLabelValues(topology.EventStream).Write(&m))
 	return m.GetGauge().GetValue()
 }
 
@@ -95,7 +96,7 @@ func lostMetric(t *testing.T) float64 {
 // stream in a stopped server's store dir.
 func truncateLastBlock(t *testing.T, dir string, n int64) {
 	t.Helper()
-	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", eventstore.DefaultStream, "msgs", "*.blk"))
+	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", topology.EventStream, "msgs", "*.blk"))
 	require.NoError(t, err)
 	require.Len(t, blocks, 1, "small tests fill one block")
 	fi, err := os.Stat(blocks[0])

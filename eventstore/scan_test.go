@@ -13,6 +13,7 @@ import (
 	"github.com/switchback-dev/switchback/events/eventstest"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func TestEveryTypeRoundTripsThroughTheStore(t *testing.T) {
@@ -193,7 +194,7 @@ func TestSnapshotKeysAndOwnership(t *testing.T) {
 		_, err = worker.Append(c, agg, v, resumed(agg, "e1"))
 		require.NoError(t, err)
 	}
-	kv, err := js.KeyValue(c, eventstore.DefaultSnapshotBucket)
+	kv, err := js.KeyValue(c, topology.SnapshotBucket)
 	require.NoError(t, err)
 	// The worker's loads refresh no snapshot, not even its own node's.
 	for _, agg := range []events.AggregateID{own, other} {

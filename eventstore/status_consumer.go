@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Pulls of an ordered read: two requests of pullBatch messages in flight,
@@ -141,7 +143,7 @@ func (r *orderedRead) run(ctx context.Context) error {
 			}
 			continue
 		}
-		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+		if !strings.HasPrefix(m.Reply, topology.AckPrefix) {
 			if err := r.status(ctx, m); err != nil {
 				return err
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // fetchGrace is how long Fetch waits past the server's expiry of a pull
@@ -85,7 +87,7 @@ func (s *Store) pull(ctx context.Context, consumer string, req pullRequest) ([]j
 		case err != nil:
 			return msgs, fmt.Errorf("eventstore: fetch from consumer %s of %s: %w", consumer, s.cfg.Stream, err)
 		}
-		if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+		if strings.HasPrefix(m.Reply, topology.AckPrefix) {
 			msgs = append(msgs, &fetchedMsg{m: m})
 			continue
 		}

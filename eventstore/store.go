@@ -13,24 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Defaults for Config.
 const (
-	DefaultStream          = "SWITCHBACK_EVENTS"
-	DefaultSnapshotBucket  = "switchback-snapshots"
 	DefaultDuplicateWindow = 2 * time.Minute
 )
 
 // Config describes the event stream.
 type Config struct {
-	// Stream name; default DefaultStream.
+	// Stream name; default topology.EventStream.
 	Stream string
 	// Replicas: 1 for an embedded server, 3 for a clustered deployment.
 	Replicas int
 	// DuplicateWindow bounds Nats-Msg-Id deduplication; default 2 minutes.
 	DuplicateWindow time.Duration
-	// SnapshotBucket is the KV bucket holding aggregate snapshots; default DefaultSnapshotBucket.
+	// SnapshotBucket is the KV bucket holding aggregate snapshots; default topology.SnapshotBucket.
 	SnapshotBucket string
 	// LoadBatch is how many messages one direct batch get returns; default 512.
 	LoadBatch int
@@ -43,7 +42,7 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Stream == "" {
-		c.Stream = DefaultStream
+		c.Stream = topology.EventStream
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -52,7 +51,7 @@ func (c *Config) defaults() {
 		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 	if c.SnapshotBucket == "" {
-		c.SnapshotBucket = DefaultSnapshotBucket
+		c.SnapshotBucket = topology.SnapshotBucket
 	}
 	if c.LoadBatch == 0 {
 		c.LoadBatch = 512

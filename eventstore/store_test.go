@@ -16,6 +16,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 var (
@@ -323,7 +324,7 @@ func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
 		headers map[string]string
 	}{
 		{"sequence far ahead", map[string]string{"Nats-Sequence": "1099511627776"}},
-		{"sequence behind", map[string]string{"Nats-Sequence": "1", "Nats-Stream": eventstore.DefaultStream}},
+		{"sequence behind", map[string]string{"Nats-Sequence": "1", "Nats-Stream": topology.EventStream}},
 		{"another subject", map[string]string{"Nats-Subject": other.Subject()}},
 		{"nothing pending", map[string]string{"Nats-Num-Pending": "0", "Nats-Last-Sequence": "1"}},
 		{"bad timestamp, lower case", map[string]string{"nats-time-stamp": "yesterday"}},

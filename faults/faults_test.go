@@ -15,9 +15,9 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Scenario names, as the summary table shows them.
@@ -312,7 +312,7 @@ func TestClusterServerKilledAndRestarted(t *testing.T) {
 }
 
 func (w *world) streamInfo() (*jetstream.StreamInfo, error) {
-	s, err := w.js.Stream(w.ctx, eventstore.DefaultStream)
+	s, err := w.js.Stream(w.ctx, topology.EventStream)
 	if err != nil {
 		return nil, err
 	}

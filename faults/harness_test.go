@@ -36,6 +36,7 @@ import (
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Bounds of one run: the upgrade of three nodes takes a few seconds; the
@@ -231,7 +232,7 @@ func (w *world) simWorld() {
 		// simulator stops being served.
 		w.onStop(w.gate.open)
 	}
-	served, err := simremote.Serve(w.nc, simremote.DefaultPrefix, plane)
+	served, err := simremote.Serve(w.nc, topology.SimPrefix, plane)
 	require.NoError(t, err)
 	t.Cleanup(served.Stop)
 }

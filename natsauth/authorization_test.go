@@ -21,6 +21,7 @@ import (
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 var testRef = events.ManagerRef{Namespace: "longhorn-system", Name: "upgrade-v2", UID: "3f0c9d1e-uid"}
@@ -111,7 +112,7 @@ func TestPermissions(t *testing.T) {
 	// --- What the worker must be able to do, and the reader mostly not. ---
 	_, err := d.queue.Publish(ctx, command("n1", "cmd-n1-1"))
 	require.NoError(t, err)
-	own, err := n1.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n1"))
+	own, err := n1.js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer("n1"))
 	require.NoError(t, err, "consumer info on its own consumer")
 	batch, err := own.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -123,7 +124,7 @@ func TestPermissions(t *testing.T) {
 	require.NoError(t, msgs[0].DoubleAck(ctx), "acks its own node's command")
 	const pullN1 = "pull + ack node n1's commands (worker-n1)"
 	m.allowed(worker.who, pullN1)
-	nextN1 := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n1")
+	nextN1 := "$JS.API.CONSUMER.MSG.NEXT." + topology.CommandStream + "." + topology.NodeConsumer("n1")
 	m.refused(rd.who, pullN1, denied(t, r.viol, nextN1, func(ctx context.Context) error {
 		_, err := r.nc.RequestWithContext(ctx, nextN1, []byte(`{"batch":1,"expires":200000000}`))
 		return err
@@ -156,19 +157,19 @@ func TestPermissions(t *testing.T) {
 	const getSnap, putSnap = "get a snapshot (KV switchback-snapshots)", "put a snapshot, even its node's (KV switchback-snapshots)"
 	m.allowed(worker.who, getSnap)
 	key := eventstore.SnapshotKey(agg1)
-	wkv, err := n1.js.KeyValue(ctx, eventstore.DefaultSnapshotBucket)
+	wkv, err := n1.js.KeyValue(ctx, topology.SnapshotBucket)
 	require.NoError(t, err)
-	m.refused(worker.who, putSnap, denied(t, n1.viol, "$KV."+eventstore.DefaultSnapshotBucket+"."+key, func(ctx context.Context) error {
+	m.refused(worker.who, putSnap, denied(t, n1.viol, "$KV."+topology.SnapshotBucket+"."+key, func(ctx context.Context) error {
 		_, err := wkv.Put(ctx, key, []byte("{}"))
 		return err
 	}))
-	kv, err := r.js.KeyValue(ctx, eventstore.DefaultSnapshotBucket)
+	kv, err := r.js.KeyValue(ctx, topology.SnapshotBucket)
 	require.NoError(t, err, "the reader binds the bucket (eventstore.Open does)")
-	m.refused(rd.who, getSnap, denied(t, r.viol, "$JS.API.DIRECT.GET.KV_"+eventstore.DefaultSnapshotBucket+".$KV."+eventstore.DefaultSnapshotBucket+"."+key, func(ctx context.Context) error {
+	m.refused(rd.who, getSnap, denied(t, r.viol, "$JS.API.DIRECT.GET.KV_"+topology.SnapshotBucket+".$KV."+topology.SnapshotBucket+"."+key, func(ctx context.Context) error {
 		_, err := kv.Get(ctx, key)
 		return err
 	}))
-	m.refused(rd.who, putSnap, denied(t, r.viol, "$KV."+eventstore.DefaultSnapshotBucket+"."+key, func(ctx context.Context) error {
+	m.refused(rd.who, putSnap, denied(t, r.viol, "$KV."+topology.SnapshotBucket+"."+key, func(ctx context.Context) error {
 		_, err := kv.Put(ctx, key, []byte("{}"))
 		return err
 	}))
@@ -199,7 +200,7 @@ func TestPermissions(t *testing.T) {
 	info, err := d.queue.CommandStreamInfo(ctx)
 	require.NoError(t, err)
 	const readCmd, park = "read a command by sequence (STREAM.MSG.GET on the command stream)", "dead-letter a command (sb.dlq.cmd.*)"
-	cmdGet := "$JS.API.STREAM.MSG.GET." + nodequeue.CommandStream
+	cmdGet := "$JS.API.STREAM.MSG.GET." + topology.CommandStream
 	for _, u := range []struct {
 		user
 		viol *natsauth.Violations
@@ -218,7 +219,7 @@ func TestPermissions(t *testing.T) {
 	// --- What the reader must be able to do: what history and replay do,
 	// and the nats CLI's reads (TestReaderWithTheNATSCLI). ---
 	refusedSoFar := len(r.viol.All())
-	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
+	for _, s := range []string{topology.EventStream, topology.DeadLetterStream} {
 		_, err := r.js.Stream(ctx, s)
 		require.NoError(t, err, "stream info on %s", s)
 	}
@@ -227,18 +228,18 @@ func TestPermissions(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Upgrades, 1, "the replay folds n1's upgrade")
 	m.allowed(rd.who, "replay the event stream (replay.Run: an ordered read)")
-	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
+	for _, s := range []string{topology.EventStream, topology.DeadLetterStream} {
 		got := orderedRead(t, r.js, s, 1)
 		require.NotEmpty(t, got[0], "an ordered consumer on %s delivers", s)
 		m.allowed(rd.who, "ordered consumer on "+s)
 	}
-	for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
+	for _, s := range []string{topology.EventStream, topology.DeadLetterStream} {
 		msg, err := r.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s, []byte(`{"seq":1}`))
 		require.NoError(t, err)
 		require.Contains(t, string(msg.Data), `"seq":1`, "message get on %s", s)
 	}
 	m.allowed(rd.who, "get a message by sequence (STREAM.MSG.GET on both streams)")
-	evs, err := r.js.Stream(ctx, eventstore.DefaultStream)
+	evs, err := r.js.Stream(ctx, topology.EventStream)
 	require.NoError(t, err)
 	last, err := evs.GetLastMsgForSubject(ctx, agg1.Subject())
 	require.NoError(t, err, "direct get, last by subject")
@@ -252,22 +253,22 @@ func TestPermissions(t *testing.T) {
 	// Pull n2's commands.
 	_, err = d.queue.Publish(ctx, command("n2", "cmd-n2-1"))
 	require.NoError(t, err)
-	next := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
-	infoSubj := "$JS.API.CONSUMER.INFO." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
+	next := "$JS.API.CONSUMER.MSG.NEXT." + topology.CommandStream + "." + topology.NodeConsumer("n2")
+	infoSubj := "$JS.API.CONSUMER.INFO." + topology.CommandStream + "." + topology.NodeConsumer("n2")
 	for _, u := range both {
 		m.refused(u.who, "pull node n2's commands", denied(t, u.viol, next, func(ctx context.Context) error {
 			_, err := u.nc.RequestWithContext(ctx, next, []byte(`{"batch":1,"expires":200000000}`))
 			return err
 		}))
 		m.refused(u.who, "look up node n2's consumer", denied(t, u.viol, infoSubj, func(ctx context.Context) error {
-			_, err := u.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
+			_, err := u.js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer("n2"))
 			return err
 		}))
 	}
 
 	// Ack n2's command: n2 pulls it and does not ack; the others try with
 	// the delivery's ack subject. The command must come back to n2.
-	c2, err := n2.js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
+	c2, err := n2.js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer("n2"))
 	require.NoError(t, err)
 	b2, err := c2.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -277,7 +278,7 @@ func TestPermissions(t *testing.T) {
 	}
 	require.NotNil(t, pending, "n2 got its command")
 	ackSubj := pending.Reply()
-	require.True(t, strings.HasPrefix(ackSubj, "$JS.ACK."+nodequeue.CommandStream+"."+nodequeue.ConsumerName("n2")+"."))
+	require.True(t, strings.HasPrefix(ackSubj, "$JS.ACK."+topology.CommandStream+"."+topology.NodeConsumer("n2")+"."))
 	for _, u := range both {
 		m.refused(u.who, "ack node n2's command", denied(t, u.viol, ackSubj, func(ctx context.Context) error {
 			_, err := u.nc.RequestWithContext(ctx, ackSubj, []byte("+ACK"))
@@ -301,8 +302,8 @@ func TestPermissions(t *testing.T) {
 	mgrSubj := events.ManagerAggregate(testRef).Subject()
 	// The max-deliveries advisories are what makes the controller fail a
 	// node: forging one must be impossible.
-	adv := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2")
-	snapOther := "$KV." + eventstore.DefaultSnapshotBucket + ".other.key"
+	adv := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + topology.CommandStream + "." + topology.NodeConsumer("n2")
+	snapOther := "$KV." + topology.SnapshotBucket + ".other.key"
 	for _, u := range both {
 		m.refused(u.who, "append node n2's events", denied(t, u.viol, agg2.Subject(), func(ctx context.Context) error {
 			_, err := u.store.Append(ctx, agg2, 0, started("n2", "forged"))
@@ -310,8 +311,8 @@ func TestPermissions(t *testing.T) {
 		}))
 		for _, c := range []struct{ action, subject string }{
 			{"append a manager's events", mgrSubj},
-			{"issue a command to n2", nodequeue.Subject("n2")},
-			{"issue a command to n1", nodequeue.Subject("n1")},
+			{"issue a command to n2", topology.CommandSubject("n2")},
+			{"issue a command to n1", topology.CommandSubject("n1")},
 			{"forge a max-deliveries advisory", adv},
 			{"write a KV key outside the snapshot keys", snapOther},
 		} {
@@ -334,50 +335,50 @@ func TestPermissions(t *testing.T) {
 			_, err := u.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
 			return err
 		}},
-		{action: "update the event stream (e.g. MaxMsgs=1)", subject: "$JS.API.STREAM.UPDATE." + eventstore.DefaultStream, op: func(ctx context.Context, u user) error {
+		{action: "update the event stream (e.g. MaxMsgs=1)", subject: "$JS.API.STREAM.UPDATE." + topology.EventStream, op: func(ctx context.Context, u user) error {
 			cfg := eventstore.Config{}.StreamConfig()
 			cfg.MaxMsgs = 1
 			_, err := u.js.UpdateStream(ctx, cfg)
 			return err
 		}},
-		{action: "delete the event stream", subject: "$JS.API.STREAM.DELETE." + eventstore.DefaultStream, op: func(ctx context.Context, u user) error {
-			return u.js.DeleteStream(ctx, eventstore.DefaultStream)
+		{action: "delete the event stream", subject: "$JS.API.STREAM.DELETE." + topology.EventStream, op: func(ctx context.Context, u user) error {
+			return u.js.DeleteStream(ctx, topology.EventStream)
 		}},
-		{action: "delete the dead-letter stream", subject: "$JS.API.STREAM.DELETE." + nodequeue.DeadLetterStream, op: func(ctx context.Context, u user) error {
-			return u.js.DeleteStream(ctx, nodequeue.DeadLetterStream)
+		{action: "delete the dead-letter stream", subject: "$JS.API.STREAM.DELETE." + topology.DeadLetterStream, op: func(ctx context.Context, u user) error {
+			return u.js.DeleteStream(ctx, topology.DeadLetterStream)
 		}},
-		{action: "purge the dead-letter stream", subject: "$JS.API.STREAM.PURGE." + nodequeue.DeadLetterStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+nodequeue.DeadLetterStream, nil)
+		{action: "purge the dead-letter stream", subject: "$JS.API.STREAM.PURGE." + topology.DeadLetterStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+topology.DeadLetterStream, nil)
 			return err
 		}},
-		{action: "purge the command stream", subject: "$JS.API.STREAM.PURGE." + nodequeue.CommandStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+nodequeue.CommandStream, nil)
+		{action: "purge the command stream", subject: "$JS.API.STREAM.PURGE." + topology.CommandStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+topology.CommandStream, nil)
 			return err
 		}},
-		{action: "delete a command", subject: "$JS.API.STREAM.MSG.DELETE." + nodequeue.CommandStream, op: func(ctx context.Context, u user) error {
-			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+nodequeue.CommandStream, []byte(`{"seq":1}`))
+		{action: "delete a command", subject: "$JS.API.STREAM.MSG.DELETE." + topology.CommandStream, op: func(ctx context.Context, u user) error {
+			_, err := u.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+topology.CommandStream, []byte(`{"seq":1}`))
 			return err
 		}},
-		{action: "create a consumer on node n2's commands", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + ".thief." + nodequeue.Subject("n2"), op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: "thief", FilterSubject: nodequeue.Subject("n2"), AckPolicy: jetstream.AckExplicitPolicy})
+		{action: "create a consumer on node n2's commands", subject: "$JS.API.CONSUMER.CREATE." + topology.CommandStream + ".thief." + topology.CommandSubject("n2"), op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateOrUpdateConsumer(ctx, topology.CommandStream, jetstream.ConsumerConfig{Durable: "thief", FilterSubject: topology.CommandSubject("n2"), AckPolicy: jetstream.AckExplicitPolicy})
 			return err
 		}},
-		{action: "create (or update) node n1's consumer", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n1") + "." + nodequeue.Subject("n1"), op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: nodequeue.ConsumerName("n1"), FilterSubject: nodequeue.Subject("n1"), AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1000})
+		{action: "create (or update) node n1's consumer", subject: "$JS.API.CONSUMER.CREATE." + topology.CommandStream + "." + topology.NodeConsumer("n1") + "." + topology.CommandSubject("n1"), op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateOrUpdateConsumer(ctx, topology.CommandStream, jetstream.ConsumerConfig{Durable: topology.NodeConsumer("n1"), FilterSubject: topology.CommandSubject("n1"), AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1000})
 			return err
 		}},
-		{action: "create an ephemeral consumer on the command stream", subject: "$JS.API.CONSUMER.CREATE." + nodequeue.CommandStream + ".peek", op: func(ctx context.Context, u user) error {
-			_, err := u.js.CreateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy})
+		{action: "create an ephemeral consumer on the command stream", subject: "$JS.API.CONSUMER.CREATE." + topology.CommandStream + ".peek", op: func(ctx context.Context, u user) error {
+			_, err := u.js.CreateConsumer(ctx, topology.CommandStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy})
 			return err
 		}},
-		{action: "create (and delete) an ephemeral consumer on the event stream", subject: "$JS.API.CONSUMER.CREATE." + eventstore.DefaultStream + ".peek", readerMay: true, op: func(ctx context.Context, u user) error {
-			if _, err := u.js.CreateConsumer(ctx, eventstore.DefaultStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		{action: "create (and delete) an ephemeral consumer on the event stream", subject: "$JS.API.CONSUMER.CREATE." + topology.EventStream + ".peek", readerMay: true, op: func(ctx context.Context, u user) error {
+			if _, err := u.js.CreateConsumer(ctx, topology.EventStream, jetstream.ConsumerConfig{Name: "peek", AckPolicy: jetstream.AckNonePolicy}); err != nil {
 				return err
 			}
-			return u.js.DeleteConsumer(ctx, eventstore.DefaultStream, "peek")
+			return u.js.DeleteConsumer(ctx, topology.EventStream, "peek")
 		}},
-		{action: "delete node n2's consumer", subject: "$JS.API.CONSUMER.DELETE." + nodequeue.CommandStream + "." + nodequeue.ConsumerName("n2"), op: func(ctx context.Context, u user) error {
-			return u.js.DeleteConsumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName("n2"))
+		{action: "delete node n2's consumer", subject: "$JS.API.CONSUMER.DELETE." + topology.CommandStream + "." + topology.NodeConsumer("n2"), op: func(ctx context.Context, u user) error {
+			return u.js.DeleteConsumer(ctx, topology.CommandStream, topology.NodeConsumer("n2"))
 		}},
 	} {
 		for _, u := range both {
@@ -412,9 +413,9 @@ func TestPermissions(t *testing.T) {
 	assert.Empty(t, n2.viol.All(), "n2 did nothing it may not")
 
 	// The controller, by contrast, administers everything.
-	_, err = d.js.CreateOrUpdateConsumer(ctx, nodequeue.CommandStream, jetstream.ConsumerConfig{Durable: "ctl-probe", FilterSubject: nodequeue.Subject("n3"), AckPolicy: jetstream.AckExplicitPolicy})
+	_, err = d.js.CreateOrUpdateConsumer(ctx, topology.CommandStream, jetstream.ConsumerConfig{Durable: "ctl-probe", FilterSubject: topology.CommandSubject("n3"), AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
-	require.NoError(t, d.js.DeleteConsumer(ctx, nodequeue.CommandStream, "ctl-probe"))
+	require.NoError(t, d.js.DeleteConsumer(ctx, topology.CommandStream, "ctl-probe"))
 	_, err = d.store.Append(ctx, agg2, 0, started("n2", "controller"))
 	require.NoError(t, err, "the controller writes node aggregates (cancel and dead-letter paths)")
 	assert.Empty(t, d.viol.All(), "the controller was refused nothing")
@@ -453,12 +454,12 @@ type state struct {
 
 func streamState(t *testing.T, d *deployment) state {
 	t.Helper()
-	s, err := d.js.Stream(d.ctx, eventstore.DefaultStream)
+	s, err := d.js.Stream(d.ctx, topology.EventStream)
 	require.NoError(t, err)
 	info, err := s.Info(d.ctx)
 	require.NoError(t, err)
 	out := state{eventsLast: info.State.LastSeq, eventsCfg: info.Config, consumers: map[string][]string{}}
-	dlq, err := d.js.Stream(d.ctx, nodequeue.DeadLetterStream)
+	dlq, err := d.js.Stream(d.ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	dinfo, err := dlq.Info(d.ctx)
 	require.NoError(t, err)
@@ -486,7 +487,7 @@ func TestWorkerWithoutBindOnlyFailsClearly(t *testing.T) {
 	nc, v := d.connect(u)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	subj := "$JS.API.STREAM.UPDATE." + eventstore.DefaultStream
+	subj := "$JS.API.STREAM.UPDATE." + topology.EventStream
 	err = denied(t, v, subj, func(ctx context.Context) error {
 		_, err := eventstore.Open(ctx, js, eventstore.Config{})
 		return err
@@ -503,7 +504,7 @@ func TestWorkerWaitsForItsConsumer(t *testing.T) {
 	auth, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1", "late"}})
 	require.NoError(t, err)
 	d := startDeployment(t, auth)
-	require.NoError(t, d.js.DeleteConsumer(d.ctx, nodequeue.CommandStream, nodequeue.ConsumerName("late")))
+	require.NoError(t, d.js.DeleteConsumer(d.ctx, topology.CommandStream, topology.NodeConsumer("late")))
 	w := d.connectWorker("late")
 	_, err = w.queue.NodeConsumer(d.ctx, "late")
 	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
@@ -524,7 +525,7 @@ func TestWorkerCannotWriteSnapshots(t *testing.T) {
 	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1", "n2"}})
 	n1 := d.connectWorker("n1")
 	ctx := d.ctx
-	kv, err := n1.js.KeyValue(ctx, eventstore.DefaultSnapshotBucket)
+	kv, err := n1.js.KeyValue(ctx, topology.SnapshotBucket)
 	require.NoError(t, err)
 	forged := []byte(`{"format":2,"schema":"test/v1","seq":1099511627776,"state":{"k":"forged"}}`)
 
@@ -548,7 +549,7 @@ func TestWorkerCannotWriteSnapshots(t *testing.T) {
 		{"its own node's", events.NodeAggregate(testRef, "n1")},
 	} {
 		key := eventstore.SnapshotKey(c.agg)
-		subj := "$KV." + eventstore.DefaultSnapshotBucket + "." + key
+		subj := "$KV." + topology.SnapshotBucket + "." + key
 		err := denied(t, n1.viol, subj, func(ctx context.Context) error {
 			_, err := kv.Put(ctx, key, forged)
 			return err
@@ -558,8 +559,8 @@ func TestWorkerCannotWriteSnapshots(t *testing.T) {
 		t.Logf("worker n1 writes %s snapshot: %v", c.what, err)
 	}
 	rollup := eventstore.SnapshotKey(events.NodeAggregate(testRef, "n1"))
-	err = denied(t, n1.viol, "$KV."+eventstore.DefaultSnapshotBucket+"."+rollup, func(ctx context.Context) error {
-		m := nats.NewMsg("$KV." + eventstore.DefaultSnapshotBucket + "." + rollup)
+	err = denied(t, n1.viol, "$KV."+topology.SnapshotBucket+"."+rollup, func(ctx context.Context) error {
+		m := nats.NewMsg("$KV." + topology.SnapshotBucket + "." + rollup)
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupAll)
 		_, err := n1.js.PublishMsg(ctx, m)
 		return err

@@ -113,7 +113,7 @@ type Config struct {
 	// Streams overrides stream and bucket names; zero = the defaults.
 	Streams Streams
 	// WorkerExtraPublish is added to every worker's publish allow list, e.g.
-	// SimDataPlaneSubjects for a simulated cluster.
+	// topology.SimSubjects for a simulated cluster.
 	WorkerExtraPublish []string
 	// Existing supplies credentials to keep (re-generation without rotating
 	// everything), by node name; the controller's under the key "", the

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchback-dev/switchback/natsauth"
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func mustJSON(t *testing.T, v any) []byte {
@@ -124,7 +124,7 @@ func TestSecretSeedFileConnects(t *testing.T) {
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	_, err = js.Consumer(d.ctx, nodequeue.CommandStream, nodequeue.ConsumerName(node))
+	_, err = js.Consumer(d.ctx, topology.CommandStream, topology.NodeConsumer(node))
 	require.NoError(t, err)
 	assert.Empty(t, v.All())
 	assert.Equal(t, map[string][]byte{"controller.nk": append(append([]byte(nil), d.auth.Controller.Credential.Seed...), '\n')}, d.auth.ControllerSecretData())

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestAccountLimits: on a server running the generated configuration, the
@@ -48,7 +48,7 @@ func TestAccountLimits(t *testing.T) {
 		r := d.connectReader()
 		var created int
 		for i := range maxConsumers + 1 {
-			_, err = r.js.CreateConsumer(d.ctx, eventstore.DefaultStream, jetstream.ConsumerConfig{
+			_, err = r.js.CreateConsumer(d.ctx, topology.EventStream, jetstream.ConsumerConfig{
 				Name: fmt.Sprintf("reader-%d", i), AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true})
 			if err != nil {
 				break

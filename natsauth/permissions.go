@@ -7,20 +7,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/nodequeue"
-	"github.com/switchback-dev/switchback/orchestrator"
-	"github.com/switchback-dev/switchback/projector"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // jsAPI is JetStream's API prefix in the default (non-domain) setup.
-const jsAPI = "$JS.API."
-
-// SimDataPlaneSubjects are the subjects of the simulated data plane served
-// over NATS (sim/simremote, prefix "sb.sim"): a worker started with
-// `--data-plane sim` calls them. Add it to Config.WorkerExtraPublish only for
-// a simulated cluster; a real data plane talks to Kubernetes, not NATS.
-const SimDataPlaneSubjects = "sb.sim.>"
+const jsAPI = topology.JSAPI
 
 // Permissions are one user's subject permissions. Allow lists are
 // exhaustive: what is not allowed is denied. Deny lists are redundant with
@@ -36,28 +27,28 @@ type Permissions struct {
 // Streams names what the permissions refer to. The zero value means the
 // defaults of eventstore and nodequeue.
 type Streams struct {
-	// Events is the event stream; default eventstore.DefaultStream.
+	// Events is the event stream; default topology.EventStream.
 	Events string
-	// Commands is the node command stream; default nodequeue.CommandStream.
+	// Commands is the node command stream; default topology.CommandStream.
 	Commands string
-	// DeadLetters is the dead-letter stream; default nodequeue.DeadLetterStream.
+	// DeadLetters is the dead-letter stream; default topology.DeadLetterStream.
 	DeadLetters string
-	// SnapshotBucket is the KV bucket of snapshots; default eventstore.DefaultSnapshotBucket.
+	// SnapshotBucket is the KV bucket of snapshots; default topology.SnapshotBucket.
 	SnapshotBucket string
 }
 
 func (s Streams) withDefaults() Streams {
 	if s.Events == "" {
-		s.Events = eventstore.DefaultStream
+		s.Events = topology.EventStream
 	}
 	if s.Commands == "" {
-		s.Commands = nodequeue.CommandStream
+		s.Commands = topology.CommandStream
 	}
 	if s.DeadLetters == "" {
-		s.DeadLetters = nodequeue.DeadLetterStream
+		s.DeadLetters = topology.DeadLetterStream
 	}
 	if s.SnapshotBucket == "" {
-		s.SnapshotBucket = eventstore.DefaultSnapshotBucket
+		s.SnapshotBucket = topology.SnapshotBucket
 	}
 	return s
 }
@@ -120,13 +111,12 @@ func DangerousAPI() []string {
 //   - look the streams up (stream info) when binding to them;
 //   - subscribe under its own inbox prefix only.
 //
-// extraPublish is appended to the allow list (SimDataPlaneSubjects for a
+// extraPublish is appended to the allow list (topology.SimSubjects for a
 // simulated cluster).
 func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPublish ...string) Permissions {
 	s := streams.withDefaults()
-	tok := events.EncodeToken(node)
-	consumer := nodequeue.ConsumerName(node)
-	kvStream := "KV_" + s.SnapshotBucket
+	consumer := topology.NodeConsumer(node)
+	kvStream := topology.KVStream(s.SnapshotBucket)
 	allow := []string{
 		// Binding to the streams (eventstore.Open, nodequeue.Open through BindOnly).
 		jsAPI + "STREAM.INFO." + s.Events,
@@ -136,16 +126,16 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 		// Its own consumer: look it up, pull, and settle deliveries.
 		jsAPI + "CONSUMER.INFO." + s.Commands + "." + consumer,
 		jsAPI + "CONSUMER.MSG.NEXT." + s.Commands + "." + consumer,
-		"$JS.ACK." + s.Commands + "." + consumer + ".>",
+		topology.Acks(s.Commands, consumer),
 		// Its node's events, under any manager.
-		events.SubjectPrefix + ".*.*.*.node." + tok,
+		events.NodeSubjects(node),
 		// Loading aggregates: direct batch gets, and the leader's view of a
 		// subject's last message after a concurrency conflict.
 		jsAPI + "DIRECT.GET." + s.Events,
 		jsAPI + "STREAM.MSG.GET." + s.Events,
 		// Snapshots: get any (direct, last by subject: a worker reads its
 		// node's and, before starting its node, the manager's); put none.
-		jsAPI + "DIRECT.GET." + kvStream + ".$KV." + s.SnapshotBucket + ".>",
+		jsAPI + "DIRECT.GET." + kvStream + "." + topology.KVSubjects(s.SnapshotBucket),
 	}
 	allow = append(allow, extraPublish...)
 	inbox := InboxPrefix(node) + ".>"
@@ -164,11 +154,6 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 // history` and `switchback replay` always connect with it (ReaderOptions);
 // the nats CLI takes it as --inbox-prefix.
 const ReaderInboxPrefix = "_INBOX.reader"
-
-// deadLettererConsumer is the durable consumer nodequeue.WatchDeadLetters
-// creates on the dead-letter stream (a literal there, not exported);
-// TestReaderCannotTouchSwitchbacksConsumers fails should it be renamed.
-const deadLettererConsumer = "dead-letterer"
 
 // ReaderPermissions are the permissions of the read-only user, for
 // operators reading history without the controller's key: exactly what
@@ -195,15 +180,15 @@ const deadLettererConsumer = "dead-letterer"
 // the command stream are not allowed, and denied again.
 func ReaderPermissions(streams Streams) Permissions {
 	s := streams.withDefaults()
-	kvStream := "KV_" + s.SnapshotBucket
+	kvStream := topology.KVStream(s.SnapshotBucket)
 	allow := []string{jsAPI + "STREAM.INFO." + kvStream}
 	var deny []string
 	for _, st := range []struct {
 		name     string
 		durables []string
 	}{
-		{s.Events, []string{projector.ConsumerName, orchestrator.ConsumerName}},
-		{s.DeadLetters, []string{deadLettererConsumer}},
+		{s.Events, []string{topology.ProjectorConsumer, topology.OrchestratorConsumer}},
+		{s.DeadLetters, []string{topology.DeadLettererConsumer}},
 	} {
 		allow = append(allow,
 			jsAPI+"STREAM.INFO."+st.name,
@@ -234,8 +219,8 @@ func ReaderPermissions(streams Streams) Permissions {
 			deny = append(deny, d)
 		}
 	}
-	deny = append(deny, events.StreamSubjects, nodequeue.CommandSubjects, nodequeue.DeadLetterSubject,
-		"$KV.>", "$JS.ACK.>", "$JS.EVENT.>")
+	deny = append(deny, events.StreamSubjects, topology.CommandSubjects, topology.DeadLetterSubjects,
+		topology.KVPrefix+">", topology.AckPrefix+">", topology.EventPrefix+">")
 	return Permissions{
 		PublishAllow:   allow,
 		PublishDeny:    deny,

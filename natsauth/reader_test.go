@@ -16,9 +16,8 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
-	"github.com/switchback-dev/switchback/nodequeue"
-	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestReaderCannotTouchSwitchbacksConsumers: the reader creates and deletes
@@ -32,15 +31,15 @@ import (
 func TestReaderCannotTouchSwitchbacksConsumers(t *testing.T) {
 	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1"}})
 	d.runOrchestrator(cluster(t, "n1", "n2"))
-	_, err := d.js.CreateOrUpdateConsumer(d.ctx, eventstore.DefaultStream, jetstream.ConsumerConfig{
-		Durable: projector.ConsumerName, AckPolicy: jetstream.AckExplicitPolicy})
+	_, err := d.js.CreateOrUpdateConsumer(d.ctx, topology.EventStream, jetstream.ConsumerConfig{
+		Durable: topology.ProjectorConsumer, AckPolicy: jetstream.AckExplicitPolicy})
 	require.NoError(t, err)
 	r := d.connectReader()
 
 	durables := map[string][]jetstream.ConsumerConfig{}
 	eventually(t, 30*time.Second, "the orchestrator's and the dead-letterer's consumers exist", func() bool {
 		clear(durables)
-		for _, s := range []string{eventstore.DefaultStream, nodequeue.DeadLetterStream} {
+		for _, s := range []string{topology.EventStream, topology.DeadLetterStream} {
 			st, err := d.js.Stream(d.ctx, s)
 			require.NoError(t, err)
 			infos := st.ListConsumers(d.ctx)
@@ -51,7 +50,7 @@ func TestReaderCannotTouchSwitchbacksConsumers(t *testing.T) {
 			}
 			require.NoError(t, infos.Err())
 		}
-		return len(durables[eventstore.DefaultStream]) == 2 && len(durables[nodequeue.DeadLetterStream]) == 1
+		return len(durables[topology.EventStream]) == 2 && len(durables[topology.DeadLetterStream]) == 1
 	})
 	for s, cfgs := range durables {
 		for _, c := range cfgs {
@@ -125,9 +124,9 @@ func readAsReader(t *testing.T, d *deployment, ref events.ManagerRef, deadLetter
 	require.NoError(t, <-appended)
 	assert.Equal(t, len(scanned)+1, followed, "the reader follows new events")
 
-	evs := orderedRead(t, r.js, eventstore.DefaultStream, len(scanned))
+	evs := orderedRead(t, r.js, topology.EventStream, len(scanned))
 	assert.Len(t, evs, len(scanned))
-	dlq := orderedRead(t, r.js, nodequeue.DeadLetterStream, deadLetters)
+	dlq := orderedRead(t, r.js, topology.DeadLetterStream, deadLetters)
 	assert.GreaterOrEqual(t, len(dlq), deadLetters)
 	assert.Empty(t, r.viol.All(), "the reader was refused nothing")
 }
@@ -157,13 +156,13 @@ func TestReaderWithTheNATSCLI(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"stream", "info", eventstore.DefaultStream, "--json"}, `"name": "` + eventstore.DefaultStream + `"`},
-		{[]string{"stream", "info", nodequeue.DeadLetterStream, "--json"}, `"name": "` + nodequeue.DeadLetterStream + `"`},
-		{[]string{"stream", "get", eventstore.DefaultStream, "1", "--json"}, agg.Subject()},
-		{[]string{"stream", "get", eventstore.DefaultStream, "--last-for", agg.Subject(), "--json"}, agg.Subject()},
-		{[]string{"stream", "get", nodequeue.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
-		{[]string{"sub", "--stream", eventstore.DefaultStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
-		{[]string{"sub", "--stream", nodequeue.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
+		{[]string{"stream", "info", topology.EventStream, "--json"}, `"name": "` + topology.EventStream + `"`},
+		{[]string{"stream", "info", topology.DeadLetterStream, "--json"}, `"name": "` + topology.DeadLetterStream + `"`},
+		{[]string{"stream", "get", topology.EventStream, "1", "--json"}, agg.Subject()},
+		{[]string{"stream", "get", topology.EventStream, "--last-for", agg.Subject(), "--json"}, agg.Subject()},
+		{[]string{"stream", "get", topology.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
+		{[]string{"sub", "--stream", topology.EventStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
+		{[]string{"sub", "--stream", topology.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
 	} {
 		t.Run(strings.Join(c.args[:3], " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)

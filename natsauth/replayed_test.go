@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestReaderReplayStoresNothing plays the reader's replay: NATS checks no
@@ -52,7 +52,7 @@ func TestReaderReplayStoresNothing(t *testing.T) {
 
 			// The clock's id leaves the deduplication window after every
 			// event's did: once it is accepted again, no event's id is held.
-			s, err := d.js.Stream(ctx, eventstore.DefaultStream)
+			s, err := d.js.Stream(ctx, topology.EventStream)
 			require.NoError(t, err)
 			cfg := s.CachedInfo().Config
 			cfg.Duplicates = 100 * time.Millisecond
@@ -84,16 +84,16 @@ func TestReaderReplayStoresNothing(t *testing.T) {
 			r := d.connectReader()
 			replayOnto := func(m *jetstream.RawStreamMsg) {
 				t.Helper()
-				c, err := r.js.CreateConsumer(ctx, eventstore.DefaultStream, jetstream.ConsumerConfig{
+				c, err := r.js.CreateConsumer(ctx, topology.EventStream, jetstream.ConsumerConfig{
 					FilterSubject: m.Subject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: m.Sequence,
 					AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute,
 				})
 				require.NoError(t, err, "the reader creates an ephemeral consumer")
 				name := c.CachedInfo().Name
-				require.NoError(t, r.nc.PublishRequest(fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", eventstore.DefaultStream, name), m.Subject, []byte(`{"batch":1}`)))
+				require.NoError(t, r.nc.PublishRequest(fmt.Sprintf("$JS.API.CONSUMER.MSG.NEXT.%s.%s", topology.EventStream, name), m.Subject, []byte(`{"batch":1}`)))
 				eventually(t, 20*time.Second, "the consumer delivered", func() bool {
 					// The reader may not read consumer info; the controller may.
-					c, err := d.js.Consumer(ctx, eventstore.DefaultStream, name)
+					c, err := d.js.Consumer(ctx, topology.EventStream, name)
 					return err == nil && c.CachedInfo().Delivered.Stream >= m.Sequence
 				})
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestRedirectedRepliesPlantNothing plays the reply-subject attack. NATS
@@ -59,7 +60,7 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 		require.NoError(t, err)
 		forged, err := json.Marshal(map[string]any{"format": 2, "schema": "test/v1", "seq": v, "state": map[string]string{"k": "forged"}})
 		require.NoError(t, err)
-		plant("KV_"+eventstore.DefaultSnapshotBucket, "$KV."+eventstore.DefaultSnapshotBucket+"."+eventstore.SnapshotKey(mgr), forged)
+		plant("KV_"+topology.SnapshotBucket, "$KV."+topology.SnapshotBucket+"."+eventstore.SnapshotKey(mgr), forged)
 		l, err := eventstore.LoadState(ctx, d.store, mgr, map[string]string{"k": "from the stream"},
 			func(s map[string]string, _ events.Envelope) (map[string]string, error) { return s, nil }, &eventstore.Snapshotting{Schema: "test/v1"})
 		require.NoError(t, err)
@@ -70,16 +71,16 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 	t.Run("a planted command is a copy", func(t *testing.T) {
 		cmd, err := json.Marshal(command("n2", "forged-by-n1"))
 		require.NoError(t, err)
-		m := plant(nodequeue.CommandStream, nodequeue.Subject("n2"), cmd)
+		m := plant(topology.CommandStream, topology.CommandSubject("n2"), cmd)
 		err = nodequeue.CheckCopied(m.Subject, m.Header)
 		require.Error(t, err, "n2's worker refuses it (nodeworker parks what CheckCopied refuses)")
 		t.Logf("n2's worker: %v", err)
 		// What the controller issues passes.
 		_, err = d.queue.Publish(ctx, command("n2", "real"))
 		require.NoError(t, err)
-		cs, err := d.js.Stream(ctx, nodequeue.CommandStream)
+		cs, err := d.js.Stream(ctx, topology.CommandStream)
 		require.NoError(t, err)
-		real, err := cs.GetLastMsgForSubject(ctx, nodequeue.Subject("n2"))
+		real, err := cs.GetLastMsgForSubject(ctx, topology.CommandSubject("n2"))
 		require.NoError(t, err)
 		assert.NoError(t, nodequeue.CheckCopied(real.Subject, real.Header))
 	})
@@ -96,11 +97,11 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 		require.NoError(t, err)
 		info, err := d.queue.CommandStreamInfo(ctx)
 		require.NoError(t, err)
-		adv, err := json.Marshal(map[string]any{"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": nodequeue.CommandStream,
-			"consumer": nodequeue.ConsumerName("n2"), "stream_seq": info.State.LastSeq, "deliveries": 5})
+		adv, err := json.Marshal(map[string]any{"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": topology.CommandStream,
+			"consumer": topology.NodeConsumer("n2"), "stream_seq": info.State.LastSeq, "deliveries": 5})
 		require.NoError(t, err)
-		m := plant(nodequeue.DeadLetterStream, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+nodequeue.CommandStream+"."+nodequeue.ConsumerName("n2"), adv)
-		dl, err := d.js.Consumer(ctx, nodequeue.DeadLetterStream, "dead-letterer")
+		m := plant(topology.DeadLetterStream, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+topology.CommandStream+"."+topology.NodeConsumer("n2"), adv)
+		dl, err := d.js.Consumer(ctx, topology.DeadLetterStream, "dead-letterer")
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			ci, err := dl.Info(ctx)
@@ -109,7 +110,7 @@ func TestRedirectedRepliesPlantNothing(t *testing.T) {
 		assert.Zero(t, parked.Load(), "nothing parked, no node failed")
 		_, err = d.queue.CommandStreamInfo(ctx)
 		require.NoError(t, err)
-		still, err := d.js.Stream(ctx, nodequeue.CommandStream)
+		still, err := d.js.Stream(ctx, topology.CommandStream)
 		require.NoError(t, err)
 		_, err = still.GetMsg(ctx, info.State.LastSeq)
 		assert.NoError(t, err, "the victim command is still queued")

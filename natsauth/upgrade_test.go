@@ -20,8 +20,8 @@ import (
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/natsauth"
-	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // cluster builds a v2 cluster on nodes with attached volumes whose targets
@@ -90,9 +90,9 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 	misrouted.Manager = ref
 	st, workers := runUpgrade(t, d, c, ref, func() {
 		// Garbage and a command naming another node, on n1's queue.
-		_, err := d.js.Publish(d.ctx, nodequeue.Subject("n1"), []byte("{not json"))
+		_, err := d.js.Publish(d.ctx, topology.CommandSubject("n1"), []byte("{not json"))
 		require.NoError(t, err)
-		_, err = d.js.Publish(d.ctx, nodequeue.Subject("n1"), mustJSON(t, misrouted))
+		_, err = d.js.Publish(d.ctx, topology.CommandSubject("n1"), mustJSON(t, misrouted))
 		require.NoError(t, err)
 	})
 	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
@@ -107,7 +107,7 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 	assert.Zero(t, c.IOStats().Failed, "no I/O failed")
 	assert.Empty(t, c.Unsafe(""), "nothing left unsafe")
 
-	dlq, err := d.js.Stream(d.ctx, nodequeue.DeadLetterStream)
+	dlq, err := d.js.Stream(d.ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	// The worker refused both; the controller parks them from JetStream's
 	// advisories, a moment later.
@@ -120,8 +120,8 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 		}, 20*time.Second, 10*time.Millisecond, "a dead letter under %s", subject)
 		return m
 	}
-	assert.Contains(t, parked("sb.dlq.cmd.unknown").Header.Get(nodequeue.HeaderDeadReason), "bad command", "the undecodable command")
-	assert.Contains(t, parked("sb.dlq.cmd.n2").Header.Get(nodequeue.HeaderDeadReason), `is for node "n2"`, "the misrouted command, under the node it names")
+	assert.Contains(t, parked("sb.dlq.cmd.unknown").Header.Get(topology.HeaderDeadReason), "bad command", "the undecodable command")
+	assert.Contains(t, parked("sb.dlq.cmd.n2").Header.Get(topology.HeaderDeadReason), `is for node "n2"`, "the misrouted command, under the node it names")
 
 	readAsReader(t, d, ref, 2)
 }

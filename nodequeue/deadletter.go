@@ -5,37 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/dedup"
-	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/deadletter"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/metrics"
-)
-
-// The advisories the dead-letterer acts on. JetStream alone publishes them:
-// no Switchback user may (natsauth denies $JS.EVENT.ADVISORY.>).
-const (
-	// maxDeliveriesAdvisories: a command exhausted its deliveries.
-	maxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + CommandStream + ".*"
-	// terminatedAdvisories: a worker refused a command it can never run
-	// (Terminate): it parks commands this way, so that workers never write
-	// the dead-letter stream.
-	terminatedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + CommandStream + ".*"
-)
-
-// Dead-letter message headers.
-const (
-	HeaderDeadReason    = "Sb-Dead-Reason"
-	HeaderDeadStream    = "Sb-Dead-Stream"
-	HeaderDeadSequence  = "Sb-Dead-Sequence"
-	HeaderDeadSubject   = "Sb-Dead-Subject"
-	HeaderDeadConsumer  = "Sb-Dead-Consumer"
-	HeaderDeadDelivered = "Sb-Dead-Deliveries"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // DeadCommand describes a command moved to the dead-letter stream: one that
@@ -89,22 +66,7 @@ func CheckCopied(subject string, h nats.Header) error {
 // the advisory JetStream publishes. A worker calls it for a command it can
 // never run.
 func Terminate(msg jetstream.Msg, why error) error {
-	return msg.TermWithReason(HeaderSafe(why.Error()))
-}
-
-// HeaderSafe makes s fit a dead-letter header value (and a terminate
-// reason): one line, at most 2048 bytes, cut on a rune boundary.
-func HeaderSafe(s string) string {
-	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
-	const limit = 2048
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut]
+	return msg.TermWithReason(deadletter.HeaderSafe(why.Error()))
 }
 
 // DeadLetterCommand copies one command message to the dead-letter stream
@@ -125,25 +87,13 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 	if decodeErr == nil {
 		node = cmd.Node
 	}
-	msg := nats.NewMsg("sb.dlq.cmd." + events.EncodeToken(node))
-	msg.Data = raw.Data
-	for k, v := range raw.Header {
-		msg.Header[k] = v
+	if _, err := deadletter.Park(ctx, q.js, deadletter.Letter{
+		Subject: topology.DeadCommandSubject(node), Data: raw.Data, Header: raw.Header, Reason: reason,
+		Stream: topology.CommandStream, Sequence: seq, OriginalSubject: raw.Subject, Consumer: consumer, Deliveries: deliveries,
+		ID: fmt.Sprintf("dead-%s-%d", topology.CommandStream, seq), What: "command",
+	}); err != nil {
+		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d: %w", seq, err)
 	}
-	msg.Header.Set(HeaderDeadReason, reason)
-	msg.Header.Set(HeaderDeadStream, CommandStream)
-	msg.Header.Set(HeaderDeadSequence, strconv.FormatUint(seq, 10))
-	msg.Header.Set(HeaderDeadSubject, raw.Subject)
-	msg.Header.Set(HeaderDeadConsumer, consumer)
-	msg.Header.Set(HeaderDeadDelivered, strconv.Itoa(deliveries))
-	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", CommandStream, seq))
-	// The id is deterministic, so a retried park stores one record; another
-	// message holding it (every worker may publish dead letters) does not
-	// hide this one (package dedup).
-	if _, err := dedup.Publish(ctx, q.js, DeadLetterStream, msg); err != nil {
-		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d: publish: %w", seq, err)
-	}
-	metrics.DeadLetters.WithLabelValues("command").Inc()
 	return DeadCommand{Command: cmd, Sequence: seq, Deliveries: deliveries, Err: decodeErr}, true, nil
 }
 
@@ -160,14 +110,7 @@ func (q *Queue) RemoveCommand(ctx context.Context, seq uint64) error {
 // which turns it into a node event. onDead's error makes the advisory come
 // back later; parking is idempotent so that is safe.
 func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Context, DeadCommand) error) (jetstream.ConsumeContext, error) {
-	cons, err := q.js.CreateOrUpdateConsumer(ctx, DeadLetterStream, jetstream.ConsumerConfig{
-		Durable:        "dead-letterer",
-		Description:    "parks commands that exhausted MaxDeliver",
-		FilterSubjects: []string{maxDeliveriesAdvisories, terminatedAdvisories},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        q.cfg.AckWait,
-		MaxAckPending:  1,
-	})
+	cons, err := q.js.CreateOrUpdateConsumer(ctx, topology.DeadLetterStream, topology.DeadLettererConsumerConfig(q.cfg.AckWait))
 	if err != nil {
 		return nil, fmt.Errorf("nodequeue: dead-letter consumer: %w", err)
 	}
@@ -179,10 +122,10 @@ func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Contex
 			_ = m.Term() // not an advisory of JetStream's; nothing to retry
 			return
 		}
-		refused := strings.HasPrefix(m.Subject(), strings.TrimSuffix(terminatedAdvisories, "*"))
+		refused := strings.HasPrefix(m.Subject(), strings.TrimSuffix(topology.TerminatedAdvisories(topology.CommandStream), "*"))
 		reason := "max deliveries exceeded"
 		if refused {
-			reason = "refused by its worker: " + HeaderSafe(adv.Reason)
+			reason = "refused by its worker: " + deadletter.HeaderSafe(adv.Reason)
 		}
 		dead, ok, err := q.DeadLetterCommand(ctx, adv.StreamSeq, adv.Consumer, adv.Deliveries, reason)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestDeadLetterCannotBeHiddenByATakenID: every worker may publish dead
@@ -21,7 +22,7 @@ func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
 	q, js, ctx := open(t, nodequeue.Config{})
 	_, err := q.Publish(ctx, cmd("n2", "c1"))
 	require.NoError(t, err)
-	cmds, err := js.Stream(ctx, nodequeue.CommandStream)
+	cmds, err := js.Stream(ctx, topology.CommandStream)
 	require.NoError(t, err)
 	info, err := cmds.Info(ctx)
 	require.NoError(t, err)
@@ -29,22 +30,22 @@ func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
 
 	junk := nats.NewMsg("sb.dlq.cmd.n1")
 	junk.Data = []byte("junk")
-	junk.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", nodequeue.CommandStream, seq))
+	junk.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-%s-%d", topology.CommandStream, seq))
 	_, err = js.PublishMsg(ctx, junk)
 	require.NoError(t, err)
 
 	for range 2 { // parked twice: a redelivered advisory
-		dead, ok, err := q.DeadLetterCommand(ctx, seq, nodequeue.ConsumerName("n2"), 5, "max deliveries")
+		dead, ok, err := q.DeadLetterCommand(ctx, seq, topology.NodeConsumer("n2"), 5, "max deliveries")
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, "n2", dead.Command.Node)
 	}
-	dlq, err := js.Stream(ctx, nodequeue.DeadLetterStream)
+	dlq, err := js.Stream(ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	dinfo, err := dlq.Info(ctx, jetstream.WithSubjectFilter("sb.dlq.cmd.>"))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]uint64{"sb.dlq.cmd.n1": 1, "sb.dlq.cmd.n2": 1}, dinfo.State.Subjects, "the junk and exactly one real record")
 	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n2")
 	require.NoError(t, err)
-	assert.Equal(t, "max deliveries", m.Header.Get(nodequeue.HeaderDeadReason))
+	assert.Equal(t, "max deliveries", m.Header.Get(topology.HeaderDeadReason))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // TestStreamLimits: both streams are bounded per message and in total, and a
@@ -20,8 +21,8 @@ func TestStreamLimits(t *testing.T) {
 		msgBytes        int32
 		streamBytes     int64
 	}{
-		{nodequeue.CommandStream, nodequeue.Subject("n1"), nodequeue.MaxCommandBytes, nodequeue.MaxCommandStreamBytes},
-		{nodequeue.DeadLetterStream, "sb.dlq.cmd.n1", nodequeue.MaxDeadLetterBytes, nodequeue.MaxDeadLetterStreamBytes},
+		{topology.CommandStream, topology.CommandSubject("n1"), nodequeue.MaxCommandBytes, nodequeue.MaxCommandStreamBytes},
+		{topology.DeadLetterStream, "sb.dlq.cmd.n1", nodequeue.MaxDeadLetterBytes, nodequeue.MaxDeadLetterStreamBytes},
 	} {
 		t.Run(tc.stream, func(t *testing.T) {
 			s, err := js.Stream(ctx, tc.stream)

@@ -16,8 +16,6 @@ package nodequeue
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,14 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
-)
-
-// Stream names and subjects.
-const (
-	CommandStream     = "SWITCHBACK_COMMANDS"
-	DeadLetterStream  = "SWITCHBACK_DEAD_LETTERS"
-	CommandSubjects   = "sb.cmd.node.*"
-	DeadLetterSubject = "sb.dlq.>"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Kind says what a command asks of a node worker.
@@ -87,26 +78,6 @@ func (c Command) Validate() error {
 	return nil
 }
 
-// Subject is the node's command subject.
-func Subject(node string) string { return "sb.cmd.node." + events.EncodeToken(node) }
-
-// ConsumerName is the node's durable consumer.
-//
-// JetStream limits names to 255 characters (they become directory names);
-// a valid 253-character node name encodes to more with the prefix, so long
-// tokens keep their first 200 characters and gain a hash of the whole name.
-func ConsumerName(node string) string {
-	tok := events.EncodeToken(node)
-	if len(tok) <= maxConsumerToken {
-		return "worker-" + tok
-	}
-	sum := sha256.Sum256([]byte(node))
-	return "worker-" + tok[:200] + "-" + hex.EncodeToString(sum[:5])
-}
-
-// maxConsumerToken keeps "worker-" + token within JetStream's name limit.
-const maxConsumerToken = 240
-
 // Config tunes delivery.
 type Config struct {
 	Replicas int
@@ -158,9 +129,9 @@ type Queue struct {
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
 	cfg.defaults()
 	cmd, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              CommandStream,
+		Name:              topology.CommandStream,
 		Description:       "Switchback node commands: one subject and one consumer per node",
-		Subjects:          []string{CommandSubjects},
+		Subjects:          []string{topology.CommandSubjects},
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: CommandsKeptPerNode,
 		MaxMsgSize:        MaxCommandBytes,
@@ -170,15 +141,16 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Duplicates:        cfg.DuplicateWindow,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nodequeue: stream %s: %w", CommandStream, explainRetention(ctx, js, err))
+		return nil, fmt.Errorf("nodequeue: stream %s: %w", topology.CommandStream, explainRetention(ctx, js, err))
 	}
 	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        DeadLetterStream,
+		Name:        topology.DeadLetterStream,
 		Description: "Switchback dead letters: commands past MaxDeliver and events that did not decode",
 		// Max-deliveries and terminated advisories are captured too: they are
 		// fire-and-forget core NATS messages, and a controller that is down
 		// when one fires must still find it later.
-		Subjects:   []string{DeadLetterSubject, maxDeliveriesAdvisories, terminatedAdvisories},
+		Subjects: []string{topology.DeadLetterSubjects,
+			topology.MaxDeliveriesAdvisories(topology.CommandStream), topology.TerminatedAdvisories(topology.CommandStream)},
 		Retention:  jetstream.LimitsPolicy,
 		MaxMsgSize: MaxDeadLetterBytes,
 		MaxBytes:   MaxDeadLetterStreamBytes,
@@ -186,7 +158,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Replicas:   cfg.Replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nodequeue: stream %s: %w", DeadLetterStream, err)
+		return nil, fmt.Errorf("nodequeue: stream %s: %w", topology.DeadLetterStream, err)
 	}
 	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
 }
@@ -216,14 +188,14 @@ const CommandsKeptPerNode = 1024
 // explainRetention adds to err what to do when the command stream exists
 // with work-queue retention, which JetStream cannot change in place.
 func explainRetention(ctx context.Context, js jetstream.JetStream, err error) error {
-	st, serr := js.Stream(ctx, CommandStream)
+	st, serr := js.Stream(ctx, topology.CommandStream)
 	if serr != nil || st.CachedInfo().Config.Retention != jetstream.WorkQueuePolicy {
 		return err
 	}
 	return fmt.Errorf("%w: the stream has work-queue retention and this version keeps commands "+
 		"(limits retention), which JetStream cannot change in place; once no upgrade is in flight "+
 		"(every manager completed or failed), delete it (nats stream rm %s) and restart the controller, "+
-		"which recreates it and the node consumers, and then the workers", err, CommandStream)
+		"which recreates it and the node consumers, and then the workers", err, topology.CommandStream)
 }
 
 // Publish puts cmd on its node's queue, deduplicated by command id. It
@@ -236,7 +208,7 @@ func (q *Queue) Publish(ctx context.Context, cmd Command) (duplicate bool, err e
 	if err != nil {
 		return false, fmt.Errorf("nodequeue: publish %s: %w", cmd.ID, err)
 	}
-	msg := nats.NewMsg(Subject(cmd.Node))
+	msg := nats.NewMsg(topology.CommandSubject(cmd.Node))
 	msg.Data = data
 	msg.Header.Set("content-type", "application/json")
 	msg.Header.Set("sb-command-kind", string(cmd.Kind))
@@ -249,17 +221,7 @@ func (q *Queue) Publish(ctx context.Context, cmd Command) (duplicate bool, err e
 
 // NodeConsumer creates or updates the durable consumer of node's queue.
 func (q *Queue) NodeConsumer(ctx context.Context, node string) (jetstream.Consumer, error) {
-	c, err := q.js.CreateOrUpdateConsumer(ctx, CommandStream, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(node),
-		Description:   "node worker for " + node,
-		FilterSubject: Subject(node),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       q.cfg.AckWait,
-		MaxDeliver:    q.cfg.MaxDeliver,
-		BackOff:       q.cfg.BackOff,
-		// One command at a time: a node's steps are strictly sequential.
-		MaxAckPending: 1,
-	})
+	c, err := q.js.CreateOrUpdateConsumer(ctx, topology.CommandStream, topology.NodeConsumerConfig(node, q.cfg.AckWait, q.cfg.MaxDeliver, q.cfg.BackOff))
 	if err != nil {
 		return nil, fmt.Errorf("nodequeue: consumer for node %s: %w", node, err)
 	}
@@ -294,7 +256,7 @@ func (q *Queue) Outstanding(ctx context.Context) (uint64, error) {
 		n += ci.NumPending + uint64(ci.NumAckPending)
 	}
 	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("nodequeue: list consumers of %s: %w", CommandStream, err)
+		return 0, fmt.Errorf("nodequeue: list consumers of %s: %w", topology.CommandStream, err)
 	}
 	return n, nil
 }

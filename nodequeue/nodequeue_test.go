@@ -14,6 +14,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -95,9 +96,9 @@ func TestAckedCommandsAreKeptNotRedelivered(t *testing.T) {
 	info, err := c.Info(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, info.NumPending+uint64(info.NumAckPending), "nothing left to do")
-	st, err := js.Stream(ctx, nodequeue.CommandStream)
+	st, err := js.Stream(ctx, topology.CommandStream)
 	require.NoError(t, err)
-	kept, err := st.GetLastMsgForSubject(ctx, nodequeue.Subject("n1"))
+	kept, err := st.GetLastMsgForSubject(ctx, topology.CommandSubject("n1"))
 	require.NoError(t, err)
 	got, err := nodequeue.DecodeCommand(kept.Data)
 	require.NoError(t, err)
@@ -111,12 +112,12 @@ func TestOpenExplainsAWorkQueueStream(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := t.Context()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: nodequeue.CommandStream, Subjects: []string{nodequeue.CommandSubjects}, Retention: jetstream.WorkQueuePolicy})
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: topology.CommandStream, Subjects: []string{topology.CommandSubjects}, Retention: jetstream.WorkQueuePolicy})
 	require.NoError(t, err)
 	_, err = nodequeue.Open(ctx, js, nodequeue.Config{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "work-queue retention")
-	assert.Contains(t, err.Error(), "nats stream rm "+nodequeue.CommandStream)
+	assert.Contains(t, err.Error(), "nats stream rm "+topology.CommandStream)
 }
 
 func TestPublishRejectsInvalidCommands(t *testing.T) {
@@ -182,16 +183,16 @@ func TestCommandPastMaxDeliverIsDeadLettered(t *testing.T) {
 	assert.Equal(t, "doomed", dead[0].Command.ID)
 	assert.Equal(t, 3, dead[0].Deliveries)
 
-	dlq, err := js.Stream(ctx, nodequeue.DeadLetterStream)
+	dlq, err := js.Stream(ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	m, err := dlq.GetLastMsgForSubject(ctx, "sb.dlq.cmd.n1")
 	require.NoError(t, err)
-	assert.Equal(t, "max deliveries exceeded", m.Header.Get(nodequeue.HeaderDeadReason))
+	assert.Equal(t, "max deliveries exceeded", m.Header.Get(topology.HeaderDeadReason))
 	got, err := nodequeue.DecodeCommand(m.Data)
 	require.NoError(t, err)
 	assert.Equal(t, "doomed", got.ID)
 
-	cmdStream, err := js.Stream(ctx, nodequeue.CommandStream)
+	cmdStream, err := js.Stream(ctx, topology.CommandStream)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		info, err := cmdStream.Info(ctx)

@@ -60,7 +60,7 @@ func (a *activeUpgrades) fold(ctx context.Context, f func(events.ManagerRef, man
 		a.open, a.settled = map[events.ManagerRef]*upgrade.Upgrade{}, map[events.ManagerRef]bool{}
 	}
 	seen := func(seq uint64) { a.scannedTo = max(a.scannedTo, seq) }
-	err := a.store.Scan(ctx, eventstore.ScanOptions{FromSeq: a.scannedTo + 1, Subjects: []string{events.SubjectPrefix + ".*.*.*.mgr"}},
+	err := a.store.Scan(ctx, eventstore.ScanOptions{FromSeq: a.scannedTo + 1, Subjects: []string{events.ManagerSubjects}},
 		func(e events.Envelope) error {
 			seen(e.Sequence)
 			ref := e.Aggregate.Manager

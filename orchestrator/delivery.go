@@ -12,19 +12,13 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Run consumes history until ctx ends.
 func (o *Orchestrator) Run(ctx context.Context) error {
 	js := o.cfg.Store.JetStream()
-	_, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "Switchback orchestrator: reacts to upgrade history",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxAckPending: orchestratorBatch,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	_, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Store.Stream(), topology.OrchestratorConsumerConfig(orchestratorBatch))
 	if err != nil {
 		return fmt.Errorf("orchestrator: consumer: %w", err)
 	}
@@ -41,7 +35,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
 	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
-		msgs, err := o.cfg.Store.Fetch(ctx, ConsumerName, orchestratorBatch, orchestratorWait)
+		msgs, err := o.cfg.Store.Fetch(ctx, topology.OrchestratorConsumer, orchestratorBatch, orchestratorWait)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()

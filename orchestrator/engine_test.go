@@ -19,6 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func ref(name string) events.ManagerRef {
@@ -326,7 +327,7 @@ func TestCommandPastMaxDeliverFailsTheNodeAndIsDeadLettered(t *testing.T) {
 	assert.Equal(t, "CommandDeadLettered", st.FailReason)
 	assert.Contains(t, st.Message, "bogus")
 
-	dlq, err := e.JS.Stream(e.Context(), nodequeue.DeadLetterStream)
+	dlq, err := e.JS.Stream(e.Context(), topology.DeadLetterStream)
 	require.NoError(t, err)
 	msg, err := dlq.GetLastMsgForSubject(e.Context(), "sb.dlq.cmd."+other)
 	require.NoError(t, err)

@@ -15,14 +15,6 @@ import (
 	"github.com/switchback-dev/switchback/nodequeue"
 )
 
-// ConsumerName is the durable consumer the orchestrator reads history
-// with. Every orchestrator instance shares it; one instance handles events in
-// stream order, and an event redelivered (to another instance after a crash,
-// or out of order after a failed reaction) is handled again harmlessly:
-// every reaction decides from the aggregates' current state, not from the
-// event alone, and issues idempotent commands.
-const ConsumerName = "orchestrator"
-
 // orchestratorBatch bounds events in flight to one instance: most events
 // (volume changes) need no reaction, so pulling one at a time would make the
 // orchestrator's pace a network round trip per event.

@@ -12,6 +12,7 @@ import (
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // React is the orchestrator's reaction to one event. It is idempotent: a
@@ -242,7 +243,7 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d nodequeue.DeadComman
 	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
 	_, err := o.x.Nodes.Execute(ctx, agg,
 		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
-			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, nodequeue.DeadLetterStream)}))
+			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, topology.DeadLetterStream)}))
 	if errors.Is(err, aggregate.ErrNotFound) {
 		err = o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("node %s could not start: command %s failed %d deliveries", c.Node, c.ID, d.Deliveries)})

@@ -33,11 +33,10 @@ import (
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
-	"github.com/switchback-dev/switchback/orchestrator"
-	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 type managerStateT = manager.State
@@ -135,13 +134,13 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 		b.Fatalf("the copied stream holds %d events, not %d", last, g.events)
 	}
 	if cold {
-		for _, name := range []string{projector.ConsumerName, orchestrator.ConsumerName} {
+		for _, name := range []string{topology.ProjectorConsumer, topology.OrchestratorConsumer} {
 			must(b, js.DeleteConsumer(ctx, store.Stream(), name))
 		}
 	}
 	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 	must(b, err)
-	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
+	served, err := simremote.Serve(nc, topology.SimPrefix, cluster)
 	must(b, err)
 	defer served.Stop()
 
@@ -192,7 +191,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 		if get(client, "http://"+health+"/readyz") != "ok" || get(client, "http://"+health+"/leader") != "true" {
 			return false
 		}
-		for _, name := range []string{projector.ConsumerName, orchestrator.ConsumerName} {
+		for _, name := range []string{topology.ProjectorConsumer, topology.OrchestratorConsumer} {
 			c, err := js.Consumer(ctx, store.Stream(), name)
 			if err != nil {
 				return false
@@ -299,9 +298,9 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for _, cfg := range []jetstream.ConsumerConfig{
-		{Durable: projector.ConsumerName, FilterSubject: events.StreamSubjects,
+		{Durable: topology.ProjectorConsumer, FilterSubject: events.StreamSubjects,
 			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1},
-		{Durable: orchestrator.ConsumerName,
+		{Durable: topology.OrchestratorConsumer,
 			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4096},
 	} {
 		wg.Go(func() { errs <- drain(ctx, js, store.Stream(), cfg) })

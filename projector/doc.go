@@ -6,7 +6,7 @@
 // # How
 //
 // A Projector reads the whole SWITCHBACK_EVENTS stream through one durable
-// consumer (ConsumerName, explicit acks) and folds each manager's history
+// consumer (topology.ProjectorConsumer, explicit acks) and folds each manager's history
 // with manager.Evolve and nodeupgrade.Evolve, the very functions the command
 // side decides with, so the status cannot disagree with the decisions. The
 // fold is kept in memory per manager; whenever the delivery order cannot
@@ -87,8 +87,8 @@
 // # Poison messages
 //
 // A message events.Decode rejects is copied to the dead-letter stream
-// (nodequeue.DeadLetterStream) under DeadLetterSubject(subject), with
-// headers saying why (nodequeue.HeaderDeadReason, HeaderDeadKind) and from
+// (topology.DeadLetterStream) under topology.DeadEventSubject(subject), with
+// headers saying why (topology.HeaderDeadReason, topology.HeaderDeadKind) and from
 // where (stream, sequence, subject, consumer) and Nats-Msg-Id
 // "dead-evt-<seq>"; it is logged, counted (Metrics.Poison), reported as a
 // Warning Event (EventDeadLettered) on its manager when the subject names

@@ -4,53 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/dedup"
+	"github.com/switchback-dev/switchback/deadletter"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/metrics"
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
-
-// DeadLetterPrefix is the subject prefix of dead-lettered events on
-// nodequeue.DeadLetterStream; the original subject's tokens follow it.
-const DeadLetterPrefix = "sb.dlq.evt"
-
-// Headers a dead-lettered event carries besides the nodequeue.HeaderDead*
-// ones (reason, stream, sequence, subject, consumer).
-const (
-	// HeaderDeadKind is the kind of decode failure: bad-header,
-	// unknown-type, bad-data, wrong-subject or too-large.
-	HeaderDeadKind = "Sb-Dead-Kind"
-	// HeaderDeadMsgID is the original Nats-Msg-Id, if any: JetStream
-	// headers are not copied as such, since the dead-letter stream would
-	// act on them.
-	HeaderDeadMsgID = "Sb-Dead-Msg-Id"
-)
-
-// DeadLetterSubject is where a poison message from subject is parked:
-// sb.dlq.evt.<the tokens after sb.evt>, so `nats stream view` on the
-// dead-letter stream still shows which manager (and node) it was about. A
-// subject outside sb.evt becomes one encoded token.
-func DeadLetterSubject(subject string) string {
-	if rest, ok := strings.CutPrefix(subject, events.SubjectPrefix+"."); ok && validTokens(rest) {
-		return DeadLetterPrefix + "." + rest
-	}
-	return DeadLetterPrefix + "." + events.EncodeToken(subject)
-}
-
-func validTokens(s string) bool {
-	for tok := range strings.SplitSeq(s, ".") {
-		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
-			return false
-		}
-	}
-	return true
-}
 
 // decodeKinds names the DecodeError kinds in headers and logs.
 var decodeKinds = []struct {
@@ -83,24 +43,11 @@ func decodeKind(err error) string {
 func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, derr error) error {
 	seq := meta.Sequence.Stream
 	kind := decodeKind(derr)
-	out := nats.NewMsg(DeadLetterSubject(msg.Subject()))
-	out.Data = msg.Data()
-	for k, vs := range msg.Headers() {
-		if strings.HasPrefix(strings.ToLower(k), "nats-") {
-			continue
-		}
-		out.Header[k] = vs
+	letter := deadletter.Letter{
+		Subject: topology.DeadEventSubject(msg.Subject()), Data: msg.Data(), Header: msg.Headers(),
+		Reason: derr.Error(), Kind: kind, Stream: p.cfg.Store.Stream(), Sequence: seq, OriginalSubject: msg.Subject(),
+		Consumer: p.cfg.Consumer, ID: fmt.Sprintf("dead-evt-%d", seq), What: "event",
 	}
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
-		out.Header.Set(HeaderDeadMsgID, id)
-	}
-	out.Header.Set(nodequeue.HeaderDeadReason, nodequeue.HeaderSafe(derr.Error()))
-	out.Header.Set(HeaderDeadKind, kind)
-	out.Header.Set(nodequeue.HeaderDeadStream, p.cfg.Store.Stream())
-	out.Header.Set(nodequeue.HeaderDeadSequence, strconv.FormatUint(seq, 10))
-	out.Header.Set(nodequeue.HeaderDeadSubject, msg.Subject())
-	out.Header.Set(nodequeue.HeaderDeadConsumer, p.cfg.Consumer)
-	out.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("dead-evt-%d", seq))
 
 	log := p.log.With("subject", msg.Subject(), "seq", seq, "kind", kind)
 	agg, aggErr := events.ParseSubject(msg.Subject())
@@ -112,12 +59,9 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 	}
 	var duplicate bool
 	err := p.retry(ctx, log, "dead-letter", p.cfg.WriteTimeout, func(ctx context.Context) error {
-		r, err := dedup.Publish(ctx, p.cfg.Store.JetStream(), nodequeue.DeadLetterStream, out)
-		if err != nil {
-			return err
-		}
-		duplicate = r.Duplicate
-		return nil
+		var err error
+		duplicate, err = deadletter.Park(ctx, p.cfg.Store.JetStream(), letter)
+		return err
 	})
 	if err != nil {
 		return err
@@ -127,8 +71,7 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 		return nil
 	}
 	p.m.poison.Add(1)
-	metrics.DeadLetters.WithLabelValues("event").Inc()
-	log.Error("poison message dead-lettered; projection continues", "deadLetterSubject", out.Subject, "error", derr)
+	log.Error("poison message dead-lettered; projection continues", "deadLetterSubject", letter.Subject, "error", derr)
 	if aggErr == nil && p.managerExists(ctx, agg.Manager) {
 		e := p.entries[agg.Manager.UID]
 		objs := objects{ref: agg.Manager}
@@ -140,7 +83,7 @@ func (p *Projector) deadLetter(ctx context.Context, msg jetstream.Msg, meta *jet
 			reason: ReasonEventDeadLettered, action: actionProject,
 			node: agg.Node, managerOnly: true,
 			note: fmt.Sprintf("message %d on %s could not be decoded (%s) and was moved to %s as %s: %v",
-				seq, msg.Subject(), kind, nodequeue.DeadLetterStream, out.Subject, derr),
+				seq, msg.Subject(), kind, topology.DeadLetterStream, letter.Subject, derr),
 		})
 	}
 	return nil

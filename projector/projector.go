@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,13 +17,8 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
-
-// ConsumerName is the durable JetStream consumer the projector reads the
-// event stream with. Deleting it (with the projector stopped) makes the next
-// projector replay the whole history from sequence 1.
-const ConsumerName = "projector"
 
 // Defaults for Config.
 const (
@@ -56,7 +50,7 @@ type Config struct {
 	// Events (the caller owns it).
 	Recorder k8sevents.EventRecorder
 
-	// Consumer is the durable consumer's name; default ConsumerName.
+	// Consumer is the durable consumer's name; default topology.ProjectorConsumer.
 	Consumer string
 	// AckWait is how long JetStream waits for an ack before redelivering;
 	// the projector sends InProgress every AckWait/3 while a message takes
@@ -144,7 +138,7 @@ func New(cfg Config) (*Projector, error) {
 		return nil, errors.New("projector: Events (or Recorder) is required: every transition is a Kubernetes Event")
 	}
 	if cfg.Consumer == "" {
-		cfg.Consumer = ConsumerName
+		cfg.Consumer = topology.ProjectorConsumer
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
@@ -187,11 +181,11 @@ func (p *Projector) Metrics() Metrics { return p.m.snapshot() }
 
 // Run consumes the event stream until ctx ends and returns ctx's error (or
 // the error that made consuming impossible). The dead-letter stream
-// (nodequeue.DeadLetterStream, created by nodequeue.Open) must exist.
+// (topology.DeadLetterStream, created by nodequeue.Open) must exist.
 func (p *Projector) Run(ctx context.Context) error {
 	js := p.cfg.Store.JetStream()
-	if _, err := js.Stream(ctx, nodequeue.DeadLetterStream); err != nil {
-		return fmt.Errorf("projector: dead-letter stream %s (nodequeue.Open creates it): %w", nodequeue.DeadLetterStream, err)
+	if _, err := js.Stream(ctx, topology.DeadLetterStream); err != nil {
+		return fmt.Errorf("projector: dead-letter stream %s (nodequeue.Open creates it): %w", topology.DeadLetterStream, err)
 	}
 	if p.rec.rec == nil {
 		// The Events of the last transitions before a stop get a grace
@@ -207,17 +201,7 @@ func (p *Projector) Run(ctx context.Context) error {
 		defer b.Shutdown()
 		p.rec.rec = b.NewRecorder(kubeclient.Scheme, ReportingController)
 	}
-	_, err := js.CreateOrUpdateConsumer(ctx, p.cfg.Store.Stream(), jetstream.ConsumerConfig{
-		Durable:       p.cfg.Consumer,
-		Description:   "Switchback projector: folds history into CR status, conditions and Events",
-		FilterSubject: events.StreamSubjects,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       p.cfg.AckWait,
-		// Never give up on a message: the projector acks everything it can
-		// (poison included) and retries what it cannot yet.
-		MaxDeliver: -1,
-	})
+	_, err := js.CreateOrUpdateConsumer(ctx, p.cfg.Store.Stream(), topology.ProjectorConsumerConfig(p.cfg.Consumer, p.cfg.AckWait))
 	if err != nil {
 		return fmt.Errorf("projector: consumer %s: %w", p.cfg.Consumer, err)
 	}

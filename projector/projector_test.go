@@ -23,13 +23,12 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/metrics"
-	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 type managerState = manager.State
@@ -383,7 +382,7 @@ func TestReplayFromSequenceOneRebuildsIdenticalStatus(t *testing.T) {
 		_, err := h.kc.NodeUpgrades(h.ns).UpdateStatus(h.ctx, w)
 		require.NoError(t, err)
 	}
-	require.NoError(t, h.e.JS.DeleteConsumer(h.ctx, h.e.Store.Stream(), projector.ConsumerName))
+	require.NoError(t, h.e.JS.DeleteConsumer(h.ctx, h.e.Store.Stream(), topology.ProjectorConsumer))
 	after, err := h.kc.Managers(h.ns).Get(h.ctx, ref.Name)
 	require.NoError(t, err)
 	require.Zero(t, after.Status.StreamSequence, "wiped")
@@ -434,7 +433,7 @@ func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
 	assert.Equal(t, v1beta2.UpgradeStateCompleted, obj.Status.State, "projection went on past the poison")
 	h.assertMatchesReplay(ref)
 
-	dlq, err := h.e.JS.Stream(h.ctx, nodequeue.DeadLetterStream)
+	dlq, err := h.e.JS.Stream(h.ctx, topology.DeadLetterStream)
 	require.NoError(t, err)
 	for _, c := range []struct {
 		subject string
@@ -445,27 +444,27 @@ func TestPoisonMessagesAreDeadLetteredAndProjectionContinues(t *testing.T) {
 		{nodeSubject, unknownAck.Sequence, "unknown-type"},
 		{"sb.evt.nonsense", stray.Sequence, "bad-header"},
 	} {
-		dead, err := dlq.GetLastMsgForSubject(h.ctx, projector.DeadLetterSubject(c.subject))
+		dead, err := dlq.GetLastMsgForSubject(h.ctx, topology.DeadEventSubject(c.subject))
 		if !assert.NoError(t, err, "dead letter of %s", c.subject) {
 			continue
 		}
 		assert.True(t, strings.HasPrefix(dead.Subject, "sb.dlq.evt."), dead.Subject)
-		assert.Equal(t, c.subject, dead.Header.Get(nodequeue.HeaderDeadSubject))
-		assert.Equal(t, strconv.FormatUint(c.seq, 10), dead.Header.Get(nodequeue.HeaderDeadSequence))
-		assert.Equal(t, eventstore.DefaultStream, dead.Header.Get(nodequeue.HeaderDeadStream))
-		assert.Equal(t, projector.ConsumerName, dead.Header.Get(nodequeue.HeaderDeadConsumer))
-		assert.Equal(t, c.kind, dead.Header.Get(projector.HeaderDeadKind))
-		assert.NotEmpty(t, dead.Header.Get(nodequeue.HeaderDeadReason))
+		assert.Equal(t, c.subject, dead.Header.Get(topology.HeaderDeadSubject))
+		assert.Equal(t, strconv.FormatUint(c.seq, 10), dead.Header.Get(topology.HeaderDeadSequence))
+		assert.Equal(t, topology.EventStream, dead.Header.Get(topology.HeaderDeadStream))
+		assert.Equal(t, topology.ProjectorConsumer, dead.Header.Get(topology.HeaderDeadConsumer))
+		assert.Equal(t, c.kind, dead.Header.Get(topology.HeaderDeadKind))
+		assert.NotEmpty(t, dead.Header.Get(topology.HeaderDeadReason))
 		assert.Equal(t, fmt.Sprintf("dead-evt-%d", c.seq), dead.Header.Get(jetstream.MsgIDHeader))
 	}
-	assert.Equal(t, "sb.dlq.evt."+strings.TrimPrefix(mgrSubject, "sb.evt."), projector.DeadLetterSubject(mgrSubject))
+	assert.Equal(t, "sb.dlq.evt."+strings.TrimPrefix(mgrSubject, "sb.evt."), topology.DeadEventSubject(mgrSubject))
 
 	evs := eventually(t, 20*time.Second, "Warning Events for the poison", h.k8sEvents, func(evs []eventsv1.Event) bool {
 		return countEvents(evs, eventKey{"Warning", projector.ReasonEventDeadLettered, "DataEngineUpgradeManager", ref.Name}) == 2
 	})
 	for _, ev := range evs {
 		if ev.Reason == projector.ReasonEventDeadLettered {
-			assert.Contains(t, ev.Note, nodequeue.DeadLetterStream)
+			assert.Contains(t, ev.Note, topology.DeadLetterStream)
 		}
 	}
 	assert.Equal(t, uint64(3), r.p.Metrics().Poison)
@@ -572,7 +571,7 @@ func TestConflictsAndOutagesAreRetriedAndNothingIsLost(t *testing.T) {
 	assert.Greater(t, m.WriteRetries, uint64(30))
 	assert.Zero(t, m.WriteFailures)
 	assert.Zero(t, m.Redelivered, "InProgress kept every message in hand from being redelivered during the outage")
-	cons, err := h.e.JS.Consumer(h.ctx, h.e.Store.Stream(), projector.ConsumerName)
+	cons, err := h.e.JS.Consumer(h.ctx, h.e.Store.Stream(), topology.ProjectorConsumer)
 	require.NoError(t, err)
 	ci := eventually(t, 10*time.Second, "every message acked", func() (*jetstream.ConsumerInfo, error) { return cons.Info(h.ctx) },
 		func(ci *jetstream.ConsumerInfo) bool { return ci.NumAckPending == 0 })
@@ -590,8 +589,8 @@ func TestNames(t *testing.T) {
 	assert.NotEqual(t, n, projector.NodeUpgradeName(long, strings.Repeat("b", 99)), "distinct nodes, distinct names")
 	assert.Equal(t, n, projector.NodeUpgradeName(long, strings.Repeat("b", 100)), "deterministic")
 	assert.Regexp(t, `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`, n)
-	assert.Equal(t, "sb.dlq.evt.ns.name.uid.node.n1", projector.DeadLetterSubject("sb.evt.ns.name.uid.node.n1"))
-	assert.Equal(t, "sb.dlq.evt."+events.EncodeToken("weird.subject"), projector.DeadLetterSubject("weird.subject"))
+	assert.Equal(t, "sb.dlq.evt.ns.name.uid.node.n1", topology.DeadEventSubject("sb.evt.ns.name.uid.node.n1"))
+	assert.Equal(t, "sb.dlq.evt."+events.EncodeToken("weird.subject"), topology.DeadEventSubject("weird.subject"))
 }
 
 // series reads one series of Switchback's Prometheus registry (gauge or

@@ -22,6 +22,7 @@ import (
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func upgraded(t *testing.T) (*enginetest.Engine, events.ManagerRef) {
@@ -144,7 +145,7 @@ func TestReplayReportsLostEvents(t *testing.T) {
 	nc.Close()
 	srv.Shutdown()
 
-	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", eventstore.DefaultStream, "msgs", "*.blk"))
+	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "$G", "streams", topology.EventStream, "msgs", "*.blk"))
 	require.NoError(t, err)
 	require.Len(t, blocks, 1)
 	fi, err := os.Stat(blocks[0])

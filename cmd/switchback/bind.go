@@ -8,8 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // bindRetry is how often a worker looks again for what the controller has
@@ -20,7 +19,7 @@ const bindRetry = time.Second
 // waitForStreams waits until the controller has created Switchback's streams
 // and snapshot bucket: a worker only binds to them.
 func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
-	for _, name := range []string{eventstore.DefaultStream, nodequeue.CommandStream, nodequeue.DeadLetterStream} {
+	for _, name := range []string{topology.EventStream, topology.CommandStream, topology.DeadLetterStream} {
 		if err := waitUntil(ctx, log, "stream "+name, func(ctx context.Context) error {
 			_, err := js.Stream(ctx, name)
 			return err
@@ -28,8 +27,8 @@ func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 			return err
 		}
 	}
-	return waitUntil(ctx, log, "bucket "+eventstore.DefaultSnapshotBucket, func(ctx context.Context) error {
-		_, err := js.KeyValue(ctx, eventstore.DefaultSnapshotBucket)
+	return waitUntil(ctx, log, "bucket "+topology.SnapshotBucket, func(ctx context.Context) error {
+		_, err := js.KeyValue(ctx, topology.SnapshotBucket)
 		return err
 	})
 }
@@ -37,9 +36,9 @@ func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 // waitForNodeConsumer waits until the controller has created node's command
 // consumer (natsauth.EnsureNodeConsumers).
 func waitForNodeConsumer(ctx context.Context, js jetstream.JetStream, node string, log *slog.Logger) error {
-	name := nodequeue.ConsumerName(node)
-	return waitUntil(ctx, log, "consumer "+name+" on "+nodequeue.CommandStream, func(ctx context.Context) error {
-		_, err := js.Consumer(ctx, nodequeue.CommandStream, name)
+	name := topology.NodeConsumer(node)
+	return waitUntil(ctx, log, "consumer "+name+" on "+topology.CommandStream, func(ctx context.Context) error {
+		_, err := js.Consumer(ctx, topology.CommandStream, name)
 		return err
 	})
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/metrics"
-	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // logFlags choose the log format and level.
@@ -62,7 +62,7 @@ func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
 // their own node's subjects: the simulated cluster's requests for sim.
 func (f *dataPlaneFlags) workerExtraPublish() []string {
 	if f.kind == "sim" {
-		return []string{natsauth.SimDataPlaneSubjects}
+		return []string{topology.SimSubjects}
 	}
 	return nil
 }
@@ -96,7 +96,7 @@ func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Co
 		}
 		dp = plane
 	case "sim":
-		dp = simremote.NewClient(nc, simremote.DefaultPrefix)
+		dp = simremote.NewClient(nc, topology.SimPrefix)
 	default:
 		return nil, fmt.Errorf("--data-plane %q: want longhorn or sim: %w", f.kind, errUsage)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // demoNamespace and demoName name the manager the demo creates.
@@ -123,7 +124,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// Outside workers (`switchback worker --data-plane sim --nats-url …`)
 	// can reach the simulated cluster too.
-	simServer, err := simremote.Serve(conn.nc, simremote.DefaultPrefix, cluster)
+	simServer, err := simremote.Serve(conn.nc, topology.SimPrefix, cluster)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // secretsFile is where nats-auth writes the Secret manifests, next to the
@@ -41,7 +42,7 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		"empty = the server's global account, where no limit can be set")
 	maxStore := fs.Int64("max-store", natsauth.DefaultLimits.MaxStore, "the account's JetStream file storage in bytes, every replica counted (docs/security.md §7)")
 	maxConsumers := fs.Int("max-consumers", natsauth.DefaultLimits.MaxConsumers, "the consumers each stream of the account may have: above the cluster's nodes (one each on the command stream)")
-	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+natsauth.SimDataPlaneSubjects+"): for tests and demos")
+	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+topology.SimSubjects+"): for tests and demos")
 	keep := fs.Bool("keep", true, "keep the credentials already under --out (adding a node does not rotate every key); false generates all anew")
 	namespace := fs.String("secrets-namespace", "", "also write "+secretsFile+" with the Secrets of this namespace")
 	perWorker := fs.Bool("per-worker-secrets", false, "with --secrets-namespace: one Secret per worker instead of one shared Secret")
@@ -61,7 +62,7 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 		cfg.Limits = natsauth.Limits{MaxStore: *maxStore, MaxConsumers: *maxConsumers}
 	}
 	if *sim {
-		cfg.WorkerExtraPublish = []string{natsauth.SimDataPlaneSubjects}
+		cfg.WorkerExtraPublish = []string{topology.SimSubjects}
 	}
 	if *keep {
 		existing, err := natsauth.ReadFiles(*out, cfg.Mode, cfg.Nodes)

@@ -30,6 +30,7 @@ import (
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func freeAddr(t *testing.T) string {
@@ -210,7 +211,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	for i, a := range []string{"n1", "n2", "n3", ""} {
 		require.NoError(t, cluster.AddVolume(fmt.Sprintf("pvc-%d", i), sim.EngineV2, nodes, a))
 	}
-	served, err := simremote.Serve(nc, simremote.DefaultPrefix, cluster)
+	served, err := simremote.Serve(nc, topology.SimPrefix, cluster)
 	require.NoError(t, err)
 	t.Cleanup(served.Stop)
 

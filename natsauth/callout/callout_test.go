@@ -37,6 +37,7 @@ import (
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Every integration test runs against one real kube-apiserver: it signs
@@ -344,7 +345,7 @@ func TestWorkerTokens(t *testing.T) {
 		nc := d.connectController()
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
-		_, err = js.Stream(ctx, eventstore.DefaultStream)
+		_, err = js.Stream(ctx, topology.EventStream)
 		require.NoError(t, err)
 		assert.Equal(t, before, allDecisions(), "no authorization request for a static user")
 	})
@@ -383,7 +384,7 @@ func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
 	agg := events.NodeAggregate(testRef, node)
 	_, err = store.Append(ctx, agg, 0, started(node))
 	require.NoError(t, err, "appends its node's event on %s", agg.Subject())
-	cons, err := js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName(node))
+	cons, err := js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer(node))
 	require.NoError(t, err, "looks its consumer up")
 	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 	require.NoError(t, err)
@@ -408,14 +409,14 @@ func workerCannot(t *testing.T, ctx context.Context, nc *nats.Conn, viol *natsau
 		_, err := store.Append(ctx, agg, 0, started(other))
 		return err
 	})
-	next := "$JS.API.CONSUMER.MSG.NEXT." + nodequeue.CommandStream + "." + nodequeue.ConsumerName(other)
+	next := "$JS.API.CONSUMER.MSG.NEXT." + topology.CommandStream + "." + topology.NodeConsumer(other)
 	deniedOp(t, viol, next, func(ctx context.Context) error {
 		_, err := nc.RequestWithContext(ctx, next, []byte(`{"batch":1,"expires":200000000}`))
 		return err
 	})
-	info := "$JS.API.CONSUMER.INFO." + nodequeue.CommandStream + "." + nodequeue.ConsumerName(other)
+	info := "$JS.API.CONSUMER.INFO." + topology.CommandStream + "." + topology.NodeConsumer(other)
 	deniedOp(t, viol, info, func(ctx context.Context) error {
-		_, err := js.Consumer(ctx, nodequeue.CommandStream, nodequeue.ConsumerName(other))
+		_, err := js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer(other))
 		return err
 	})
 	deniedOp(t, viol, server.AuthCalloutSubject, func(context.Context) error {

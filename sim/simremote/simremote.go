@@ -16,9 +16,6 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// DefaultPrefix is the subject prefix of the simulator's API.
-const DefaultPrefix = "sb.sim"
-
 // request is the body of every call.
 type request struct {
 	Node   string `json:"node,omitempty"`

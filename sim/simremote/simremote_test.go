@@ -16,16 +16,17 @@ import (
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 func TestRemoteClientMatchesTheSimulator(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, _ := natstest.Connect(t, srv)
 	s := sim.Random(3, sim.RandomOptions{Nodes: 4, Volumes: 10})
-	server, err := simremote.Serve(nc, simremote.DefaultPrefix, s)
+	server, err := simremote.Serve(nc, topology.SimPrefix, s)
 	require.NoError(t, err)
 	defer server.Stop()
-	c := simremote.NewClient(nc, simremote.DefaultPrefix)
+	c := simremote.NewClient(nc, topology.SimPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -73,10 +74,10 @@ func TestUpgradeThroughTheRemoteClient(t *testing.T) {
 	}
 	srv := natstest.Start(t)
 	nc, _ := natstest.Connect(t, srv)
-	server, err := simremote.Serve(nc, simremote.DefaultPrefix, s)
+	server, err := simremote.Serve(nc, topology.SimPrefix, s)
 	require.NoError(t, err)
 	defer server.Stop()
-	e := enginetest.Start(t, simremote.NewClient(nc, simremote.DefaultPrefix), enginetest.Options{})
+	e := enginetest.Start(t, simremote.NewClient(nc, topology.SimPrefix), enginetest.Options{})
 	ref := events.ManagerRef{Namespace: "ns", Name: "remote", UID: "u"}
 	e.Request(ref)
 	st := e.WaitManager(ref, 30*time.Second, "terminal", func(s manager.State) bool { return s.Terminal() })
