@@ -6,13 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/switchback-dev/switchback/internal/testpki"
 )
 
 // pki holds the PEM files of a throwaway cluster: a CA, the apiserver's
@@ -35,73 +35,26 @@ const (
 	saPubFile      = "sa.pub"
 )
 
-// newPKI makes fresh keys and certificates. ECDSA P-256 keys are used since
-// they are generated in microseconds, where RSA-2048 takes a visible share of
-// the start time on a small machine; the apiserver accepts them everywhere.
+// newPKI makes fresh keys and certificates (the apiserver accepts ECDSA
+// keys everywhere).
 func newPKI() (*pki, error) {
 	now := time.Now()
 	// NotBefore is set back an hour so that a slightly skewed clock between
 	// processes never makes a fresh certificate "not yet valid".
-	notBefore, notAfter := now.Add(-time.Hour), now.Add(7*24*time.Hour)
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA("switchback-testenv-ca", now.Add(-time.Hour), now.Add(7*24*time.Hour))
 	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
+		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "switchback-testenv-ca"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("self-sign CA: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA: %w", err)
-	}
-
-	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, fmt.Errorf("generate key for %s: %w", subject.CommonName, err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      subject,
-			NotBefore:    notBefore,
-			NotAfter:     notAfter,
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  ips,
-			DNSNames:     dns,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return nil, nil, fmt.Errorf("sign certificate for %s: %w", subject.CommonName, err)
-		}
-		keyPEM, err = ecKeyPEM(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		return pemBlock("CERTIFICATE", der), keyPEM, nil
-	}
-
-	p := &pki{caCert: pemBlock("CERTIFICATE", caDER)}
-	p.serverCert, p.serverKey, err = issue(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
-		[]net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+	p := &pki{caCert: ca.PEM}
+	p.serverCert, p.serverKey, err = ca.Issue(testpki.Leaf{Subject: pkix.Name{CommonName: "kube-apiserver"}, Usage: x509.ExtKeyUsageServerAuth,
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNS: []string{"localhost"}})
 	if err != nil {
 		return nil, err
 	}
 	// O=system:masters is bound to cluster-admin by the bootstrap RBAC
 	// policy, which is what lets the client install CRDs.
-	p.adminCert, p.adminKey, err = issue(3, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
-		x509.ExtKeyUsageClientAuth, nil, nil)
+	p.adminCert, p.adminKey, err = ca.Issue(testpki.Leaf{Subject: pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}},
+		Usage: x509.ExtKeyUsageClientAuth})
 	if err != nil {
 		return nil, err
 	}
@@ -110,14 +63,14 @@ func newPKI() (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate service-account key: %w", err)
 	}
-	if p.saKey, err = ecKeyPEM(saKey); err != nil {
+	if p.saKey, err = testpki.ECKeyPEM(saKey); err != nil {
 		return nil, err
 	}
 	pubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("marshal service-account public key: %w", err)
 	}
-	p.saPub = pemBlock("PUBLIC KEY", pubDER)
+	p.saPub = testpki.PEMBlock("PUBLIC KEY", pubDER)
 	return p, nil
 }
 
@@ -146,16 +99,4 @@ func (p *pki) write(dir string) error {
 		}
 	}
 	return nil
-}
-
-func ecKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("marshal EC key: %w", err)
-	}
-	return pemBlock("EC PRIVATE KEY", der), nil
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }

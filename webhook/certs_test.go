@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -38,8 +39,8 @@ func leafOf(t testing.TB, c *tls.Certificate) *x509.Certificate {
 
 func TestGenerateCertificates(t *testing.T) {
 	now := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
-	certs, err := webhook.GenerateCertificates(webhook.CertOptions{
-		DNSNames: webhook.ServiceDNSNames("switchback-webhook", "longhorn-system"),
+	certs, err := testpki.Serving(testpki.CertOptions{
+		DNSNames: testpki.ServiceDNSNames("switchback-webhook", "longhorn-system"),
 		IPs:      []net.IP{net.IPv4(127, 0, 0, 1)},
 		ValidFor: time.Hour,
 		Now:      now,
@@ -67,11 +68,11 @@ func TestGenerateCertificates(t *testing.T) {
 	require.NoError(t, err, "key matches certificate")
 
 	// Two generations never share a CA: a rotation changes the caBundle.
-	again, err := webhook.GenerateCertificates(webhook.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	again, err := testpki.Serving(testpki.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	require.NoError(t, err)
 	assert.NotEqual(t, certs.CACert, again.CACert)
 
-	_, err = webhook.GenerateCertificates(webhook.CertOptions{})
+	_, err = testpki.Serving(testpki.CertOptions{})
 	require.Error(t, err)
 }
 
@@ -95,9 +96,9 @@ func TestWriteFiles(t *testing.T) {
 	assert.Len(t, entries, 3, "no temporary file left")
 }
 
-func generate(t testing.TB) *webhook.Certificates {
+func generate(t testing.TB) *testpki.Certificates {
 	t.Helper()
-	c, err := webhook.GenerateCertificates(webhook.CertOptions{
+	c, err := testpki.Serving(testpki.CertOptions{
 		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
 	})
 	require.NoError(t, err)
@@ -113,7 +114,7 @@ type secretVolume struct {
 	version int
 }
 
-func newSecretVolume(t testing.TB, c *webhook.Certificates) *secretVolume {
+func newSecretVolume(t testing.TB, c *testpki.Certificates) *secretVolume {
 	v := &secretVolume{t: t, dir: t.TempDir()}
 	v.update(c)
 	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
@@ -122,7 +123,7 @@ func newSecretVolume(t testing.TB, c *webhook.Certificates) *secretVolume {
 	return v
 }
 
-func (v *secretVolume) update(c *webhook.Certificates) {
+func (v *secretVolume) update(c *testpki.Certificates) {
 	v.version++
 	data := "..v" + string(rune('0'+v.version))
 	_, _, err := c.WriteFiles(filepath.Join(v.dir, data))
@@ -141,15 +142,15 @@ func TestCertReloaderPicksUpANewCertificate(t *testing.T) {
 		name string
 		// setup writes first and returns the files and a function writing
 		// second in their place.
-		setup func(t *testing.T, first *webhook.Certificates) (certFile, keyFile string, replace func(*webhook.Certificates))
+		setup func(t *testing.T, first *testpki.Certificates) (certFile, keyFile string, replace func(*testpki.Certificates))
 	}{
 		{
 			name: "files replaced by rename",
-			setup: func(t *testing.T, first *webhook.Certificates) (string, string, func(*webhook.Certificates)) {
+			setup: func(t *testing.T, first *testpki.Certificates) (string, string, func(*testpki.Certificates)) {
 				dir := t.TempDir()
 				certFile, keyFile, err := first.WriteFiles(dir)
 				require.NoError(t, err)
-				return certFile, keyFile, func(c *webhook.Certificates) {
+				return certFile, keyFile, func(c *testpki.Certificates) {
 					_, _, err := c.WriteFiles(dir)
 					require.NoError(t, err)
 				}
@@ -157,7 +158,7 @@ func TestCertReloaderPicksUpANewCertificate(t *testing.T) {
 		},
 		{
 			name: "mounted Secret updated by the kubelet (symlink swap)",
-			setup: func(t *testing.T, first *webhook.Certificates) (string, string, func(*webhook.Certificates)) {
+			setup: func(t *testing.T, first *testpki.Certificates) (string, string, func(*testpki.Certificates)) {
 				v := newSecretVolume(t, first)
 				certFile, keyFile := v.files()
 				return certFile, keyFile, v.update
@@ -165,12 +166,12 @@ func TestCertReloaderPicksUpANewCertificate(t *testing.T) {
 		},
 		{
 			name: "files rewritten in place",
-			setup: func(t *testing.T, first *webhook.Certificates) (string, string, func(*webhook.Certificates)) {
+			setup: func(t *testing.T, first *testpki.Certificates) (string, string, func(*testpki.Certificates)) {
 				dir := t.TempDir()
 				certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 				require.NoError(t, os.WriteFile(certFile, first.Cert, 0o600))
 				require.NoError(t, os.WriteFile(keyFile, first.Key, 0o600))
-				return certFile, keyFile, func(c *webhook.Certificates) {
+				return certFile, keyFile, func(c *testpki.Certificates) {
 					require.NoError(t, os.WriteFile(keyFile, c.Key, 0o600))
 					require.NoError(t, os.WriteFile(certFile, c.Cert, 0o600))
 					// Same inode, maybe same size: only the time tells. Make

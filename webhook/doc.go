@@ -67,7 +67,6 @@
 //
 // The serving certificate is read from files (a mounted kubernetes.io/tls
 // Secret) and re-read when they change, so a rotated certificate is served
-// without a restart (CertReloader). GenerateCertificates makes a self-signed
-// CA and a serving certificate for given DNS names and IPs, for tests and for
-// installs without cert-manager.
+// without a restart (CertReloader). Certificates come from cert-manager or
+// the install (deploy/webhook); tests make theirs with internal/testpki.
 package webhook

@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -28,7 +29,7 @@ type running struct {
 	stop    context.CancelFunc
 }
 
-func startServer(t *testing.T, cluster dataplane.Reader, certs *webhook.Certificates) *running {
+func startServer(t *testing.T, cluster dataplane.Reader, certs *testpki.Certificates) *running {
 	t.Helper()
 	dir := t.TempDir()
 	certFile, keyFile, err := certs.WriteFiles(dir)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/testenv"
@@ -104,7 +105,7 @@ func TestGuardOnTheAPIServer(t *testing.T) {
 	none := webhook.ActiveFunc(func(context.Context, types.UID) ([]string, error) { return nil, nil })
 	admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: installNS, Cluster: plane, Active: none})
 	require.NoError(t, err)
-	certs, err := webhook.GenerateCertificates(webhook.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	certs, err := testpki.Serving(testpki.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	require.NoError(t, err)
 	certFile, keyFile, err := certs.WriteFiles(t.TempDir())
 	require.NoError(t, err)

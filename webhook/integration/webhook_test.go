@@ -27,6 +27,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/testenv"
@@ -170,7 +171,7 @@ func startWebhook(t *testing.T) *fixture {
 	kc, err := kubeclient.New(kcfg)
 	require.NoError(t, err)
 
-	certs, err := webhook.GenerateCertificates(webhook.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	certs, err := testpki.Serving(testpki.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	require.NoError(t, err)
 	certFile, keyFile, err := certs.WriteFiles(t.TempDir())
 	require.NoError(t, err)
