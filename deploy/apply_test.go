@@ -18,15 +18,15 @@ import (
 )
 
 // prepareAPIServer installs what `kubectl apply -k deploy/` needs besides
-// deploy/crds: the namespace (a dry run creates nothing for the objects in
-// it to land in) and cert-manager's CRDs, as the stand-ins of testdata.
+// deploy/crds, as the stand-ins of testdata: Longhorn's namespace (Longhorn
+// owns it; deploy/ only uses it) and cert-manager's CRDs.
 func prepareAPIServer(t *testing.T) {
 	t.Helper()
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, testenv.InstallCRDs(ctx, env.Config, repoPath(t, "deploy", "testdata", "cert-manager-crds")))
-	kubectl(t, nil, "apply", "-f", repoPath(t, "deploy", "namespace.yaml"))
+	kubectl(t, nil, "apply", "-f", repoPath(t, "deploy", "testdata", "longhorn-namespace.yaml"))
 }
 
 // TestManifestsApplyOnTheRealAPIServer: deploy/, and deploy/ with the
