@@ -2,7 +2,6 @@ package longhornsim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -13,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
@@ -150,37 +147,6 @@ func (m *Manager) writeUpgraderObjects(ctx context.Context, u dataplane.Longhorn
 		m.upgrader = nil
 	}
 	return nil
-}
-
-// keepWhole brings gvr's objects in line with want: each written whole
-// (see writeWhole), those have holds and want does not removed.
-func (m *Manager) keepWhole(ctx context.Context, gvr schema.GroupVersionResource, want []*whole, have map[string]*whole) error {
-	var errs []error
-	wanted := map[string]bool{}
-	for _, w := range want {
-		wanted[w.name] = true
-		errs = append(errs, m.writeWhole(ctx, w, have[w.name]))
-	}
-	for name, h := range have {
-		if !wanted[name] {
-			errs = append(errs, m.remove(ctx, gvr, name, h.deleting))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// wholes maps listed objects to what writeWhole compares.
-func wholes[T any, PT interface {
-	*T
-	metav1.Object
-}](objs map[string]PT, f func(PT) *whole) map[string]*whole {
-	out := make(map[string]*whole, len(objs))
-	for name, o := range objs {
-		w := f(o)
-		w.deleting = o.GetDeletionTimestamp() != nil
-		out[name] = w
-	}
-	return out
 }
 
 // upgraderObjects is what the upgrader's objects were last brought in line
@@ -361,47 +327,6 @@ func (m *Manager) writeVolume(ctx context.Context, v dataplane.Volume, have *lon
 	return errors.Join(errs...)
 }
 
-// whole is an object whose spec and status are Longhorn's own (an engine,
-// an EngineFrontend): kept as rendered, each replaced whole.
-type whole struct {
-	gvr          schema.GroupVersionResource
-	kind, name   string
-	obj          any // the object, to create it
-	spec, status any
-	deleting     bool // as listed: being deleted already
-}
-
-func engineWhole(e *longhorn.Engine) *whole {
-	if e == nil {
-		return nil
-	}
-	return &whole{gvr: longhorn.EnginesResource, kind: longhorn.KindEngine, name: e.Name, obj: e, spec: e.Spec, status: e.Status}
-}
-
-func frontendWhole(ef *longhorn.EngineFrontend) *whole {
-	if ef == nil {
-		return nil
-	}
-	return &whole{gvr: longhorn.EngineFrontendsResource, kind: longhorn.KindEngineFrontend, name: ef.Name, obj: ef, spec: ef.Spec, status: ef.Status}
-}
-
-// writeWhole creates want when missing (have nil), else replaces its status
-// and its spec where they differ from have.
-func (m *Manager) writeWhole(ctx context.Context, want, have *whole) error {
-	if have == nil {
-		_, err := m.create(ctx, want.gvr, want.kind, want.obj, want.status)
-		return err
-	}
-	var errs []error
-	if !apiequality.Semantic.DeepEqual(have.status, want.status) {
-		errs = append(errs, m.putStatus(ctx, want.gvr, want.name, want.status))
-	}
-	if !apiequality.Semantic.DeepEqual(have.spec, want.spec) {
-		errs = append(errs, m.replace(ctx, want.gvr, want.name, "/spec", want.spec, ""))
-	}
-	return errors.Join(errs...)
-}
-
 func (m *Manager) writeReplica(ctx context.Context, want, have *longhorn.Replica) error {
 	if have == nil {
 		_, err := m.create(ctx, longhorn.ReplicasResource, longhorn.KindReplica, want, want.Status)
@@ -469,108 +394,4 @@ func (m *Manager) event(ctx context.Context, ef, typ, reason, message string) er
 		return err
 	}
 	return m.patch(ctx, longhorn.EventsResource, name, map[string]any{"message": message, "count": e.Count + 1, "lastTimestamp": now})
-}
-
-// ---- apiserver writes ----
-
-func (m *Manager) ri(gvr schema.GroupVersionResource) dynamic.ResourceInterface {
-	if gvr == longhorn.KubeNodesResource {
-		return m.dyn.Resource(gvr)
-	}
-	return m.dyn.Resource(gvr).Namespace(m.ns)
-}
-
-// create creates obj, then sets its status (the status subresource ignores
-// it on create), and records its spec as applied.
-func (m *Manager) create(ctx context.Context, gvr schema.GroupVersionResource, kind string, obj, status any) (string, error) {
-	u, err := longhorn.ToUnstructured(obj, kind)
-	if err != nil {
-		return "", err
-	}
-	out, err := m.ri(gvr).Create(ctx, u, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("create %s %s: %w", gvr.Resource, u.GetName(), err)
-	}
-	m.applied[gvr.Resource+"/"+out.GetName()] = out.GetGeneration()
-	if status != nil {
-		if err := m.putStatus(ctx, gvr, out.GetName(), status); err != nil {
-			return "", err
-		}
-	}
-	return out.GetName(), nil
-}
-
-// putStatus replaces the object's whole status: the manager owns it.
-func (m *Manager) putStatus(ctx context.Context, gvr schema.GroupVersionResource, name string, status any) error {
-	return m.replace(ctx, gvr, name, "/status", status, "status")
-}
-
-// replace sets one top-level member with a JSON patch "add", which
-// replaces a member that exists and creates one that does not.
-func (m *Manager) replace(ctx context.Context, gvr schema.GroupVersionResource, name, path string, value any, subresource string) error {
-	body, err := json.Marshal([]map[string]any{{"op": "add", "path": path, "value": value}})
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", gvr.Resource, name, err)
-	}
-	var subs []string
-	if subresource != "" {
-		subs = []string{subresource}
-	}
-	if _, err := m.ri(gvr).Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{}, subs...); err != nil {
-		return fmt.Errorf("patch %s %s%s: %w", gvr.Resource, name, path, err)
-	}
-	return nil
-}
-
-// patch applies a merge patch to the object.
-func (m *Manager) patch(ctx context.Context, gvr schema.GroupVersionResource, name string, body map[string]any) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", gvr.Resource, name, err)
-	}
-	if _, err := m.ri(gvr).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch %s %s: %w", gvr.Resource, name, err)
-	}
-	return nil
-}
-
-// writeSpec changes spec fields the simulator changed on its own, unless
-// someone else's spec change is still to be mirrored (it would be
-// overwritten). The resourceVersion precondition closes the race with a
-// change arriving meanwhile: a conflict just waits for the next round.
-func (m *Manager) writeSpec(ctx context.Context, gvr schema.GroupVersionResource, name, rv string, generation int64, spec map[string]any) error {
-	key := gvr.Resource + "/" + name
-	if generation != m.applied[key] {
-		return nil
-	}
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv}, "spec": spec})
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", gvr.Resource, name, err)
-	}
-	out, err := m.ri(gvr).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
-	switch {
-	case apierrors.IsConflict(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("patch %s %s spec: %w", gvr.Resource, name, err)
-	}
-	m.applied[key] = out.GetGeneration()
-	return nil
-}
-
-// remove drops the finalizer of an object the simulator no longer has and
-// deletes it unless its deletion is already under way.
-func (m *Manager) remove(ctx context.Context, gvr schema.GroupVersionResource, name string, deleting bool) error {
-	err := m.patch(ctx, gvr, name, map[string]any{"metadata": map[string]any{"finalizers": nil}})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if deleting {
-		return nil
-	}
-	if err := m.ri(gvr).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete %s %s: %w", gvr.Resource, name, err)
-	}
-	delete(m.applied, gvr.Resource+"/"+name)
-	return nil
 }

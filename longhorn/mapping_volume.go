@@ -1,0 +1,266 @@
+package longhorn
+
+import (
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// replicaState maps a replica. mode is its entry in the active engine's
+// replicaModeMap ("" when absent), attached whether its volume is attached.
+//
+//   - failedAt set: the replica failed or was failed on purpose, and is never
+//     healthy: error if its instance is in error, else stopped (it is, or is
+//     being, stopped: Longhorn stops it).
+//   - an attached volume's running replica is what its engine says: RW
+//     running, WO rebuilding, ERR error; not in the engine yet, it is
+//     running if it was ever healthy (the engine status lags), else
+//     rebuilding.
+//   - a detached volume's replicas are stopped by Longhorn; one that held a
+//     full copy (healthyAt set, not failed) is a healthy copy at rest and
+//     reported running, as dataplane asks (see its package comment).
+//   - starting is rebuilding (it is being brought in); stopping is stopped;
+//     error, unknown (lost contact) and states this adapter does not know
+//     are error: never counted as a healthy copy.
+func replicaState(r *Replica, mode string, attached bool) dataplane.ReplicaState {
+	if r.Spec.FailedAt != "" {
+		if r.Status.CurrentState == StateError {
+			return dataplane.ReplicaError
+		}
+		return dataplane.ReplicaStopped
+	}
+	healthyBefore := r.Spec.HealthyAt != ""
+	switch r.Status.CurrentState {
+	case StateRunning:
+		if !attached {
+			if healthyBefore {
+				return dataplane.ReplicaRunning
+			}
+			return dataplane.ReplicaRebuilding
+		}
+		switch mode {
+		case ModeRW:
+			return dataplane.ReplicaRunning
+		case ModeWO:
+			return dataplane.ReplicaRebuilding
+		case ModeERR:
+			return dataplane.ReplicaError
+		}
+		if healthyBefore {
+			return dataplane.ReplicaRunning
+		}
+		return dataplane.ReplicaRebuilding
+	case StateStopped, "":
+		if !attached && healthyBefore {
+			return dataplane.ReplicaRunning
+		}
+		return dataplane.ReplicaStopped
+	case StateStarting:
+		return dataplane.ReplicaRebuilding
+	case StateStopping:
+		return dataplane.ReplicaStopped
+	default: // error, unknown, anything new
+		return dataplane.ReplicaError
+	}
+}
+
+// attachedNode is spec.nodeID, which Longhorn's VolumeAttachment controller
+// sets from the attachment tickets; status.currentNodeID is taken only when
+// spec.nodeID is empty while the volume still reports attached (a detach in
+// flight keeps serving I/O until it completes).
+func attachedNode(v *Volume) string {
+	if v.Spec.NodeID != "" {
+		return v.Spec.NodeID
+	}
+	if v.Status.State == VolumeAttached {
+		return v.Status.CurrentNodeID
+	}
+	return ""
+}
+
+// targetNode is where an attached volume's engine runs:
+// status.currentEngineNodeID, or, before Longhorn reported it, the node of
+// the active engine, else the attached node. A detached volume has none.
+func targetNode(v *Volume, active *Engine) string {
+	attached := attachedNode(v)
+	switch {
+	case attached == "":
+		return ""
+	case v.Status.CurrentEngineNodeID != "":
+		return v.Status.CurrentEngineNodeID
+	case active != nil && active.Spec.NodeID != "":
+		return active.Spec.NodeID
+	}
+	return attached
+}
+
+// activeEngine picks the engine serving the volume: the active one, else the
+// one on the attached node, else the first by name (cache order is random,
+// and two reads must agree).
+func activeEngine(engines []*Engine, attached string) *Engine {
+	var onNode, first *Engine
+	for _, e := range engines {
+		if e.DeletionTimestamp != nil {
+			continue
+		}
+		if e.Spec.Active {
+			return e
+		}
+		if onNode == nil && attached != "" && e.Spec.NodeID == attached {
+			onNode = e
+		}
+		if first == nil || e.Name < first.Name {
+			first = e
+		}
+	}
+	if onNode != nil {
+		return onNode
+	}
+	return first
+}
+
+// activeFrontend picks the volume's current EngineFrontend as Longhorn does:
+// the one marked active, else the one on the attached node.
+func activeFrontend(efs []*EngineFrontend, attached string) *EngineFrontend {
+	var onNode *EngineFrontend
+	for _, ef := range efs {
+		if ef.DeletionTimestamp != nil {
+			continue
+		}
+		if ef.Spec.Active {
+			return ef
+		}
+		if onNode == nil && attached != "" && ef.Spec.NodeID == attached {
+			onNode = ef
+		}
+	}
+	return onNode
+}
+
+// targetReady holds Longhorn's own conditions for a switch-over that ended
+// on target: the volume's only engine runs there and is active, and the
+// active EngineFrontend runs connected to it with no path switch under way.
+func targetReady(v *Volume, engines []*Engine, efs []*EngineFrontend, target string) bool {
+	var only *Engine
+	for _, e := range engines {
+		if e.DeletionTimestamp != nil {
+			continue
+		}
+		if only != nil {
+			return false
+		}
+		only = e
+	}
+	if only == nil || !only.Spec.Active || only.Spec.NodeID != target || only.Status.CurrentState != StateRunning {
+		return false
+	}
+	ef := activeFrontend(efs, attachedNode(v))
+	return ef != nil && ef.Status.CurrentState == StateRunning && ef.Status.SwitchoverPhase == "" &&
+		ef.Spec.EngineName == only.Name && ef.Status.TargetIP == only.Status.StorageIP && ef.Status.TargetPort == only.Status.Port
+}
+
+// frontendOf is the volume's frontend, "" when it has none or it is disabled.
+func frontendOf(v *Volume) string {
+	if v.Spec.DisableFrontend {
+		return ""
+	}
+	return v.Spec.Frontend
+}
+
+// switchoverError is the message of the newest FailedSwitchover Warning on
+// the volume's EngineFrontends, unless a successful Switchover came after
+// it or no switch-over is under way.
+func switchoverError(v *Volume, events []*Event) string {
+	if v.Status.SwitchoverState == "" {
+		return ""
+	}
+	var failed, succeeded *Event
+	for _, e := range events {
+		switch e.Reason {
+		case ReasonFailedSwitchover:
+			if failed == nil || eventTime(e).After(eventTime(failed).Time) {
+				failed = e
+			}
+		case ReasonSwitchover:
+			if succeeded == nil || eventTime(e).After(eventTime(succeeded).Time) {
+				succeeded = e
+			}
+		}
+	}
+	if failed == nil || (succeeded != nil && !eventTime(failed).After(eventTime(succeeded).Time)) {
+		return ""
+	}
+	return failed.Message
+}
+
+// eventTime is when an Event last happened.
+func eventTime(e *Event) metav1.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp
+	}
+	return e.FirstTimestamp
+}
+
+// toVolume maps a volume with its replicas, engines, engine frontends (any
+// order) and the Events of its engine frontends. Replicas being deleted are
+// left out: they serve nothing, and Longhorn is removing them. Robustness is Longhorn's for an attached volume; for a detached
+// one, for which Longhorn says "unknown", it is computed from the replicas
+// as dataplane asks. A detached volume reports no switch-over (Longhorn may
+// leave a stale state there).
+func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event) dataplane.Volume {
+	out := dataplane.Volume{
+		Name:             v.Name,
+		DataEngine:       dataEngineOf(v),
+		NumberOfReplicas: v.Spec.NumberOfReplicas,
+		AttachedNode:     attachedNode(v),
+		EngineNode:       v.Spec.EngineNodeID,
+		Frontend:         frontendOf(v),
+	}
+	active := activeEngine(engines, out.AttachedNode)
+	out.TargetNode = targetNode(v, active)
+	if out.Attached() {
+		out.Switchover = dataplane.SwitchoverState(v.Status.SwitchoverState)
+		out.TargetReady = targetReady(v, engines, efs, out.TargetNode)
+		out.SwitchoverError = switchoverError(v, events)
+	}
+	var modes map[string]string
+	if active != nil {
+		modes = active.Status.ReplicaModeMap
+	}
+	sorted := slices.Clone(replicas)
+	slices.SortFunc(sorted, func(a, b *Replica) int { return strings.Compare(a.Name, b.Name) })
+	for _, r := range sorted {
+		if r.DeletionTimestamp != nil {
+			continue
+		}
+		out.Replicas = append(out.Replicas, dataplane.Replica{
+			Name:  r.Name,
+			Node:  r.Spec.NodeID,
+			State: replicaState(r, modes[r.Name], out.AttachedNode != ""),
+		})
+	}
+	if out.AttachedNode != "" {
+		out.Robustness = robustness(v.Status.Robustness)
+	} else {
+		out.Robustness = computedRobustness(out)
+	}
+	return out
+}
+
+func robustness(s string) dataplane.Robustness {
+	switch r := dataplane.Robustness(s); r {
+	case dataplane.RobustnessHealthy, dataplane.RobustnessDegraded, dataplane.RobustnessFaulted:
+		return r
+	default:
+		return dataplane.RobustnessUnknown
+	}
+}
+
+// computedRobustness is Longhorn's rule applied to replica states: healthy
+// with every desired replica running, faulted with none.
+func computedRobustness(v dataplane.Volume) dataplane.Robustness {
+	return dataplane.RobustnessOf(v.HealthyReplicas(), v.NumberOfReplicas)
+}

@@ -1,0 +1,172 @@
+package longhorn_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/sim"
+)
+
+// TestInPlaceWriteSequence: on a Longhorn that updates IMs in place
+// (experimental, its physics not established), what is proven is the exact
+// sequence of writes the adapter makes to Longhorn's objects: scheduling
+// off, snapshots, replicas failed, engines moved, the IM's image set,
+// scheduling restored, engines moved back, snapshots removed. Run with
+// -update to rewrite testdata/inplace-writes.golden.
+func TestInPlaceWriteSequence(t *testing.T) {
+	cfg := latencies
+	cfg.Profile = dataplane.ProfileInPlace
+	s := sim.New(cfg)
+	for _, n := range []string{"n1", "n2"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
+	writes := &writeLog{}
+	c := newClusterWith(t, s, clusterOptions{
+		platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"},
+		log:      slog.New(writes),
+	})
+	was := recordBefore(t, c)
+	e := enginetest.Start(t, c.plane, enginetest.Options{})
+	m := ref("in-place")
+	e.Request(m, "n1")
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	was.restored(t, c)
+	assert.Zero(t, s.IOStats().Failed, "the in-place physics the simulator assumes: %s", s.IOStats())
+
+	got := writes.String()
+	path := filepath.Join("testdata", "inplace-writes.golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run with -update to create it")
+	assert.Equal(t, string(want), got, "the writes the upgrade made, in order")
+}
+
+// writeLog is a slog handler keeping the adapter's write lines (resource,
+// object, action) in order.
+type writeLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *writeLog) Enabled(context.Context, slog.Level) bool { return true }
+func (w *writeLog) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *writeLog) WithGroup(string) slog.Handler            { return w }
+func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
+	var verb string
+	switch r.Message {
+	case "longhorn object patched":
+		verb = "patch"
+	case "longhorn object deleted":
+		verb = "delete"
+	case "longhorn snapshot created":
+		verb = "create"
+	default:
+		return nil
+	}
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	line := fmt.Sprintf("%s %s %s: %s", verb, attrs["resource"], attrs["name"], attrs["action"])
+	if verb == "create" {
+		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, line)
+	return nil
+}
+
+func (w *writeLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n") + "\n"
+}
+
+// schedulingProbe records, at each replica-scheduling write the upgrade
+// makes, whether the node already runs an instance manager of the target
+// image (read through the same adapter at that moment).
+type schedulingProbe struct {
+	dataplane.DataPlane
+	image string
+	mu    sync.Mutex
+	calls []schedulingCall
+}
+
+type schedulingCall struct {
+	node         string
+	allow        bool
+	newIMRunning bool
+}
+
+func (p *schedulingProbe) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
+	ims, err := p.DataPlane.InstanceManagers(ctx, node)
+	if err != nil {
+		return err
+	}
+	running := slices.ContainsFunc(ims, func(im dataplane.InstanceManager) bool {
+		return im.Image == p.image && im.State == dataplane.IMRunning
+	})
+	p.mu.Lock()
+	p.calls = append(p.calls, schedulingCall{node: node, allow: allow, newIMRunning: running})
+	p.mu.Unlock()
+	return p.DataPlane.SetReplicaScheduling(ctx, node, allow)
+}
+
+// TestSchedulingOffExactlyUntilTheNewIMRuns: on the storage layout (n3 not
+// scheduling replicas before the upgrade), each storage node's replica
+// scheduling is turned off before its new instance manager runs and turned
+// back on only once it runs; a node that did not schedule is never written;
+// afterwards each node has exactly its own value, and the rebuilds that
+// needed the restored scheduling completed.
+func TestSchedulingOffExactlyUntilTheNewIMRuns(t *testing.T) {
+	s, storage := storageLayout(t, latencies)
+	c := newCluster(t, s)
+	was := recordBefore(t, c)
+	probe := &schedulingProbe{DataPlane: c.plane, image: sim.NewIMImage}
+	e := enginetest.Start(t, probe, enginetest.Options{})
+	m := ref("scheduling")
+	e.Request(m, storage...)
+	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+
+	byNode := map[string][]schedulingCall{}
+	for _, call := range probe.calls {
+		byNode[call.node] = append(byNode[call.node], call)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		calls := byNode[n]
+		require.NotEmpty(t, calls, n)
+		assert.Equal(t, schedulingCall{node: n, allow: false, newIMRunning: false}, calls[0], "%s: off before its new IM runs", n)
+		last := calls[len(calls)-1]
+		assert.Equal(t, schedulingCall{node: n, allow: true, newIMRunning: true}, last, "%s: back on only once its new IM runs", n)
+		for _, call := range calls[1 : len(calls)-1] {
+			assert.False(t, call.allow, "%s: never on in between: %+v", n, calls)
+		}
+	}
+	assert.Empty(t, byNode["n3"], "a node that did not schedule replicas is never written")
+	c.waitInStep("after the upgrade")
+	was.restored(t, c)
+	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
+}

@@ -1,0 +1,170 @@
+package nodeworker
+
+import (
+	"fmt"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
+)
+
+// needsSwitch: an attached v2 volume whose target runs on the node.
+func needsSwitch(v dataplane.Volume, node string) bool {
+	return v.DataEngine == dataplane.DataEngineV2 && v.TargetHost() == node
+}
+
+// needsPlacement reports whether a switch-over round must choose temporary
+// targets, so that the cluster-wide placement is read only then.
+func needsPlacement(st nodeupgrade.State, vols map[string]dataplane.Volume, node string) bool {
+	for name, v := range vols {
+		if st.Volumes[name].State == events.VolumePending && needsSwitch(v, node) {
+			return true
+		}
+	}
+	return false
+}
+
+// switchBlocker says why a volume's switch-over may not be asked for now, or
+// nil. Longhorn reverts a switch-over while a replica rebuilds and needs a
+// healthy replica to bind the new engine to, and only an NVMe/TCP frontend
+// has a path to switch; a switch-over under way is somebody else's.
+func switchBlocker(v dataplane.Volume, node string) *block {
+	switch {
+	case !v.CanSwitchTarget():
+		return waiting(v.Name, "FrontendCannotSwitch", "%s so that %s can be upgraded", v.FrontendBlocker(), node)
+	case v.Switchover != dataplane.SwitchoverNone:
+		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
+	case v.Rebuilding():
+		return waiting(v.Name, "VolumeRebuilding", "volume %s: a replica is rebuilding; Longhorn would revert a switch-over now", v.Name)
+	case v.HealthyReplicasOff(node) == 0 || (v.Robustness != dataplane.RobustnessHealthy && v.Robustness != dataplane.RobustnessDegraded):
+		return waiting(v.Name, "VolumeUnhealthy", "volume %s is %s with no healthy replica off %s; waiting before moving its target", v.Name, v.Robustness, node)
+	}
+	return nil
+}
+
+// decideSwitchOver moves every recorded attached volume's target off the
+// node by setting spec.engineNodeID. Each destination, and the engine node
+// the volume had before, is recorded before the move is asked for, so a
+// restart moves the target to the same node and the switch-back restores
+// exactly the value the volume had.
+func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan {
+	if p := nodeCheck(o, c); p != nil {
+		return *p
+	}
+	// Once the node runs the target image (on v1.12, Longhorn replaced an
+	// IM the moves emptied), no new switch-over starts; those under way
+	// still end, and are recorded.
+	upgraded := onTargetImage(o.ims, c.image)
+	p := stepPlan{done: true}
+	if !upgraded {
+		p.keepSchedulingOff(o, st, c)
+	}
+	var chooser *plan.Chooser
+	if o.placement != nil {
+		chooser = plan.NewChooser(*o.placement)
+	}
+	dest := map[string]string{}
+	for _, v := range o.sortedRecorded() {
+		rec := st.Volumes[v.Name]
+		switch {
+		case rec.State == events.VolumeSwitchingOver:
+			dest[v.Name] = rec.TargetNode
+			continue
+		case upgraded || rec.State != events.VolumePending || !needsSwitch(v, c.node):
+			continue
+		}
+		if b := switchBlocker(v, c.node); b != nil {
+			p.wait(b)
+			continue
+		}
+		if chooser == nil {
+			p.wait(waiting(v.Name, "NoTemporaryTarget", "volume %s: the cluster's placement was not read", v.Name))
+			continue
+		}
+		to, why, ok := chooser.Choose(v, c.node, c.image)
+		if !ok {
+			p.wait(waiting(v.Name, "NoTemporaryTarget", "volume %s: no node can host its target: %s", v.Name, why))
+			continue
+		}
+		before := v.EngineNode
+		p.volumes = append(p.volumes, nodeupgrade.SetVolumeState{Volume: v.Name, To: events.VolumeSwitchingOver,
+			TargetNode: to, Message: "target moving to " + to + ": " + why, EngineNodeBefore: &before})
+		dest[v.Name] = to
+	}
+	for _, v := range o.sortedRecorded() {
+		to, ok := dest[v.Name]
+		if !ok {
+			continue
+		}
+		if settledOn(v, to) {
+			p.volume(v.Name, events.VolumeSwitchedOver, to, "target runs on "+to)
+			continue
+		}
+		p.moveEngine(v, to, to, "TargetNotMoved")
+	}
+	return p
+}
+
+// settledOn reports whether a volume's switch-over to node has fully ended:
+// Longhorn's own done conditions (the engine there the only one, running,
+// the initiator connected to it).
+func settledOn(v dataplane.Volume, node string) bool {
+	return v.TargetNode == node && v.Switchover == dataplane.SwitchoverNone && v.TargetReady
+}
+
+// moveEngine asks for, or waits on, the move of v's engine to engineNode
+// (whose target runs on home). spec.engineNodeID is never changed while the
+// initiator's path is being switched: the old path may already be
+// inaccessible, and only Longhorn's own end of the switch puts it right.
+func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved string) {
+	p.done = false
+	switch {
+	case v.EngineNode != engineNode && v.Switchover == dataplane.SwitchoverSwitchingOver:
+		p.wait(waiting(v.Name, "SwitchoverInProgress", "volume %s: its initiator is switching paths; waiting for Longhorn to finish before asking for %s", v.Name, home))
+	case v.EngineNode != engineNode:
+		p.act(actSetEngineNode, v.Name, engineNode)
+	case v.Switchover == dataplane.SwitchoverReverting || v.SwitchoverError != "":
+		msg := fmt.Sprintf("volume %s: Longhorn keeps failing to switch its target to %s (switchoverState %q)", v.Name, home, v.Switchover)
+		if v.SwitchoverError != "" {
+			msg += ": " + v.SwitchoverError
+		}
+		p.wait(&block{volume: v.Name, reason: "SwitchoverFailing", message: msg})
+	default:
+		p.wait(waiting(v.Name, notMoved, "volume %s: target on %s (switchoverState %q), waiting for it to run on %s", v.Name, v.TargetNode, v.Switchover, home))
+	}
+}
+
+// decideSwitchBack restores the node's replica scheduling (its new IM runs)
+// and brings every switched-over target home by restoring exactly the
+// engine node recorded before the switch-over.
+func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan {
+	p := stepPlan{done: true}
+	p.restoreScheduling(o, st, c)
+	for _, v := range o.sortedRecorded() {
+		rec := st.Volumes[v.Name]
+		if rec.State != events.VolumeSwitchedOver && rec.State != events.VolumeSwitchingBack {
+			continue
+		}
+		p.bringHome(v, rec, "TargetNotMovedBack")
+	}
+	return p
+}
+
+// bringHome moves one volume's engine back to the node it was recorded on
+// before the switch-over. Used by switch-back and cancel.
+func (p *stepPlan) bringHome(v dataplane.Volume, rec nodeupgrade.Volume, notMoved string) {
+	before := ""
+	if rec.EngineNodeBefore != nil {
+		before = *rec.EngineNodeBefore
+	}
+	home := v.EngineHome(before)
+	if rec.State != events.VolumeSwitchingBack {
+		p.volume(v.Name, events.VolumeSwitchingBack, home, "target moving back to "+home)
+	}
+	if v.EngineNode == before && (!v.Attached() || settledOn(v, home)) {
+		p.volume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
+		return
+	}
+	p.moveEngine(v, before, home, notMoved)
+}

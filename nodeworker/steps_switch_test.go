@@ -1,0 +1,163 @@
+package nodeworker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
+)
+
+func TestDecideSwitchOver(t *testing.T) {
+	placement := func(o *observation) {
+		c := plan.Cluster{Platform: dataplane.Platform{Profile: o.profile},
+			Nodes: []dataplane.Node{{Name: "n1", Ready: true, V2: true}, {Name: "n2", Ready: true, V2: true}, {Name: "n3", Ready: true, V2: true}},
+			InstanceManagers: []dataplane.InstanceManager{im("im-n1-1", oldIM, dataplane.IMRunning),
+				{Name: "im-n2-1", Node: "n2", Image: oldIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning},
+				{Name: "im-n3-1", Node: "n3", Image: newIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning}},
+			TargetCounts: map[string]int{}}
+		o.placement = &c
+	}
+	storage := volume("vol-s", "c1", "n1", "n1", "n2")
+	storage.Replicas[0].State = dataplane.ReplicaStopped // failed by the previous step
+	storage.Robustness = dataplane.RobustnessDegraded
+	tests := []struct {
+		name    string
+		o       func() observation
+		st      map[string]nodeupgrade.Volume
+		actions []string
+		volumes []string
+		reason  string
+		done    bool
+	}{
+		{name: "a pending volume: destination and engine node before recorded, then asked for",
+			o:       func() observation { o := observed(dataplane.ProfileV112, storage); placement(&o); return o },
+			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}},
+			volumes: []string{"vol-s->switching-over@n3 before=n1"}, actions: []string{"SetEngineNode vol-s n3"}},
+		{name: "redelivered after the move was asked: waits, asks nothing again",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverPreparing, false
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "TargetNotMoved"},
+		{name: "settled on the destination: switched over",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.TargetNode = "n3", "n3"
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			volumes: []string{"vol-s->switched-over@n3"}, done: true},
+		{name: "Longhorn keeps reverting: a stall naming the state and the Warning's text",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverReverting, false
+				v.SwitchoverError = "Failed to switch over target to 10.0.0.3:20001: boom"
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "SwitchoverFailing"},
+		{name: "never changes the engine node while the path is switched",
+			o: func() observation {
+				v := storage
+				v.EngineNode, v.Switchover, v.TargetReady = "n2", dataplane.SwitchoverSwitchingOver, false
+				return observed(dataplane.ProfileV112, v)
+			},
+			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			reason: "SwitchoverInProgress"},
+		{name: "a rebuilding replica: Longhorn would revert, so the move waits",
+			o: func() observation {
+				v := storage
+				v.Replicas = append(v.Replicas, replica("vol-s", "n3", dataplane.ReplicaRebuilding))
+				o := observed(dataplane.ProfileV112, v)
+				placement(&o)
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "VolumeRebuilding"},
+		{name: "ublk has no switch-over path",
+			o: func() observation {
+				v := storage
+				v.Frontend = dataplane.FrontendUblk
+				o := observed(dataplane.ProfileV112, v)
+				placement(&o)
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "FrontendCannotSwitch"},
+		{name: "no temporary target",
+			o: func() observation {
+				o := observed(dataplane.ProfileV112, storage)
+				placement(&o)
+				for i := range o.placement.Nodes {
+					if o.placement.Nodes[i].Name != "n1" {
+						o.placement.Nodes[i].Ready = false
+					}
+				}
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "NoTemporaryTarget"},
+		{name: "a volume attached elsewhere with its target elsewhere needs no switch-over",
+			o:  func() observation { return observed(dataplane.ProfileV112, volume("vol-r", "c1", "n2", "n1", "n2")) },
+			st: map[string]nodeupgrade.Volume{"vol-r": {State: events.VolumePending}}, done: true},
+		{name: "Longhorn replaced the emptied IM meanwhile: no new switch-over starts, those under way are recorded",
+			o: func() observation {
+				moved := storage
+				moved.Name, moved.EngineNode, moved.TargetNode = "vol-m", "n3", "n3"
+				o := observed(dataplane.ProfileV112, storage, moved)
+				o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
+				return o
+			},
+			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending},
+				"vol-m": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
+			volumes: []string{"vol-m->switched-over@n3"}, done: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := decideSwitchOver(schedulingOff(tt.o()), state(events.NodeSwitchingOver, tt.st), cfg)
+			assert.Equal(t, append([]string{}, tt.actions...), actions(p))
+			assert.Equal(t, append([]string{}, tt.volumes...), volumeChanges(p))
+			assert.Equal(t, tt.reason, reason(p))
+			assert.Equal(t, tt.done, p.done)
+			if tt.reason == "SwitchoverFailing" {
+				assert.Contains(t, p.block.message, `switchoverState "reverting"`)
+				assert.Contains(t, p.block.message, "boom")
+			}
+		})
+	}
+}
+
+func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
+	away := volume("vol-s", "c1", "n3", "n2")
+	followed := volume("vol-a", "n1", "n3", "n2")
+	o := observed(dataplane.ProfileInPlace, away, followed)
+	o.node.AllowScheduling = false
+	st := state(events.NodeSwitchingBack, map[string]nodeupgrade.Volume{
+		"vol-s": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")},
+		"vol-a": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("")},
+	})
+	st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
+	p := decideSwitchBack(o, st, cfg)
+	assert.Equal(t, []string{"SetReplicaScheduling n1 true", `SetEngineNode vol-a`, "SetEngineNode vol-s n1"}, actions(p),
+		`the scheduling first, then each engine node as it was ("" follows the attached node)`)
+	assert.Equal(t, []string{"vol-a->switching-back@n1", "vol-s->switching-back@n1"}, volumeChanges(p))
+	require.Len(t, p.confirm, 1)
+	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
+	assert.False(t, p.done)
+
+	// Once home and settled: switched back; a restored scheduling is not
+	// written again.
+	st.Scheduling.Restored = true
+	home := observed(dataplane.ProfileInPlace, volume("vol-s", "c1", "n1", "n2"), volume("vol-a", "n1", "", "n2"))
+	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
+	st.Volumes["vol-a"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("")}
+	p = decideSwitchBack(home, st, cfg)
+	assert.Empty(t, actions(p))
+	assert.Empty(t, p.confirm)
+	assert.Equal(t, []string{"vol-a->switched-back@n1", "vol-s->switched-back@n1"}, volumeChanges(p))
+	assert.True(t, p.done)
+}
