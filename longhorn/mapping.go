@@ -1,7 +1,8 @@
 package longhorn
 
-// This file maps Longhorn's objects (types.go) onto dataplane's types: the
-// adapter's only reading of Longhorn's states.
+// This file (and mapping_volume.go, for volumes and their parts) maps
+// Longhorn's objects (types.go) onto dataplane's types: the adapter's only
+// reading of Longhorn's states.
 
 import (
 	"fmt"

@@ -2,7 +2,8 @@ package longhorn
 
 // This file is the adapter's knowledge of Longhorn's API objects: resources,
 // names with a meaning, and the wire types, reduced to the fields read or
-// written. mapping.go turns them into dataplane's types; patches.go holds
+// written (the volume's and its parts' in types_volume.go). mapping.go and
+// mapping_volume.go turn them into dataplane's types; patches.go holds
 // the bodies the actions write; detect.go tells the Longhorn versions apart.
 // Field names and types are Longhorn v1.12.1's (docs/longhorn-evidence.md).
 
