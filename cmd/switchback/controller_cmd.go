@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/switchback-dev/switchback/commands/intake"
+	"github.com/switchback-dev/switchback/historystorage"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/orchestrator"
@@ -49,6 +50,8 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	dp.register(fs)
 	webhookAddr := fs.String("webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
 	certDir := fs.String("webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
+	historyVolumes := fs.String("history-volumes", historystorage.DefaultSelector, "label selector of the bundled NATS servers' volume claims in --namespace, refused on Longhorn's storage at start (empty = no check, e.g. an external NATS)")
+	historyOnLonghorn := fs.Bool("allow-history-on-longhorn", false, "start even when the NATS servers' volumes are Longhorn's: the upgrade's history then lives on the storage it upgrades")
 	guard := fs.Bool("guard-longhorn", true, "serve the guard that refuses new v2 attachments and engine moves onto a node being upgraded (deploy/webhook/guard.yaml sends it the writes)")
 	var trusted stringList
 	fs.Var(&trusted, "guard-trusted-user", "a user whose writes the guard lets through, besides the workers' service account system:serviceaccount:<namespace>:switchback-worker (repeat)")
@@ -84,6 +87,18 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	if *historyVolumes != "" {
+		vols, err := historystorage.Find(ctx, cs, *namespace, *historyVolumes)
+		if err != nil {
+			return err
+		}
+		if err := historystorage.Check(vols, *historyOnLonghorn); err != nil {
+			return err
+		}
+		for _, v := range vols {
+			log.Info("history volume", "claim", v.Claim, "storageClass", v.StorageClass, "provisioner", v.Provisioner, "onLonghorn", v.OnLonghorn())
+		}
 	}
 	conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{commandAckWait: *ackWait})
 	if err != nil {
