@@ -33,7 +33,9 @@ func TestControllerRefusesHistoryOnLonghorn(t *testing.T) {
 	_, err = cs.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "cmd-longhorn"},
 		Provisioner: historystorage.LonghornProvisioner, Parameters: map[string]string{"dataEngine": "v2"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.StorageV1().StorageClasses().Delete(context.Background(), "cmd-longhorn", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.StorageV1().StorageClasses().Delete(context.Background(), "cmd-longhorn", metav1.DeleteOptions{})
+	})
 	class := "cmd-longhorn"
 	_, err = cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data-switchback-nats-0", Labels: map[string]string{"app.kubernetes.io/name": "switchback-nats"}},

@@ -30,6 +30,7 @@ func subcommands() []command {
 		{"history", "print the timeline of an upgrade", runHistory},
 		{"plan", "dry run: node order, target moves and prechecks, appending nothing", runPlan},
 		{"nats-auth", "generate the per-node NATS users, their permissions and Secrets", runNATSAuth},
+		{"uninstall", "check, or cancel, the upgrades in flight before removing Switchback", runUninstall},
 	}
 }
 
