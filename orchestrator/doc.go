@@ -4,6 +4,8 @@
 // an upgrade between nodes while Longhorn's own upgrader would race it.
 //
 // Files by concern: delivery.go reads the stream and acknowledges;
-// reaction.go is the reaction to one event; active.go is the read model of
-// the upgrades in progress; upgrader_gate.go the hold between nodes.
+// react.go is the reaction to one event, pure (what to read, then the
+// effects given what was read); reaction.go gathers, reacts and applies;
+// active.go is the read model of the upgrades in progress;
+// upgrader_gate.go the hold between nodes.
 package orchestrator

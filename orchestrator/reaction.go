@@ -15,122 +15,58 @@ import (
 	"github.com/switchback-dev/switchback/topology"
 )
 
-// React is the orchestrator's reaction to one event. It is idempotent: a
-// repeated event decides nothing new and re-publishes commands that the work
-// queue deduplicates (or the worker recognises as done).
+// React is the orchestrator's reaction to one event: it reads what react
+// needs (readsOf), decides (react, pure) and applies the effects in order.
+// It is idempotent: a repeated event decides nothing new and re-publishes
+// commands that the work queue deduplicates (or the worker recognises as
+// done).
 func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 	ref := e.Aggregate.Manager
-	switch d := e.Data.(type) {
-	case events.UpgradeRequested:
-		return o.runPrechecks(ctx, ref, e)
-	case events.UpgradeReleased:
-		// Release schedules the next node in the same decision; should only
-		// the release be stored, this completes it.
-		return o.manager(ctx, ref, manager.ScheduleNext{ID: id(e)})
-	case events.UpgradePlanned:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if ok, err := o.gateOtherUpgrader(ctx, st); !ok || err != nil {
-			return err
-		}
-		return o.manager(ctx, ref, manager.ScheduleNext{ID: id(e)})
-	case events.NodeScheduled:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if st.UpgradingNode != d.Node || st.Nodes[d.Node].Attempt != d.Attempt {
-			return nil // superseded
-		}
-		return o.publish(ctx, st, d.Node, d.Attempt, events.NodePending, "start")
-	case events.UpgradeFailed:
-		// A node still mid-step when the upgrade failed (because of another
-		// cause, such as a dead-lettered command) is brought to its safe point.
-		st, err := o.loadManager(ctx, ref)
-		if err != nil || st.UpgradingNode == "" {
-			return err
-		}
-		node, err := o.loadNode(ctx, events.NodeAggregate(ref, st.UpgradingNode))
-		if err != nil || !node.Exists || node.Terminal() {
-			return err
-		}
-		return o.cancelNode(ctx, st, st.UpgradingNode, e)
-	case events.CancelRequested:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil || st.UpgradingNode == "" || st.Terminal() {
-			return err
-		}
-		return o.cancelNode(ctx, st, st.UpgradingNode, e)
-	case events.NodeUpgradeStarted:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if st.Terminal() || st.CancelRequested {
-			// Started after the manager stopped: bring it to its safe point.
-			return o.cancelNode(ctx, st, e.Aggregate.Node, e)
-		}
-		// The worker that started the node runs its first step in the same
-		// delivery of the start command: nothing to issue.
-		return nil
-	case events.NodeStateChanged:
-		// The hot path: one per step. The command is issued from the event
-		// and the cached plan alone; should the node have moved on meanwhile
-		// (a replayed event), the worker finds it past the step and acks.
-		st, err := o.plan(ctx, ref, e.Aggregate.Node)
-		if err != nil {
-			return err
-		}
-		return o.publish(ctx, st, e.Aggregate.Node, st.Nodes[e.Aggregate.Node].Attempt, d.To, "step")
-	case events.NodeCancelRequested:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil {
-			return err
-		}
-		node, err := o.loadNode(ctx, e.Aggregate)
-		if err != nil || node.Terminal() {
-			return err
-		}
-		// Wakes an idle worker; a busy one sees the request on its next poll.
-		return o.publish(ctx, st, e.Aggregate.Node, node.Attempt, node.State, "cancel")
-	case events.NodeUpgradeCompleted:
-		// Before the next node starts (which recording this outcome does),
-		// Longhorn's own upgrader is checked again.
-		st, err := o.loadManager(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if _, more := st.NextNode(); more && !st.Terminal() && !st.CancelRequested && st.UpgradingNode == e.Aggregate.Node {
-			if _, err := o.gateOtherUpgrader(ctx, st); err != nil {
+	need := readsOf(e)
+	var r reading
+	var err error
+	switch {
+	case need.manager:
+		r.manager, err = o.loadManager(ctx, ref)
+	case need.plan:
+		r.manager, err = o.plan(ctx, ref, e.Aggregate.Node)
+	}
+	if err != nil {
+		return err
+	}
+	if need.node != nil {
+		if n := need.node(e, r.manager); n != "" {
+			if r.node, err = o.loadNode(ctx, events.NodeAggregate(ref, n)); err != nil {
 				return err
 			}
 		}
-		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeCompleted, Message: d.Message})
-	case events.NodeUpgradeFailed:
-		return o.manager(ctx, ref, manager.RecordNodeOutcome{ID: id(e), Node: e.Aggregate.Node, State: events.NodeError,
-			Message: fmt.Sprintf("node %s failed at %s: %s", e.Aggregate.Node, d.Step, d.Message)})
-	case events.NodeUpgradeCancelled:
-		st, err := o.loadManager(ctx, ref)
-		if err != nil || st.Terminal() {
+	}
+	for _, f := range react(e, r) {
+		switch f.kind {
+		case effectManager:
+			err = o.manager(ctx, ref, f.command)
+		case effectPublish:
+			err = o.publish(ctx, r.manager, f.node, f.attempt, f.step, f.why)
+		case effectCancelNode:
+			err = o.cancelNode(ctx, r.manager, f.node, e)
+		case effectPrechecks:
+			err = o.runPrechecks(ctx, ref, r.manager, e)
+		case effectGate, effectGateAdvisory:
+			var ok bool
+			if ok, err = o.gateOtherUpgrader(ctx, r.manager); err == nil && !ok && f.kind == effectGate {
+				return nil // held: no new node starts
+			}
+		}
+		if err != nil {
 			return err
 		}
-		return o.manager(ctx, ref, manager.ConfirmCancelled{ID: id(e), Node: e.Aggregate.Node, Message: d.Message})
 	}
 	return nil
 }
 
 // runPrechecks evaluates every precheck against a fresh cluster snapshot and
 // records the results and, if all pass, the plan.
-func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, e events.Envelope) error {
-	st, err := o.loadManager(ctx, ref)
-	if err != nil {
-		return err
-	}
-	if st.Planned() || st.Terminal() || st.CancelRequested {
-		return nil
-	}
+func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, st manager.State, e events.Envelope) error {
 	cluster, err := plan.Read(ctx, o.cfg.Cluster)
 	if err != nil {
 		return err

@@ -1,0 +1,176 @@
+package orchestrator
+
+import (
+	"fmt"
+
+	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/events"
+)
+
+// The orchestrator's reaction, pure: what to read of the upgrade for an
+// event (reads), and what to do given what was read (react). React (in
+// reaction.go) gathers, calls react, and applies its effects in order.
+
+// reads says what react needs to have read for an event.
+type reads struct {
+	// manager: the manager's state, loaded; plan: only its plan (the
+	// cached one will do: it does not change once a node is scheduled).
+	manager, plan bool
+	// node, when set, names the node upgrade to load, given the manager.
+	node func(e events.Envelope, m manager.State) string
+}
+
+// reading is what was read for a reaction.
+type reading struct {
+	manager manager.State
+	node    nodeupgrade.State
+}
+
+// effectKind is what an effect does.
+type effectKind int
+
+const (
+	// effectManager executes command on the manager aggregate.
+	effectManager effectKind = iota
+	// effectPublish issues the Advance command of node at step (attempt,
+	// why: its id).
+	effectPublish
+	// effectCancelNode records a cancel request on node, or confirms the
+	// cancel at once when the node never started.
+	effectCancelNode
+	// effectPrechecks reads the cluster, runs the prechecks and records
+	// them with the plan.
+	effectPrechecks
+	// effectGate applies NoOtherUpgrader before a new node may start: a
+	// hold (or a gate that cannot read Longhorn's upgrader) stops the
+	// effects after it.
+	effectGate
+	// effectGateAdvisory applies it too, but the effects after it run
+	// whatever it finds (the node's outcome is recorded even while held).
+	effectGateAdvisory
+)
+
+// effect is one thing a reaction does.
+type effect struct {
+	kind    effectKind
+	command manager.Command
+	node    string
+	attempt int
+	step    events.NodeState
+	why     string
+}
+
+// String is the effect as the table tests name it.
+func (f effect) String() string {
+	switch f.kind {
+	case effectManager:
+		return fmt.Sprintf("manager %T", f.command)
+	case effectPublish:
+		return fmt.Sprintf("publish %s attempt %d %s (%s)", f.node, f.attempt, f.step, f.why)
+	case effectCancelNode:
+		return "cancel " + f.node
+	case effectPrechecks:
+		return "prechecks"
+	case effectGate:
+		return "gate"
+	case effectGateAdvisory:
+		return "gate (advisory)"
+	}
+	return fmt.Sprintf("effect %d", f.kind)
+}
+
+// upgradingNode is the manager's node in flight.
+func upgradingNode(_ events.Envelope, m manager.State) string { return m.UpgradingNode }
+
+// eventNode is the node the event is about.
+func eventNode(e events.Envelope, _ manager.State) string { return e.Aggregate.Node }
+
+// readsOf says what to read for e.
+func readsOf(e events.Envelope) reads {
+	switch e.Data.(type) {
+	case events.UpgradeReleased, events.NodeUpgradeFailed:
+		return reads{}
+	case events.NodeStateChanged:
+		return reads{plan: true}
+	case events.UpgradeFailed:
+		return reads{manager: true, node: upgradingNode}
+	case events.NodeCancelRequested:
+		return reads{manager: true, node: eventNode}
+	}
+	return reads{manager: true}
+}
+
+// react decides the effects of e given what was read (r). It is idempotent
+// in the sense the orchestrator needs: a repeated event decides the same
+// commands again, which the aggregates and the work queue recognise.
+func react(e events.Envelope, r reading) []effect {
+	st, node := r.manager, e.Aggregate.Node
+	mgr := func(cmd manager.Command) effect { return effect{kind: effectManager, command: cmd} }
+	switch d := e.Data.(type) {
+	case events.UpgradeRequested:
+		if st.Planned() || st.Terminal() || st.CancelRequested {
+			return nil
+		}
+		return []effect{{kind: effectPrechecks}}
+	case events.UpgradeReleased:
+		// Release schedules the next node in the same decision; should only
+		// the release be stored, this completes it.
+		return []effect{mgr(manager.ScheduleNext{ID: id(e)})}
+	case events.UpgradePlanned:
+		return []effect{{kind: effectGate}, mgr(manager.ScheduleNext{ID: id(e)})}
+	case events.NodeScheduled:
+		if st.UpgradingNode != d.Node || st.Nodes[d.Node].Attempt != d.Attempt {
+			return nil // superseded
+		}
+		return []effect{{kind: effectPublish, node: d.Node, attempt: d.Attempt, step: events.NodePending, why: "start"}}
+	case events.UpgradeFailed:
+		// A node still mid-step when the upgrade failed (because of another
+		// cause, such as a dead-lettered command) is brought to its safe point.
+		if st.UpgradingNode == "" || !r.node.Exists || r.node.Terminal() {
+			return nil
+		}
+		return []effect{{kind: effectCancelNode, node: st.UpgradingNode}}
+	case events.CancelRequested:
+		if st.UpgradingNode == "" || st.Terminal() {
+			return nil
+		}
+		return []effect{{kind: effectCancelNode, node: st.UpgradingNode}}
+	case events.NodeUpgradeStarted:
+		if st.Terminal() || st.CancelRequested {
+			// Started after the manager stopped: bring it to its safe point.
+			return []effect{{kind: effectCancelNode, node: node}}
+		}
+		// The worker that started the node runs its first step in the same
+		// delivery of the start command: nothing to issue.
+		return nil
+	case events.NodeStateChanged:
+		// The hot path: one per step. The command is issued from the event
+		// and the plan alone; should the node have moved on meanwhile (a
+		// replayed event), the worker finds it past the step and acks.
+		return []effect{{kind: effectPublish, node: node, attempt: st.Nodes[node].Attempt, step: d.To, why: "step"}}
+	case events.NodeCancelRequested:
+		if r.node.Terminal() {
+			return nil
+		}
+		// Wakes an idle worker; a busy one sees the request on its next poll.
+		return []effect{{kind: effectPublish, node: node, attempt: r.node.Attempt, step: r.node.State, why: "cancel"}}
+	case events.NodeUpgradeCompleted:
+		record := mgr(manager.RecordNodeOutcome{ID: id(e), Node: node, State: events.NodeCompleted, Message: d.Message})
+		// Before the next node starts (which recording this outcome does),
+		// Longhorn's own upgrader is checked again.
+		if _, more := st.NextNode(); more && !st.Terminal() && !st.CancelRequested && st.UpgradingNode == node {
+			return []effect{{kind: effectGateAdvisory}, record}
+		}
+		return []effect{record}
+	case events.NodeUpgradeFailed:
+		return []effect{mgr(manager.RecordNodeOutcome{ID: id(e), Node: node, State: events.NodeError,
+			Message: fmt.Sprintf("node %s failed at %s: %s", node, d.Step, d.Message)})}
+	case events.NodeUpgradeCancelled:
+		if st.Terminal() {
+			return nil
+		}
+		return []effect{mgr(manager.ConfirmCancelled{ID: id(e), Node: node, Message: d.Message})}
+	}
+	return nil
+}
