@@ -38,7 +38,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	registry := fs.String("registry", ociimage.DefaultRegistry, "registry and path the images are named under")
-	version := fs.String("version", "", "Switchback's version, the tag of its image (default: git describe --tags --always --dirty)")
+	version := fs.String("version", "", "Switchback's version, the tag of its image (default: `git describe --tags --match 'v*' --dirty` on a release, else VERSION-dev.<commit>)")
 	out := fs.String("out", filepath.Join(".cache", "image"), "directory for the OCI layouts and tarballs")
 	platforms := fs.String("platforms", platformList(ociimage.Platforms), "comma-separated os/arch list")
 	push := fs.Bool("push", false, "push the images to --registry")
@@ -109,8 +109,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// gitVersion is `git describe --tags --always --dirty`, the commit and its
-// time; outside a git checkout, "dev", no revision and the Unix epoch.
+// gitVersion is the image's version, the commit and its time: on a release
+// (a commit tagged v*) `git describe --tags --match 'v*' --dirty`, the
+// release VERSION names; else VERSION-dev.<short commit>[.dirty], a
+// pre-release of it. Outside a git checkout: VERSION-dev, no revision and
+// the Unix epoch.
 func gitVersion(ctx context.Context, root string) (version, revision string, created time.Time, err error) {
 	git := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "git", args...)
@@ -118,15 +121,23 @@ func gitVersion(ctx context.Context, root string) (version, revision string, cre
 		b, err := cmd.Output()
 		return strings.TrimSpace(string(b)), err
 	}
-	if version, err = git("describe", "--tags", "--always", "--dirty"); err != nil {
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		return "", "", time.Time{}, fmt.Errorf("the release version: %w", err)
+	}
+	release := strings.TrimSpace(string(b))
+	if revision, err = git("rev-parse", "HEAD"); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) || errors.Is(err, exec.ErrNotFound) {
-			return "dev", "", time.Unix(0, 0), nil
+			return release + "-dev", "", time.Unix(0, 0), nil
 		}
 		return "", "", time.Time{}, err
 	}
-	if revision, err = git("rev-parse", "HEAD"); err != nil {
-		return "", "", time.Time{}, err
+	if version, err = git("describe", "--tags", "--match", "v*", "--exact-match", "--dirty"); err != nil {
+		version = release + "-dev." + revision[:12]
+		if dirty, _ := git("status", "--porcelain", "--untracked-files=no"); dirty != "" {
+			version += ".dirty"
+		}
 	}
 	ct, err := git("log", "-1", "--format=%ct")
 	if err != nil {
