@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // passwordEnv is the environment variable holding the NATS password when
@@ -122,6 +124,13 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 	if f.url == "" {
 		if f.dataDir == "" {
 			return nil, errors.New("give --nats-url, or --data-dir for an embedded server")
+		}
+		if o.readOnly {
+			// A read never starts a store: a mistyped directory would be
+			// created empty and read as "no history".
+			if err := holdsStore(f.dataDir); err != nil {
+				return nil, err
+			}
 		}
 		srv, err := natsembed.Start(natsembed.Options{Name: name, Host: f.listen, Port: f.port, StoreDir: f.dataDir, InProcessOnly: o.inProcessOnly})
 		if err != nil {
@@ -347,4 +356,17 @@ func (f *natsFlags) tlsOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.Secure(cfg))
 	}
 	return opts, nil
+}
+
+// holdsStore says why dir is not a store Switchback's embedded server wrote:
+// JetStream keeps each stream under jetstream/<account>/streams/<name>.
+func holdsStore(dir string) error {
+	found, err := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", topology.EventStream))
+	if err == nil && len(found) > 0 {
+		return nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("--data-dir %s: %w: give the directory a demo or an embedded controller stored its history in", dir, err)
+	}
+	return fmt.Errorf("--data-dir %s holds no Switchback history (no jetstream/<account>/streams/%s): give the directory a demo or an embedded controller stored it in", dir, topology.EventStream)
 }
