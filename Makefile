@@ -27,7 +27,7 @@ $(NATS):
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 build: ## build bin/switchback
-	$(GO) build -o bin/switchback ./cmd/switchback
+	$(GO) build -ldflags "-X main.version=$$(cat VERSION)-dev" -o bin/switchback ./cmd/switchback
 
 # Images: OCI layouts and docker-load tarballs under .cache/image, built with
 # no container daemon (internal/ociimage). REGISTRY names them; the default is

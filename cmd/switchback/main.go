@@ -31,6 +31,7 @@ func subcommands() []command {
 		{"plan", "dry run: node order, target moves and prechecks, appending nothing", runPlan},
 		{"nats-auth", "generate the per-node NATS users, their permissions and Secrets", runNATSAuth},
 		{"uninstall", "check, or cancel, the upgrades in flight before removing Switchback", runUninstall},
+		{"version", "print the version, the commit, Go and the Longhorn profiles driven", runVersion},
 	}
 }
 

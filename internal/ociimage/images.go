@@ -31,7 +31,7 @@ const Source = "https://github.com/switchback-dev/switchback"
 // created is the commit's time.
 func Switchback(root, version, revision string, created time.Time) Spec {
 	return Spec{
-		Binaries:   map[string]Binary{"switchback": {Dir: root, Package: "./cmd/switchback"}},
+		Binaries:   map[string]Binary{"switchback": {Dir: root, Package: "./cmd/switchback", LDFlags: []string{"-X", "main.version=" + version}}},
 		Entrypoint: []string{"/usr/bin/switchback"},
 		Created:    created,
 		Labels: map[string]string{
