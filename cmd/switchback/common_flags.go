@@ -54,7 +54,7 @@ type dataPlaneFlags struct {
 }
 
 func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.kind, "data-plane", "sim", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo)")
+	fs.StringVar(&f.kind, "data-plane", "longhorn", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo: only when asked)")
 	f.registerLonghorn(fs)
 }
 

@@ -69,6 +69,11 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *ackWait < time.Second {
 		return fmt.Errorf("--command-ack-wait %s: want at least 1s: %w", *ackWait, errUsage)
 	}
+	// Mistakes in the NATS flags are usage errors, said before anything is
+	// read of the cluster.
+	if err := nf.validate(); err != nil {
+		return err
+	}
 	// client-go panics on these (RunOrDie); say which flag is wrong instead.
 	if *leaseDuration <= *renewDeadline || float64(*renewDeadline) <= leaderelection.JitterFactor*float64(*retryPeriod) || *retryPeriod <= 0 {
 		return fmt.Errorf("want --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > %.1f × --leader-elect-retry-period (%s) > 0: %w",

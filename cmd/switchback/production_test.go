@@ -230,11 +230,11 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	for i := range p.controllers {
 		h := freeAddr(t)
 		health = append(health, h)
-		background(append([]string{"controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
+		background(append([]string{"controller", "--data-plane", "sim", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
 			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "error"}, controllerAuth...)...)
 	}
 	for _, n := range nodes {
-		background(append([]string{"worker", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms",
+		background(append([]string{"worker", "--data-plane", "sim", "--node", n, "--nats-url", srv.ClientURL(), "--health-addr", "", "--poll-interval", "20ms",
 			"--stall-after", "200ms", "--log-level", "error"}, workerAuth(n)...)...)
 	}
 	return srv, cluster, health
@@ -275,7 +275,7 @@ func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
 		if mode == natsauth.ModePassword {
 			creds = append(creds, "--nats-user", natsauth.WorkerUser("n1"))
 		}
-		done <- run(wctx, append([]string{"worker", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
+		done <- run(wctx, append([]string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "Permissions Violation") }, 30*time.Second, 20*time.Millisecond,
 		"the denial is logged")
