@@ -62,7 +62,8 @@ func (u *Upgrade) View() View {
 		n, ok := u.Nodes[name]
 		nv := NodeView{Node: name, State: n.State, Stalled: n.Stalled, Message: n.Message}
 		if !ok {
-			nv.State = "not started"
+			// The word the NodeDataEngineUpgrade and the manager's status use.
+			nv.State = events.NodePending
 			if ms, scheduled := m.Nodes[name]; scheduled {
 				nv.State = ms.State
 			}
