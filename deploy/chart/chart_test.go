@@ -724,8 +724,14 @@ func checkHardAndPinned(t *testing.T, r rendered) {
 func TestDefaultRenderIsTheKustomizeBase(t *testing.T) {
 	ch := loadChart(t)
 	r := mustRender(t, namespace, nil)
-	base := kustomize(t, repoPath(t, "deploy"))
-	withCM := kustomize(t, withWebhookCertManager(t))
+	// An install is deploy/crds, then deploy/ (which leaves the CRDs out so
+	// that an uninstall keeps them); the chart installs both.
+	crds := kustomize(t, repoPath(t, "deploy", "crds"))
+	base := append(kustomize(t, repoPath(t, "deploy")), crds...)
+	withCM := append(kustomize(t, withWebhookCertManager(t)), crds...)
+	version, err := os.ReadFile(repoPath(t, "VERSION"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(version)), ch.Metadata.AppVersion, "the chart's appVersion is the release in VERSION")
 
 	// The sets.
 	baseKeys, chartKeys := keys(base), keys(r.objects)
