@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 20m
 NATSCLI_VERSION := v0.5.0
 NATS := $(CURDIR)/.cache/bin/nats
 
-.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build image image-push
+.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build image image-push chart-render
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -40,6 +40,11 @@ image: ## build the switchback and switchback-nats OCI images into .cache/image 
 
 image-push: ## build and push both images: make image-push REGISTRY=registry.example.com/switchback
 	$(GO) run ./hack/image --registry $(REGISTRY) --platforms $(PLATFORMS) --out .cache/image --push
+
+HELM := $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
+
+chart-render: ## render the Helm chart (default values) to stdout: make chart-render | kubectl apply --dry-run=server -f -
+	@$(HELM) template switchback deploy/chart/switchback -n longhorn-system --kube-version 1.30.0 --include-crds $(CHART_FLAGS)
 
 demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, shown live
 	$(GO) run ./cmd/switchback demo $(DEMO_FLAGS)
