@@ -8,6 +8,10 @@ import (
 	"github.com/switchback-dev/switchback/events"
 )
 
+// TimeFormat is how a timeline line gives its time: date, time to the
+// millisecond and zone offset.
+const TimeFormat = "2006-01-02 15:04:05.000 Z07:00"
+
 // Line is one entry of a manager's timeline.
 type Line struct {
 	Sequence uint64
@@ -19,7 +23,9 @@ type Line struct {
 
 // Describe turns an event into a timeline line: what changed, from → to.
 func Describe(e events.Envelope) Line {
-	l := Line{Sequence: e.Sequence, Time: e.Time.Format("15:04:05.000"), Node: e.Aggregate.Node}
+	// With the date and the zone: an upgrade spans hours, and whoever reads
+	// a timeline later may not be in the zone it was written in.
+	l := Line{Sequence: e.Sequence, Time: e.Time.Format(TimeFormat), Node: e.Aggregate.Node}
 	switch d := e.Data.(type) {
 	case events.UpgradeRequested:
 		nodes := "all v2 nodes"

@@ -194,3 +194,12 @@ func TestReplayReportsLostEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestTimelineTimesHaveDateAndZone: a timeline line's time says the day
+// and the zone, not just the time of day (events carry UTC).
+func TestTimelineTimesHaveDateAndZone(t *testing.T) {
+	agg := events.ManagerAggregate(events.ManagerRef{Namespace: "ns", Name: "m", UID: "u"})
+	at := time.Date(2026, 12, 1, 14, 32, 21, 5e6, time.FixedZone("CET", 3600))
+	e := events.New(agg, events.SourceController, "c", at, events.CancelRequested{})[0]
+	assert.Equal(t, "2026-12-01 13:32:21.005 Z", replay.Describe(e).Time)
+}
