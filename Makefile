@@ -12,19 +12,28 @@ TEST_TIMEOUT ?= 20m
 
 NATSCLI_VERSION := v0.5.0
 NATS := $(CURDIR)/.cache/bin/nats
+# promtool tests deploy/monitoring's alerts (deploy/monitoring/monitoring_test.go
+# runs it from here). A large build: ~5 min cold on 2 cores, once.
+PROMETHEUS_VERSION := v0.316.0
+PROMTOOL := $(CURDIR)/.cache/bin/promtool
 
-.PHONY: help setup tools test test-faults test-short lint fmt fuzz bench demo build image image-push chart-render
+.PHONY: help setup tools promtool test test-faults test-short lint fmt fuzz bench demo build image image-push chart-render
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
-setup: testenv-bins tools ## download modules; build kube-apiserver, etcd, kubectl and the nats CLI into .cache/
+setup: testenv-bins tools ## download modules; build kube-apiserver, etcd, kubectl, the nats CLI and promtool into .cache/
 	$(GO) mod download
 
-tools: $(NATS) ## the nats CLI (for tailing the stream) into .cache/bin
+tools: $(NATS) $(PROMTOOL) ## the nats CLI (for tailing the stream) and promtool (for the alerts' tests) into .cache/bin
 
 $(NATS):
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
+
+promtool: $(PROMTOOL) ## promtool alone into .cache/bin (deploy/monitoring's tests build it this way when missing)
+
+$(PROMTOOL):
+	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
 
 build: ## build bin/switchback
 	$(GO) build -ldflags "-X main.version=$$(cat VERSION)-dev" -o bin/switchback ./cmd/switchback

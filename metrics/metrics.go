@@ -14,11 +14,38 @@ var Registry = prometheus.NewRegistry()
 
 var (
 	// NodesByState is the number of node upgrades in each state, per
-	// manager, as projected from the stream.
+	// manager, as projected from the stream. Only the leading controller
+	// projects: a projector that stops (its replica lost the lease) drops
+	// its managers' series here, UpgradingNode's and StalledNodes'.
 	NodesByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "switchback", Name: "nodes",
 		Help: "Node upgrades by state, per manager (namespace/name).",
 	}, []string{"manager", "state"})
+
+	// StalledNodes is 1 for each node upgrade that is stalled (a worker
+	// reported events.NodeStalled and no NodeResumed, step change or end
+	// followed), labelled with the step it is stalled at and the worker's
+	// reason (TargetNotMoved, NodeNotReady, InitiatorsOnNode, ...). The
+	// series goes away when the node resumes or ends, and when the
+	// projector stops (a replica that lost the lease no longer knows).
+	// Stalling is not failing (docs/design.md, R7): the upgrade waits,
+	// possibly for an operator, so this is what to alert on when it waits
+	// too long. A stall whose cause changes keeps its node but moves to
+	// another reason's series: aggregate by (manager, node) to follow it.
+	StalledNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "switchback", Name: "stalled_nodes",
+		Help: "1 while a node upgrade is stalled, by manager (namespace/name), node, step and the worker's reason.",
+	}, []string{"manager", "node", "step", "reason"})
+
+	// UpgradingNode is 1 for the node upgrade in flight of each manager
+	// (its status.upgradingNode), labelled with the node's state: a
+	// dashboard names the node being upgraded and its step. It goes away
+	// when the next node starts, when the upgrade ends and when the
+	// projector stops.
+	UpgradingNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "switchback", Name: "upgrading_node",
+		Help: "1 for the node upgrade in flight, by manager (namespace/name), node and its state.",
+	}, []string{"manager", "node", "state"})
 
 	// StepDuration is how long each node step took, from its command's
 	// delivery to its completion event.
@@ -96,6 +123,49 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
+	Registry.MustRegister(NodesByState, UpgradingNode, StalledNodes, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// Per-process series. Leader and readiness describe the process serving
+// /metrics, not the upgrades: each health server registers its own
+// collector next to Registry (cmd/switchback), so that several controllers
+// or workers in one process (the end-to-end tests) each report their own
+// value, and a worker never reports a leadership it cannot have.
+
+// Names of the per-process series.
+const (
+	// LeaderName is the series NewLeader reports.
+	LeaderName = "switchback_leader"
+	// ReadyName is the series NewReady reports.
+	ReadyName = "switchback_ready"
+)
+
+// NewLeader returns the gauge switchback_leader of one controller: 1 while
+// leading() reports that it holds the leader-election Lease (and runs the
+// intake, orchestrator and projector), 0 otherwise. Summed over the
+// controllers it is 1; 0 means no replica leads and no upgrade progresses.
+func NewLeader(leading func() bool) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: LeaderName,
+		Help: "1 while this controller holds the leader-election Lease and runs intake, orchestrator and projector.",
+	}, func() float64 { return boolValue(leading()) })
+}
+
+// NewReady returns the gauge switchback_ready of one process: 1 while
+// ready() returns nil, the very check /readyz answers with, evaluated at
+// each scrape. A worker is not ready while it waits for the controller or
+// has lost NATS: its node cannot be upgraded then.
+func NewReady(ready func() error) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: ReadyName,
+		Help: "1 while this process is ready (its /readyz answers ok).",
+	}, func() float64 { return boolValue(ready() == nil) })
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -83,25 +83,92 @@ func (c *counters) snapshot() Metrics {
 var nodeStates = append(append([]v1beta2.NodeUpgradeState{}, v1beta2.NodeUpgradeStates...),
 	v1beta2.NodeUpgradeStateError, v1beta2.NodeUpgradeStateCancelled)
 
+// series are the label values of one manager's per-node series this
+// projector set, so that the next write removes exactly those no longer
+// true. Deleting all of them and setting the true ones again would leave a
+// moment without them, and a scrape then would end the series (a
+// Prometheus staleness marker) and restart an alert's `for`.
+type series struct {
+	stalled   map[stalledSeries]bool
+	upgrading map[upgradingSeries]bool
+}
+
+// stalledSeries are the labels of one StalledNodes series but the manager.
+type stalledSeries struct{ node, step, reason string }
+
+// upgradingSeries are the labels of one UpgradingNode series but the
+// manager.
+type upgradingSeries struct{ node, state string }
+
 // observeWrite records what a manager's status write made visible: how
 // long each newly reflected event took to get there (ProjectionLag: from
-// the event's time to now) and the plan's nodes by state (NodesByState).
-func observeWrite(ref events.ManagerRef, st v1beta2.DataEngineUpgradeManagerStatus, steps []step, base uint64, now time.Time) {
+// the event's time to now), the plan's nodes by state (NodesByState), the
+// node in flight (UpgradingNode) and the node upgrades stalled in the fold
+// (StalledNodes, by the same test as their Stalled condition).
+func (p *Projector) observeWrite(v *view, st v1beta2.DataEngineUpgradeManagerStatus, steps []step, base uint64, now time.Time) {
 	for _, s := range steps {
 		if s.seq > base && !s.at.IsZero() {
 			metrics.ProjectionLag.Observe(now.Sub(s.at).Seconds())
 		}
 	}
+	manager := v.ref.String()
 	counts := make(map[v1beta2.NodeUpgradeState]float64, len(nodeStates))
 	for _, ns := range st.UpgradeNodes {
 		counts[ns.State]++
 	}
 	for _, state := range nodeStates {
-		metrics.NodesByState.WithLabelValues(ref.String(), string(state)).Set(counts[state])
+		metrics.NodesByState.WithLabelValues(manager, string(state)).Set(counts[state])
 	}
+
+	next := series{stalled: map[stalledSeries]bool{}, upgrading: map[upgradingSeries]bool{}}
+	for node, n := range v.Nodes {
+		if n.Exists && n.Stalled && !n.Terminal() {
+			next.stalled[stalledSeries{node, string(n.StallStep), n.StallReason}] = true
+		}
+	}
+	if node := st.UpgradingNode; node != "" {
+		next.upgrading[upgradingSeries{node, string(st.UpgradeNodes[node].State)}] = true
+	}
+	prev := p.series[manager]
+	for s := range prev.stalled {
+		if !next.stalled[s] {
+			metrics.StalledNodes.DeleteLabelValues(manager, s.node, s.step, s.reason)
+		}
+	}
+	for s := range prev.upgrading {
+		if !next.upgrading[s] {
+			metrics.UpgradingNode.DeleteLabelValues(manager, s.node, s.state)
+		}
+	}
+	for s := range next.stalled {
+		metrics.StalledNodes.WithLabelValues(manager, s.node, s.step, s.reason).Set(1)
+	}
+	for s := range next.upgrading {
+		metrics.UpgradingNode.WithLabelValues(manager, s.node, s.state).Set(1)
+	}
+	p.series[manager] = next
 }
 
-// forgetManager drops the series of a manager that is gone.
-func forgetManager(ref events.ManagerRef) {
-	metrics.NodesByState.DeletePartialMatch(prometheus.Labels{"manager": ref.String()})
+// forgetManager drops the series of a manager that is gone, or that this
+// projector no longer projects.
+func (p *Projector) forgetManager(ref events.ManagerRef) {
+	p.forgetSeries(ref.String())
+}
+
+func (p *Projector) forgetSeries(manager string) {
+	labels := prometheus.Labels{"manager": manager}
+	metrics.NodesByState.DeletePartialMatch(labels)
+	metrics.StalledNodes.DeletePartialMatch(labels)
+	metrics.UpgradingNode.DeletePartialMatch(labels)
+	delete(p.series, manager)
+}
+
+// forgetAll drops every series this projector set, when it stops: no one
+// keeps them true any more (a replica that lost the lease would otherwise
+// report its last view next to the new leader's, a stall long healed
+// included).
+func (p *Projector) forgetAll() {
+	for manager := range p.series {
+		p.forgetSeries(manager)
+	}
 }

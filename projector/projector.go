@@ -100,6 +100,9 @@ type Projector struct {
 	// listed holds, by namespace, the last LIST of its managers (see
 	// listedManager).
 	listed map[string]*nsIndex
+	// series holds, by manager (namespace/name, as the metrics' label),
+	// the per-node Prometheus series this projector set.
+	series map[string]series
 }
 
 // nsIndex is one namespace's DataEngineUpgradeManagers as a LIST showed
@@ -170,6 +173,7 @@ func New(cfg Config) (*Projector, error) {
 		entries: map[string]*entry{},
 		gone:    map[string]struct{}{},
 		listed:  map[string]*nsIndex{},
+		series:  map[string]series{},
 		epoch:   1,
 	}
 	p.rec = &recorder{rec: cfg.Recorder, log: p.log, maxAge: cfg.EventMaxAge, now: cfg.Now, count: &p.m.eventsRecorded}
@@ -183,6 +187,7 @@ func (p *Projector) Metrics() Metrics { return p.m.snapshot() }
 // the error that made consuming impossible). The dead-letter stream
 // (topology.DeadLetterStream, created by nodequeue.Open) must exist.
 func (p *Projector) Run(ctx context.Context) error {
+	defer p.forgetAll()
 	js := p.cfg.Store.JetStream()
 	if _, err := js.Stream(ctx, topology.DeadLetterStream); err != nil {
 		return fmt.Errorf("projector: dead-letter stream %s (nodequeue.Open creates it): %w", topology.DeadLetterStream, err)

@@ -148,7 +148,7 @@ func (p *Projector) write(ctx context.Context, e *entry, steps []step, log *slog
 	case errors.Is(err, errGone):
 		log.Info("the DataEngineUpgradeManager is gone; its history is no longer projected")
 		p.markGone(e.view.ref.UID)
-		forgetManager(e.view.ref)
+		p.forgetManager(e.view.ref)
 		return nil
 	case errors.As(err, &perm):
 		p.m.writeFailures.Add(1)
@@ -168,7 +168,7 @@ func (p *Projector) write(ctx context.Context, e *entry, steps []step, log *slog
 	}
 	p.m.projected.Add(uint64(p.announce(e, steps, base)))
 	if e.obj != nil {
-		observeWrite(e.view.ref, e.obj.Status, steps, base, p.cfg.Now())
+		p.observeWrite(e.view, e.obj.Status, steps, base, p.cfg.Now())
 	}
 	log.Debug("projected", "streamSequence", e.view.LastSequence, "state", e.view.Manager.State)
 	if e.view.settled() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/rest"
 
@@ -112,9 +113,15 @@ func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Co
 	return dp, nil
 }
 
-// metricsHandler mounts the Prometheus endpoint.
-func metricsHandler(mux *http.ServeMux) {
-	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+// metricsHandler mounts the Prometheus endpoint: Switchback's series
+// (metrics.Registry) and the process's own collectors (metrics.NewReady,
+// metrics.NewLeader), which describe this process alone and so are
+// registered per endpoint, never in the shared registry.
+func metricsHandler(own ...prometheus.Collector) func(*http.ServeMux) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(own...)
+	h := promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{})
+	return func(mux *http.ServeMux) { mux.Handle("/metrics", h) }
 }
 
 // healthFlags serve /healthz, /readyz (and /metrics where a command adds it).

@@ -24,6 +24,7 @@ import (
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/historystorage"
 	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/webhook"
@@ -129,7 +130,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// replica whose callout lost NATS refuses every worker while looking
 	// healthy, so readiness covers it too.
 	var calloutNC atomic.Pointer[nats.Conn]
-	health, err := hf.serve(ctx, log, func() error {
+	ready := func() error {
 		if !conn.nc.IsConnected() {
 			return errors.New("not connected to NATS")
 		}
@@ -137,11 +138,17 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return errors.New("the NATS auth callout is not connected to NATS")
 		}
 		return nil
-	}, metricsHandler, func(mux *http.ServeMux) {
+	}
+	leader := func() bool {
+		leading.Lock()
+		defer leading.Unlock()
+		return isLeader
+	}
+	// /leader and switchback_leader say the same: a probe for people, a
+	// series for the alert on no controller leading (deploy/monitoring).
+	health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready), metrics.NewLeader(leader)), func(mux *http.ServeMux) {
 		mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
-			leading.Lock()
-			defer leading.Unlock()
-			fmt.Fprintln(w, isLeader)
+			fmt.Fprintln(w, leader())
 		})
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/nodeworker"
@@ -58,7 +59,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Health is served first: binding waits for the controller, and a
 	// liveness probe must not restart a worker that is only waiting.
 	var conn atomic.Pointer[natsConn]
-	health, err := hf.serve(ctx, log, func() error {
+	ready := func() error {
 		c := conn.Load()
 		switch {
 		case c == nil:
@@ -67,7 +68,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return errors.New("not connected to NATS")
 		}
 		return nil
-	}, metricsHandler)
+	}
+	health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready)))
 	if err != nil {
 		return err
 	}
