@@ -1,6 +1,7 @@
 package longhorn_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,8 +86,11 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("stuck")
 	e.Request(m, storage...)
-	stalled := e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.StallVolume == "vol-0" && n.StallReason == "SwitchoverFailing"
+	// The stall is recorded once Longhorn reverts, and recorded again with
+	// the Warning's text once its Event reaches the worker's cache.
+	stalled := e.WaitNode(m, "n1", 20*time.Second, "stalled, naming the Warning", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.StallVolume == "vol-0" && n.StallReason == "SwitchoverFailing" &&
+			strings.Contains(n.StallMessage, "Failed to switch over target to ")
 	})
 	assert.Equal(t, events.NodeSwitchingOver, stalled.State, "a stuck volume keeps the node in its current state")
 	assert.Contains(t, stalled.StallMessage, `switchoverState "reverting"`)

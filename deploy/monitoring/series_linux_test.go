@@ -58,11 +58,11 @@ func TestRulesAndDashboardReadExportedSeries(t *testing.T) {
 	t.Cleanup(served.Stop)
 
 	logs := t.TempDir()
-	controller := startProcess(t, ctx, bin, logs, "controller", "controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(),
+	controller := startProcess(t, ctx, bin, logs, "controller", "controller", "--data-plane", "sim", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(),
 		"--namespace", namespace, "--webhook-addr", "", "--log-level", "debug")
 	workers := map[string]*process{}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		workers[n] = startProcess(t, ctx, bin, logs, "worker-"+n, "worker", "--node", n, "--nats-url", srv.ClientURL(),
+		workers[n] = startProcess(t, ctx, bin, logs, "worker-"+n, "worker", "--data-plane", "sim", "--node", n, "--nats-url", srv.ClientURL(),
 			"--poll-interval", "20ms", "--stall-after", "200ms", "--log-level", "debug")
 	}
 
