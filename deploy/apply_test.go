@@ -1,10 +1,8 @@
 package deploy
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,22 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
-	"github.com/switchback-dev/switchback/testenv"
 )
-
-// prepareAPIServer installs what `kubectl apply -k deploy/` needs besides
-// deploy/crds, as the stand-ins of testdata: Longhorn's namespace (Longhorn
-// owns it; deploy/ only uses it) and cert-manager's CRDs.
-func prepareAPIServer(t *testing.T) {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, testenv.InstallCRDs(ctx, env.Config, repoPath(t, "deploy", "testdata", "cert-manager-crds")))
-	kubectl(t, nil, "apply", "-f", repoPath(t, "deploy", "testdata", "longhorn-namespace.yaml"))
-}
 
 // TestManifestsApplyOnTheRealAPIServer: deploy/, and deploy/ with the
 // insecure opt-out, are accepted by the apiserver (server-side dry run,
@@ -146,3 +132,7 @@ func TestGeneratedCredentialsFitTheManifests(t *testing.T) {
 	assert.Equal(t, callout.DefaultAudience, token.Audience)
 	assert.Equal(t, callout.DefaultServiceAccount, worker.pod.Spec.ServiceAccountName)
 }
+
+// prepareAPIServer installs what `kubectl apply -k deploy/` needs besides
+// deploy/crds (manifesttest.PrepareAPIServer).
+var prepareAPIServer = manifesttest.PrepareAPIServer

@@ -6,22 +6,17 @@
 package deploy
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/testenv"
 )
 
@@ -37,14 +32,6 @@ const (
 	workerName     = "switchback-worker"
 	insecureNATS   = "insecure-nats"
 )
-
-// repoPath is a path under the repository root.
-func repoPath(t *testing.T, elem ...string) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	return filepath.Join(append([]string{root}, elem...)...)
-}
 
 // overlay writes a kustomization on top of deploy/ with the given
 // components of deploy/ and extra text, the way the manifests' comments
@@ -67,29 +54,6 @@ func overlay(t *testing.T, components []string, extra string) string {
 
 // manifests are the objects of a rendered kustomization.
 type manifests []*unstructured.Unstructured
-
-// render renders the kustomization in dir as `kubectl apply -k` would.
-func render(t *testing.T, dir string) manifests {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, stderr, err := env.Kubectl(ctx, nil, "kustomize", dir)
-	require.NoError(t, err, stderr)
-	var m manifests
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			return m
-		}
-		require.NoError(t, err)
-		if obj != nil {
-			m = append(m, &unstructured.Unstructured{Object: obj})
-		}
-	}
-}
 
 // ofKind returns the objects of a kind.
 func (m manifests) ofKind(kind string) []*unstructured.Unstructured {
@@ -221,13 +185,15 @@ func writeFile(t *testing.T, dir, rel string, data []byte) {
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 }
 
-// kubectl runs kubectl against the test apiserver.
-func kubectl(t *testing.T, stdin []byte, args ...string) string {
+// repoPath, kubectl: package manifesttest's, shared with the chart's and the
+// monitoring's tests.
+var (
+	repoPath = manifesttest.RepoPath
+	kubectl  = manifesttest.Kubectl
+)
+
+// render renders the kustomization in dir as `kubectl apply -k` would.
+func render(t *testing.T, dir string) manifests {
 	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, stderr, err := env.Kubectl(ctx, bytes.NewReader(stdin), args...)
-	require.NoError(t, err, "%s\n%s", out, stderr)
-	return out
+	return manifests(manifesttest.Kustomize(t, dir))
 }

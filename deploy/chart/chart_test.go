@@ -10,14 +10,11 @@ package chart_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -38,9 +35,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/testenv"
 )
 
@@ -107,14 +104,6 @@ var clusterScoped = map[string]bool{
 // (templates/_helpers.tpl), besides the base's.
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance"}
 
-// repoPath is a path under the repository root.
-func repoPath(t *testing.T, elem ...string) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
 func chartPath(t *testing.T) string { return repoPath(t, "deploy", "chart", "switchback") }
 
 func loadChart(t *testing.T) *chart.Chart {
@@ -162,25 +151,6 @@ func mustRender(t *testing.T, ns string, vals map[string]any) rendered {
 	r, err := renderChart(t, ns, vals, false)
 	require.NoError(t, err)
 	return r
-}
-
-// decodeObjects decodes a multi-document YAML stream as deploy's render
-// does, so that the chart's objects and kustomize's compare value by value.
-func decodeObjects(t *testing.T, text string) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		require.NoError(t, err)
-		if obj != nil {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
-	}
 }
 
 // decodeValue decodes one YAML value the same way, for expectations.
@@ -267,29 +237,6 @@ func volume(pod corev1.PodSpec, name string) *corev1.Volume {
 	return nil
 }
 
-// kubectl runs kubectl against the test apiserver and returns its stdout.
-func kubectl(t *testing.T, stdin []byte, args ...string) string {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, stderr, err := env.Kubectl(ctx, bytes.NewReader(stdin), args...)
-	require.NoError(t, err, "kubectl %s\n%s\n%s", strings.Join(args, " "), out, stderr)
-	return out
-}
-
-// kustomize renders a kustomization as deploy's tests do (`render` in
-// deploy/main_test.go): the built kubectl's kustomize, as `kubectl apply -k`.
-func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, stderr, err := env.Kubectl(ctx, nil, "kustomize", dir)
-	require.NoError(t, err, stderr)
-	return decodeObjects(t, out)
-}
-
 // withWebhookCertManager writes the kustomization deploy/webhook/kustomization.yaml
 // tells users to write for cert-manager's webhook certificate: deploy/ with
 // the component deploy/webhook/cert-manager.
@@ -301,18 +248,6 @@ func withWebhookCertManager(t *testing.T) string {
 	text := fmt.Sprintf("resources: [%s]\ncomponents:\n- %s\n", base, filepath.Join(base, "webhook", "cert-manager"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o600))
 	return dir
-}
-
-// prepareAPIServer installs what the chart needs besides its CRDs, from
-// deploy/testdata as deploy's prepareAPIServer does: cert-manager's CRDs and
-// Longhorn's namespace (Longhorn owns it; the chart only installs into it).
-func prepareAPIServer(t *testing.T) {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, testenv.InstallCRDs(ctx, env.Config, repoPath(t, "deploy", "testdata", "cert-manager-crds")))
-	kubectl(t, nil, "apply", "-f", repoPath(t, "deploy", "testdata", "longhorn-namespace.yaml"))
 }
 
 // createNamespace creates a namespace for real, as Longhorn's installer
@@ -964,3 +899,12 @@ func TestGeneratedWebhookCertificateIsKeptUntilItExpires(t *testing.T) {
 	annotate("-")
 	assert.NotEqual(t, data(renewed)["ca.crt"], data(render())["ca.crt"], "a Secret without the chart's expiry is replaced")
 }
+
+// The install's shared test helpers (package manifesttest).
+var (
+	repoPath         = manifesttest.RepoPath
+	kubectl          = manifesttest.Kubectl
+	kustomize        = manifesttest.Kustomize
+	decodeObjects    = manifesttest.Decode
+	prepareAPIServer = manifesttest.PrepareAPIServer
+)

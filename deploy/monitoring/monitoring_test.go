@@ -9,13 +9,10 @@
 package monitoring
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +25,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/testenv"
 )
 
@@ -45,44 +42,6 @@ const (
 	controllerName = "switchback-controller"
 	workerName     = "switchback-worker"
 )
-
-// repoPath is a path under the repository root.
-func repoPath(t *testing.T, elem ...string) string {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
-// kubectl runs kubectl against the test apiserver.
-func kubectl(t *testing.T, stdin []byte, args ...string) string {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, stderr, err := env.Kubectl(ctx, bytes.NewReader(stdin), args...)
-	require.NoError(t, err, "%s\n%s", out, stderr)
-	return out
-}
-
-// render renders the kustomization in dir as `kubectl apply -k` would.
-func render(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	out := kubectl(t, nil, "kustomize", dir)
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		require.NoError(t, err)
-		if obj != nil {
-			objs = append(objs, &unstructured.Unstructured{Object: obj})
-		}
-	}
-}
 
 // object returns the rendered object of a kind and name, failing the test
 // without it.
@@ -554,3 +513,10 @@ func TestREADMEMatchesTheManifests(t *testing.T) {
 	}
 	assert.Equal(t, i, len(rows), "README.md's alert table lists no other alert")
 }
+
+// The install's shared test helpers (package manifesttest).
+var (
+	repoPath = manifesttest.RepoPath
+	kubectl  = manifesttest.Kubectl
+	render   = manifesttest.Kustomize
+)
