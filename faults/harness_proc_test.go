@@ -39,7 +39,11 @@ func (w *world) start(name string, args ...string) *proc {
 	logPath := filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	require.NoError(w.t, err)
-	cmd := exec.Command(binPath, append(args, "--health-addr", health)...)
+	bin := binPath
+	if w.next.Load() {
+		bin = nextBinPath
+	}
+	cmd := exec.Command(bin, append(args, "--health-addr", health)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// The kernel kills the process if the test binary dies without cleanup
 	// (a panic, a -timeout): no process outlives the suite.
@@ -76,6 +80,14 @@ func (p *proc) kill9(t *testing.T) {
 	}
 	<-p.done
 	t.Logf("killed %s (pid %d) with SIGKILL", p.name, p.cmd.Process.Pid)
+}
+
+// stop is a graceful stop (SIGTERM, as the kubelet sends), waited for.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.killed.Store(true)
+	p.signal(t, syscall.SIGTERM)
+	<-p.done
 }
 
 // signal sends sig (SIGSTOP, SIGCONT) to the process.

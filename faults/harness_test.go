@@ -95,6 +95,10 @@ type world struct {
 	// holds are the workers' kubeconfigs through the gate's proxy, by node.
 	holds map[string]string
 
+	// next, once set, starts every later process on the second build of
+	// Switchback (nextBinPath): a rolling update of Switchback itself.
+	next atomic.Bool
+
 	mu      sync.Mutex
 	procs   []*proc
 	exited  []string // processes that exited without being killed

@@ -23,9 +23,12 @@ import (
 // scenario runs as processes, and one apiserver for all runs (each run has a
 // namespace of its own, so runs do not see each other's managers or leases).
 var (
-	binPath    string
-	kenv       *testenv.Env
-	skipReason string
+	binPath string
+	// nextBinPath is a second build of the same code, stamped another
+	// version: what a rolling update of Switchback runs next.
+	nextBinPath string
+	kenv        *testenv.Env
+	skipReason  string
 )
 
 // TestMain runs the scenarios (the first one builds cmd/switchback and starts
@@ -117,7 +120,15 @@ func setup() {
 		setupErr = fmt.Errorf("go build ./cmd/switchback: %w\n%s", err, out)
 		return
 	}
-	binPath = bin
+	next := filepath.Join(tmp, "switchback-next")
+	build = exec.Command("go", "build", "-ldflags", "-X main.version=next", "-o", next, "./cmd/switchback")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(tmp)
+		setupErr = fmt.Errorf("go build ./cmd/switchback (next): %w\n%s", err, out)
+		return
+	}
+	binPath, nextBinPath = bin, next
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.StartTimeout)
 	defer cancel()
 	env, err := testenv.Start(ctx, testenv.Options{BinDir: binDir, CRDDir: filepath.Join(root, "deploy", "crds"), Log: io.Discard})
