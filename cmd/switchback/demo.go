@@ -46,6 +46,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	stallAfter := fs.Duration("stall-after", time.Second, "report a step stalled after this long without progress")
 	moveWorkloads := fs.Bool("move-workloads", true, "act as the cluster's user: move the workloads off a node that cannot be upgraded live (false: the demo ends stalled there)")
 	verbose := fs.Bool("v", false, "log every component's messages to stderr")
+	keepRunning := fs.Bool("keep-running", false, "after the end, keep NATS serving until interrupted (Ctrl-C), so that the printed nats and replay commands reach it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -66,6 +67,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
@@ -157,6 +159,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node)\n\n", ref.Namespace, ref.Name)
 
 	final, err := watchDemo(ctx, conn, cluster, &demoOperator{cluster: cluster, enabled: *moveWorkloads}, ref, stdout)
+	if err == nil {
+		// The history has ended; the cluster's objects show it once the
+		// projector has written the last status and, after a cancel, the
+		// intake has let the manager go: only then may they stop.
+		err = waitForTheEnd(ctx, kc, conn.store, ref)
+	}
 	stopAll()
 	wg.Wait()
 
@@ -167,8 +175,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	io := cluster.IOStats()
 	fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", io.Issued, io.Failed, io.FailedByActions())
-	fmt.Fprintf(stdout, "replay this history:  switchback replay --data-dir %s\n", nf.dataDir)
-	fmt.Fprintf(stdout, "its timeline:         switchback history %s --data-dir %s\n", ref.Name, nf.dataDir)
+	if *keepRunning {
+		url := conn.server.ClientURL()
+		fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)
+		fmt.Fprintf(stdout, "its timeline:         switchback history %s --nats-url %s\n", ref.Name, url)
+		fmt.Fprintf(stdout, "tail it:              nats --server %s stream view %s\n", url, topology.EventStream)
+		fmt.Fprintf(stdout, "NATS keeps serving at %s until interrupted (Ctrl-C)\n", url)
+		<-parent.Done()
+	} else {
+		fmt.Fprintf(stdout, "replay this history:  switchback replay --data-dir %s\n", nf.dataDir)
+		fmt.Fprintf(stdout, "its timeline:         switchback history %s --data-dir %s\n", ref.Name, nf.dataDir)
+	}
 	if err != nil {
 		return err
 	}
