@@ -74,13 +74,13 @@ func TestLeaderAndReadySeries(t *testing.T) {
 		return func() bool { v, ok := value(health, name); return ok && v == want }
 	}
 
-	worker, _ := start("worker", "--node", "n1", "--nats-url", srv.ClientURL())
+	worker, _ := start("worker", "--data-plane", "sim", "--node", "n1", "--nats-url", srv.ClientURL())
 	require.Eventually(t, is(worker, metrics.ReadyName, 0), 30*time.Second, 20*time.Millisecond, "the worker waiting for the controller is not ready")
 	_, exported := value(worker, metrics.LeaderName)
 	assert.False(t, exported, "a worker reports no leadership")
 
 	controller := func(id string) (string, func()) {
-		return start("controller", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--namespace", ns, "--webhook-addr", "", "--id", id,
+		return start("controller", "--data-plane", "sim", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--namespace", ns, "--webhook-addr", "", "--id", id,
 			"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "200ms")
 	}
 	c0, stop0 := controller("c0")
