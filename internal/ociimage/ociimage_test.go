@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,6 +149,20 @@ func TestSwitchbackImage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, c1, c2, "docker load gets the same image")
 	assert.Error(t, ociimage.WriteDockerTarball(tarPath, first, "example.com/switchback:v0.0.0-test", v1.Platform{OS: "linux", Architecture: "s390x"}))
+
+	// make image-push: a registry (here an in-process one) stores the very
+	// index built, so the digest the manifests pin is the pushed one.
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	ref := strings.TrimPrefix(reg.URL, "http://") + "/switchback-dev/switchback:v0.0.0-test"
+	require.NoError(t, ociimage.Push(context.Background(), first, ref))
+	r, err := name.ParseReference(ref)
+	require.NoError(t, err)
+	pushed, err := remote.Index(r)
+	require.NoError(t, err)
+	pd, err := pushed.Digest()
+	require.NoError(t, err)
+	assert.Equal(t, d1, pd, "the registry serves the digest built")
 }
 
 // TestNATSImageIsPinned rebuilds the bundled NATS server's image for every
