@@ -12,61 +12,61 @@ import (
 // for each, what its upgrade will do. It is what `switchback plan` shows.
 type Plan struct {
 	// TargetImage is the instance-manager image every node ends on.
-	TargetImage string
+	TargetImage string `json:"targetImage"`
 	// Platform is the Longhorn the plan was computed for.
-	Platform dataplane.Platform
+	Platform dataplane.Platform `json:"platform"`
 	// Nodes are the nodes to upgrade, in order (see TargetNodes).
-	Nodes []NodePlan
+	Nodes []NodePlan `json:"nodes"`
 }
 
 // NodePlan is what one node's upgrade will do, as seen from the snapshot with
 // every earlier node of the plan already upgraded.
 type NodePlan struct {
 	// Node is the node's name.
-	Node string
+	Node string `json:"node"`
 	// Unknown is true when the cluster has no such node; the NodesKnown
 	// precheck refuses such a plan.
-	Unknown bool
+	Unknown bool `json:"unknown,omitempty"`
 	// Image is the image the node's instance manager runs now ("" if none).
-	Image string
+	Image string `json:"image,omitempty"`
 	// Live is false when the node cannot be upgraded without cutting I/O on
 	// this Longhorn (see LiveVerdict); NotLive then says why.
-	Live    bool
-	NotLive string
+	Live    bool   `json:"live"`
+	NotLive string `json:"notLive,omitempty"`
 	// Switchovers are the attached v2 volumes whose target runs on the node,
 	// by volume name, each with its temporary target.
-	Switchovers []Switchover
+	Switchovers []Switchover `json:"switchovers,omitempty"`
 	// Replicas are the node's replicas of attached v2 volumes, which are
 	// failed and rebuilt. Detached volumes' replicas run no instance and
 	// are not touched.
-	Replicas []ReplicaRef
+	Replicas []ReplicaRef `json:"replicas,omitempty"`
 	// SingleReplica are the attached v2 volumes that serve from a single
 	// healthy replica while the node is upgraded.
-	SingleReplica []string
+	SingleReplica []string `json:"singleReplica,omitempty"`
 }
 
 // Switchover is one attached volume whose target leaves the node while its
 // instance manager is replaced, then comes back.
 type Switchover struct {
 	// Volume is the volume's name.
-	Volume string
+	Volume string `json:"volume"`
 	// AttachedNode is where the initiator stays during the whole upgrade.
-	AttachedNode string
+	AttachedNode string `json:"attachedNode"`
 	// TemporaryTarget is the node hosting the target meanwhile; "" when OK is
 	// false.
-	TemporaryTarget string
+	TemporaryTarget string `json:"temporaryTarget,omitempty"`
 	// OK is false when no node qualifies; the node upgrade will stall there.
-	OK bool
+	OK bool `json:"ok"`
 	// Reason explains the choice, or what is missing.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReplicaRef names one replica of one volume.
 type ReplicaRef struct {
 	// Volume is the volume's name.
-	Volume string
+	Volume string `json:"volume"`
 	// Replica is the replica's name.
-	Replica string
+	Replica string `json:"replica"`
 }
 
 // Order returns the node names in upgrade order: the order the manager

@@ -88,14 +88,14 @@ type Input struct {
 // Result is the outcome of one check.
 type Result struct {
 	// Check is the check's name: the condition type.
-	Check string
+	Check string `json:"check"`
 	// Passed is the condition's status.
-	Passed bool
+	Passed bool `json:"passed"`
 	// Reason is a CamelCase word: ReasonChecksPassed or why it failed.
-	Reason string
+	Reason string `json:"reason"`
 	// Message says, for a human, what holds or what is wrong, naming nodes,
 	// volumes and images.
-	Message string
+	Message string `json:"message"`
 }
 
 // checks is the fixed order of Run. It goes from the request itself to the

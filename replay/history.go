@@ -14,11 +14,11 @@ const TimeFormat = "2006-01-02 15:04:05.000 Z07:00"
 
 // Line is one entry of a manager's timeline.
 type Line struct {
-	Sequence uint64
-	Time     string
-	Node     string
-	What     string
-	Message  string
+	Sequence uint64 `json:"sequence"`
+	Time     string `json:"time"`
+	Node     string `json:"node,omitempty"`
+	What     string `json:"what"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Describe turns an event into a timeline line: what changed, from → to.

@@ -12,12 +12,17 @@ import (
 )
 
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("history", "history MANAGER [--namespace NS] [--follow]", stderr)
+	fs := newFlags("history", "history MANAGER [--namespace NS] [--follow] [-o table|json|yaml]", stderr)
 	var nf natsFlags
 	nf.register(fs, false)
 	namespace := fs.String("namespace", "", "the manager's namespace (default: any)")
 	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
+	output := fs.String("o", "table", "output format: table, json (with --follow: one JSON object a line) or yaml (not with --follow)")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	out, err := newLineWriter(stdout, *output, *follow)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -36,19 +41,16 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer conn.Close()
-	fmt.Fprintf(stdout, "%6s  %-12s  %-14s %s\n", "SEQ", "TIME", "NODE", "WHAT")
+	out.header()
 	printed := 0
 	last, err := conn.store.LastSequence(ctx)
 	if err != nil {
 		return err
 	}
 	err = conn.store.Scan(ctx, eventstore.ScanOptions{Subjects: []string{filter}, UntilSeq: last}, func(e events.Envelope) error {
-		fmt.Fprintln(stdout, replay.Describe(e))
 		printed++
-		return nil
-	}, func(de *events.DecodeError) {
-		fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", de.Sequence, de)
-	})
+		return out.line(replay.Describe(e))
+	}, func(de *events.DecodeError) { out.skipped(de.Sequence, de) })
 	if err != nil {
 		return err
 	}
@@ -56,17 +58,10 @@ func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if printed == 0 {
 			return fmt.Errorf("no events for manager %q", name)
 		}
-		return nil
+		return out.flush()
 	}
-	return followHistory(ctx, conn, filter, last+1, stdout)
-}
-
-// followHistory prints new events as they are appended, until ctx ends.
-func followHistory(ctx context.Context, conn *natsConn, filter string, from uint64, stdout io.Writer) error {
-	return followEvents(ctx, conn, filter, from, func(e events.Envelope, _ uint64) bool {
-		fmt.Fprintln(stdout, replay.Describe(e))
+	return followEvents(ctx, conn, filter, last+1, func(e events.Envelope, _ uint64) bool {
+		_ = out.line(replay.Describe(e))
 		return false
-	}, func(seq uint64, err error) {
-		fmt.Fprintf(stdout, "%6d  (skipped a message that does not decode: %v)\n", seq, err)
-	})
+	}, out.skipped)
 }

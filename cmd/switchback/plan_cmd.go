@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/plan"
@@ -12,7 +15,7 @@ import (
 )
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", "plan [--data-plane sim [--nodes N --volumes V] | --data-plane longhorn [--kubeconfig PATH] [--context C]] [--node NAME ...]", stderr)
+	fs := newFlags("plan", "plan [--data-plane sim [--nodes N --volumes V] | --data-plane longhorn [--kubeconfig PATH] [--context C]] [--node NAME ...] [-o table|json|yaml]", stderr)
 	var df dataPlaneFlags
 	fs.StringVar(&df.kind, "data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster) or longhorn (a cluster's Longhorn, read only)")
 	df.registerLonghorn(fs)
@@ -22,8 +25,12 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	kubeContext := fs.String("context", "", "with --data-plane longhorn: the kubeconfig context to use")
 	var nodes stringList
 	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
+	output := fs.String("o", "table", "output format: table, json or yaml")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *output != "table" && *output != "json" && *output != "yaml" {
+		return fmt.Errorf("-o %q: want table, json or yaml: %w", *output, errUsage)
 	}
 	var reader dataplane.Reader
 	switch df.kind {
@@ -56,6 +63,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage})
+	built := plan.Build(snap, nodes, snap.DefaultImage)
+	if *output != "table" {
+		if err := writeStructured(stdout, *output, planOutput{Prechecks: results, Plan: built}); err != nil {
+			return err
+		}
+		if !precheck.Passed(results) {
+			return fmt.Errorf("%s: the upgrade would not start", precheck.Summary(results))
+		}
+		return nil
+	}
 	fmt.Fprintln(stdout, "Prechecks (in the order the controller runs them):")
 	for _, r := range results {
 		mark := "ok  "
@@ -65,9 +82,31 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "  %s %-28s %s\n", mark, r.Check, r.Message)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, plan.Build(snap, nodes, snap.DefaultImage).String())
+	fmt.Fprint(stdout, built.String())
 	if !precheck.Passed(results) {
 		return fmt.Errorf("%s: the upgrade would not start", precheck.Summary(results))
 	}
 	return nil
+}
+
+// planOutput is plan's machine-readable form: the prechecks in the order the
+// controller runs them, and the plan.
+type planOutput struct {
+	Prechecks []precheck.Result `json:"prechecks"`
+	Plan      plan.Plan         `json:"plan"`
+}
+
+// writeStructured writes v as indented JSON or as YAML.
+func writeStructured(w io.Writer, format string, v any) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }

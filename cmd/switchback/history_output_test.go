@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchback-dev/switchback/replay"
+)
+
+// TestHistoryOutputs: `history -o json` and `-o yaml` parse back into the
+// lines the table shows, one per event; -o yaml with --follow and an unknown
+// format are usage errors.
+func TestHistoryOutputs(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCmd(t, 2*time.Minute, "demo", "--nodes", "2", "--volumes", "3", "--latency", "5ms", "--data-dir", dir)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+
+	code, table, errOut := runCmd(t, time.Minute, "history", "upgrade-v2", "--data-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	rows := strings.Split(strings.TrimSpace(table), "\n")[1:] // the header first
+	var fromJSON, fromYAML []replay.Line
+	code, js, errOut := runCmd(t, time.Minute, "history", "upgrade-v2", "--data-dir", dir, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(js), &fromJSON))
+	code, ys, errOut := runCmd(t, time.Minute, "history", "upgrade-v2", "--data-dir", dir, "-o", "yaml")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, yaml.Unmarshal([]byte(ys), &fromYAML))
+	require.Len(t, fromJSON, len(rows))
+	assert.Equal(t, fromJSON, fromYAML)
+	for i, l := range fromJSON {
+		assert.Equal(t, rows[i], l.String(), "line %d: the table shows the same event", i)
+	}
+	assert.Equal(t, "upgrade completed", fromJSON[len(fromJSON)-1].What)
+
+	for _, args := range [][]string{{"-o", "yaml", "--follow"}, {"-o", "xml"}} {
+		code, _, errOut = runCmd(t, time.Minute, append([]string{"history", "upgrade-v2", "--data-dir", dir}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s", args, errOut)
+	}
+}
+
+// TestPlanOutputs: `plan -o json` and `-o yaml` parse back into the
+// prechecks and the plan the table shows; an unknown format is a usage
+// error.
+func TestPlanOutputs(t *testing.T) {
+	var fromJSON, fromYAML planOutput
+	code, js, errOut := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(js), &fromJSON))
+	code, ys, errOut := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6", "-o", "yaml")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, yaml.Unmarshal([]byte(ys), &fromYAML))
+	assert.Equal(t, fromJSON, fromYAML)
+	require.NotEmpty(t, fromJSON.Prechecks)
+	assert.Equal(t, "DataEngineSupported", fromJSON.Prechecks[0].Check)
+	require.Len(t, fromJSON.Plan.Nodes, 3)
+	code, table, _ := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6")
+	require.Equal(t, 0, code)
+	for _, n := range fromJSON.Plan.Nodes {
+		assert.Contains(t, table, n.Node)
+	}
+	code, _, _ = runCmd(t, time.Minute, "plan", "-o", "xml")
+	assert.Equal(t, 2, code)
+}
