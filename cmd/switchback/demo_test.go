@@ -85,7 +85,7 @@ func TestPlanIsADryRun(t *testing.T) {
 	assert.Contains(t, out, "NodesKnown")
 	assert.Contains(t, out, "node-1")
 	code, out, _ = runCmd(t, time.Minute, "plan", "--nodes", "3", "--node", "ghost")
-	assert.Equal(t, 1, code)
+	assert.Equal(t, 4, code, "the prechecks refuse")
 	assert.Contains(t, out, "ghost")
 }
 

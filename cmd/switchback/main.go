@@ -80,8 +80,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// exitCoder lets a command choose its exit code (replay --verify: 3 on a
-// difference).
+// exitCoder lets a command choose its exit code. The codes (README, "Exit
+// codes"): 0 done; 1 failed; 2 a usage mistake; 3 replay --verify found
+// differences; 4 plan's prechecks refuse the upgrade.
 type exitCoder interface{ ExitCode() int }
 
 func usage(w io.Writer) {

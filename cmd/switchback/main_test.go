@@ -49,6 +49,13 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"nats-auth", "--node", "n1"}, 2, "--out: a directory is required"},
 		{[]string{"nats-auth", "--node", "n1", "--out", "x", "--mode", "token"}, 1, "token"},
 		{[]string{"nats-auth", "--node", "Bad_Name", "--out", "x"}, 1, "Bad_Name"},
+		{[]string{"plan", "--nodes", "3", "--node", "ghost"}, 4, "the upgrade would not start"},
+		{[]string{"plan", "-o", "xml"}, 2, "want table, json or yaml"},
+		{[]string{"history", "m", "-o", "yaml", "--follow"}, 2, "a YAML list never ends"},
+		{[]string{"version", "-o", "yaml"}, 2, "want text or json"},
+		{[]string{"replay", "--data-dir", "/nonexistent/switchback"}, 1, "--data-dir /nonexistent/switchback"},
+		{[]string{"uninstall", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"nosuchcommand"}, 2, "unknown command"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

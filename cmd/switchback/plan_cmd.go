@@ -69,7 +69,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		if !precheck.Passed(results) {
-			return fmt.Errorf("%s: the upgrade would not start", precheck.Summary(results))
+			return refusedError{precheck.Summary(results)}
 		}
 		return nil
 	}
@@ -84,10 +84,19 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, built.String())
 	if !precheck.Passed(results) {
-		return fmt.Errorf("%s: the upgrade would not start", precheck.Summary(results))
+		return refusedError{precheck.Summary(results)}
 	}
 	return nil
 }
+
+// refusedError: the prechecks would refuse the upgrade (exit code 4, so
+// that a script tells a refusal from a failure to read the cluster).
+type refusedError struct{ summary string }
+
+func (e refusedError) Error() string { return e.summary + ": the upgrade would not start" }
+
+// ExitCode implements exitCoder.
+func (refusedError) ExitCode() int { return 4 }
 
 // planOutput is plan's machine-readable form: the prechecks in the order the
 // controller runs them, and the plan.
