@@ -36,7 +36,7 @@ const leaseName = "switchback-controller"
 func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("controller", "controller [--kubeconfig PATH] [--nats-url URL ...] [--namespace NS]", stderr)
 	var nf natsFlags
-	nf.register(fs, false)
+	nf.register(fs, true)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")

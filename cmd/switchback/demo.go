@@ -40,7 +40,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var sf simFlags
 	sf.register(fs)
 	var nf natsFlags
-	nf.register(fs, false)
+	nf.register(fs, true)
 	kubeconfig := fs.String("kubeconfig", "", "use this cluster's API for the manager objects instead of an in-memory one")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up (exit 1) if the upgrade has not ended by then")
 	stallAfter := fs.Duration("stall-after", time.Second, "report a step stalled after this long without progress")

@@ -14,7 +14,7 @@ import (
 func runHistory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("history", "history MANAGER [--namespace NS] [--follow] [-o table|json|yaml]", stderr)
 	var nf natsFlags
-	nf.register(fs, false)
+	nf.register(fs, true)
 	namespace := fs.String("namespace", "", "the manager's namespace (default: any)")
 	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 	output := fs.String("o", "table", "output format: table, json (with --follow: one JSON object a line) or yaml (not with --follow)")

@@ -40,8 +40,17 @@ type natsFlags struct {
 	replicas               int
 }
 
-func (f *natsFlags) register(fs *flag.FlagSet, embeddedByDefault bool) {
-	fs.StringVar(&f.url, "nats-url", "", "NATS server URL(s), comma-separated (nats://, or tls:// to require TLS), without credentials; empty runs an embedded server on --data-dir")
+// register adds the NATS flags; embeddable commands also take the embedded
+// server's (an empty --nats-url runs one on --data-dir), a worker never
+// does: it joins the controller's NATS.
+func (f *natsFlags) register(fs *flag.FlagSet, embeddable bool) {
+	urlHelp := "NATS server URL(s), comma-separated (nats://, or tls:// to require TLS), without credentials"
+	if embeddable {
+		urlHelp += "; empty runs an embedded server on --data-dir"
+	} else {
+		urlHelp += " (required)"
+	}
+	fs.StringVar(&f.url, "nats-url", "", urlHelp)
 	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT + nkey seed)")
 	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file")
 	fs.StringVar(&f.user, "nats-user", "", "NATS user name (its password from --nats-password-file or $"+passwordEnv+")")
@@ -50,14 +59,13 @@ func (f *natsFlags) register(fs *flag.FlagSet, embeddedByDefault bool) {
 	fs.StringVar(&f.tlsCA, "nats-ca", "", "PEM CA bundle to verify the NATS server with; when set, the connection requires TLS")
 	fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
 	fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
-	def := ""
-	if embeddedByDefault {
-		def = "switchback-data"
+	fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
+	if !embeddable {
+		return
 	}
-	fs.StringVar(&f.dataDir, "data-dir", def, "embedded NATS: JetStream store directory")
+	fs.StringVar(&f.dataDir, "data-dir", "", "embedded NATS: JetStream store directory")
 	fs.StringVar(&f.listen, "nats-listen", "127.0.0.1", "embedded NATS: address to listen on")
 	fs.IntVar(&f.port, "nats-port", 0, "embedded NATS: client port (0 = any free port)")
-	fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
 }
 
 // natsConn is an open connection and, for the embedded mode, its server.

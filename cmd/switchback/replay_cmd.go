@@ -14,7 +14,7 @@ import (
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", "replay [--manager NAME] [--namespace NS] [--until-seq N | --until-time T] [-o table|json|yaml] [--verify --kubeconfig PATH]", stderr)
 	var nf natsFlags
-	nf.register(fs, false)
+	nf.register(fs, true)
 	manager := fs.String("manager", "", "only this manager (by name)")
 	namespace := fs.String("namespace", "", "only managers in this namespace")
 	untilSeq := fs.Uint64("until-seq", 0, "stop after this stream sequence (state as it was then)")
