@@ -38,7 +38,9 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var nf natsFlags
 	nf.register(fs, true)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
+	kubeContext := fs.String("context", "", "the kubeconfig context to use (as kubectl's --context)")
 	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
+	fs.StringVar(namespace, "n", "longhorn-system", "short for --namespace")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
 	ackWait := fs.Duration("command-ack-wait", 10*time.Second, "how long a node's command waits for a worker that stopped answering before it is redelivered (workers keep live commands with heartbeats)")
 	qps := fs.Float64("kube-api-qps", defaultKubeQPS, "requests per second to the kube-apiserver (status writes, Events, the lease)")
@@ -81,7 +83,7 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 			*leaseDuration, *renewDeadline, leaderelection.JitterFactor, *retryPeriod, errUsage)
 	}
 	log := lf.logger(stderr)
-	cfg, err := kubeConfig(*kubeconfig)
+	cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
 	if err != nil {
 		return err
 	}

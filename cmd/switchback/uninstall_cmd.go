@@ -27,15 +27,17 @@ import (
 // the install itself, and never Longhorn's namespace or objects
 // (docs/upgrade-flows.md, "Uninstalling").
 func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("uninstall", "uninstall [--cancel [--timeout D]] [--kubeconfig F] [--namespace NS]", stderr)
+	fs := newFlags("uninstall", "uninstall [--cancel [--timeout D]] [--kubeconfig F] [--context C] [-n NS]", stderr)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
+	kubeContext := fs.String("context", "", "the kubeconfig context to use (as kubectl's --context)")
 	namespace := fs.String("namespace", "longhorn-system", "the managers' namespace (the controller's --namespace)")
+	fs.StringVar(namespace, "n", "longhorn-system", "short for --namespace")
 	cancelInFlight := fs.Bool("cancel", false, "delete the managers still in flight and wait until the controller has brought their nodes to a safe point and let them go")
 	timeout := fs.Duration("timeout", 30*time.Minute, "with --cancel: how long to wait for the cancels")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := kubeConfig(*kubeconfig)
+	cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
 	if err != nil {
 		return err
 	}

@@ -84,4 +84,12 @@ func TestUninstallWaitsForTheUpgradesInFlight(t *testing.T) {
 	code, stdout, _ = runCmd(t, 30*time.Second, args...)
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "no upgrade in flight")
+
+	// kubectl's short namespace flag, and a context the kubeconfig lacks.
+	code, stdout, _ = runCmd(t, 30*time.Second, "uninstall", "--kubeconfig", env.Kubeconfig, "-n", ns)
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "no upgrade in flight in "+ns)
+	code, _, stderr = runCmd(t, 30*time.Second, "uninstall", "--kubeconfig", env.Kubeconfig, "-n", ns, "--context", "nowhere")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "nowhere")
 }

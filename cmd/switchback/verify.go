@@ -19,12 +19,14 @@ import (
 type verifyFlags struct {
 	enabled    bool
 	kubeconfig string
+	context    string
 	client     *kubeclient.Client // set by tests and the demo
 }
 
 func (f *verifyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.enabled, "verify", false, "compare the replayed state with the live custom resources' status; exit 3 on any difference")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --verify: the cluster holding the custom resources (empty = in-cluster)")
+	fs.StringVar(&f.context, "context", "", "with --verify: the kubeconfig context to use (as kubectl's --context)")
 }
 
 // diffError is a verification failure: exit code 3.
@@ -48,7 +50,7 @@ func (e diffError) ExitCode() int { return 3 }
 func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, w io.Writer) error {
 	kc := f.client
 	if kc == nil {
-		cfg, err := kubeConfig(f.kubeconfig)
+		cfg, err := kubeConfigContext(f.kubeconfig, f.context)
 		if err != nil {
 			return err
 		}
