@@ -64,16 +64,6 @@ func storageLayout(t *testing.T, cfg sim.Config) (*sim.Sim, []string) {
 	return s, []string{"n1", "n2", "n3"}
 }
 
-func lastOf[T events.Event](h []events.Envelope) (T, bool) {
-	var zero T
-	for i := len(h) - 1; i >= 0; i-- {
-		if d, ok := h[i].Data.(T); ok {
-			return d, true
-		}
-	}
-	return zero, false
-}
-
 // TestFailingSwitchoverStallsThenResumes: Longhorn keeps reverting a
 // volume's switch-over (told to fail it); the node stays in switching-over
 // (not error) with a message naming the volume, the state and the Warning's
@@ -115,7 +105,7 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 	c.mgr.Kick()
 	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
-	_, resumed := lastOf[events.NodeResumed](e.History(m))
+	_, resumed := enginetest.LastOf[events.NodeResumed](e.History(m))
 	assert.True(t, resumed, "history shows the resume")
 	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
 	assert.Empty(t, s.Unsafe(""))
@@ -168,7 +158,7 @@ func TestCancelReachesASafePoint(t *testing.T) {
 			eventually(t, 5*time.Second, "the safe point", func() bool { return len(s.Unsafe("")) == 0 })
 			c.waitInStep("after the cancel")
 			was.restored(t, c)
-			_, cancelled := lastOf[events.UpgradeCancelled](e.History(m))
+			_, cancelled := enginetest.LastOf[events.UpgradeCancelled](e.History(m))
 			assert.True(t, cancelled)
 			assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
 		})
@@ -244,7 +234,7 @@ func TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode(t *testing.T) {
 	c.mgr.Kick()
 	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
-	_, released := lastOf[events.UpgradeReleased](e.History(m))
+	_, released := enginetest.LastOf[events.UpgradeReleased](e.History(m))
 	assert.True(t, released)
 	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
 	c.waitInStep("after the upgrade")

@@ -85,8 +85,6 @@ func ref(name string) events.ManagerRef {
 	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
 }
 
-func terminal(s manager.State) bool { return s.Terminal() }
-
 // TestGoldenActionLogs runs whole scenarios on the simulated cluster and
 // compares the exact sequence of data-plane changes with
 // testdata/<scenario>.golden (go test -run TestGoldenActionLogs -update
@@ -99,7 +97,7 @@ func TestGoldenActionLogs(t *testing.T) {
 		{"three-node-upgrade", func(t *testing.T, _ *sim.Sim, e *enginetest.Engine) {
 			m := ref("three")
 			e.Request(m, "n1", "n2", "n3")
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 		}},
 		{"stuck-volume-healed", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
@@ -108,7 +106,7 @@ func TestGoldenActionLogs(t *testing.T) {
 			e.Request(m, "n1")
 			e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 		}},
 		{"cancel-at-switching-over", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
@@ -122,7 +120,7 @@ func TestGoldenActionLogs(t *testing.T) {
 			})
 			e.Cancel(m)
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
 		}},
 		{"instance-manager-never-starts", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {

@@ -110,16 +110,6 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 	}
 }
 
-func lastOf[T events.Event](h []events.Envelope) (T, bool) {
-	var zero T
-	for i := len(h) - 1; i >= 0; i-- {
-		if d, ok := h[i].Data.(T); ok {
-			return d, true
-		}
-	}
-	return zero, false
-}
-
 func TestStuckVolumeStallsThenResumes(t *testing.T) {
 	cluster := slowLayout(t)
 	// vol-0 is attached to n1 with its target there: its switch-over will hang.
@@ -137,7 +127,7 @@ func TestStuckVolumeStallsThenResumes(t *testing.T) {
 	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
 	h := e.History(m)
-	_, resumed := lastOf[events.NodeResumed](h)
+	_, resumed := enginetest.LastOf[events.NodeResumed](h)
 	assert.True(t, resumed, "history shows the resume")
 	assert.Zero(t, cluster.IOStats().Failed)
 }
@@ -267,7 +257,7 @@ func TestCancelAtEveryStep(t *testing.T) {
 				}
 			}
 			h := e.History(m)
-			_, cancelled := lastOf[events.UpgradeCancelled](h)
+			_, cancelled := enginetest.LastOf[events.UpgradeCancelled](h)
 			assert.True(t, cancelled)
 			if n := e.Node(m, first); n.CancelRequested {
 				assert.Equal(t, st.CancelReason, n.CancelReason, "the node is told the manager's cancel reason")

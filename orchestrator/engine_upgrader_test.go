@@ -78,7 +78,7 @@ func TestOtherUpgraderSwitchedOnMidUpgradeHoldsBeforeTheNextNode(t *testing.T) {
 	cluster.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"false"}`}})
 	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
-	released, ok := lastOf[events.UpgradeReleased](e.History(m))
+	released, ok := enginetest.LastOf[events.UpgradeReleased](e.History(m))
 	require.True(t, ok, "the history shows the release")
 	assert.Equal(t, "Longhorn's own instance-manager upgrader is off and idle (allow-instance-manager-automatic-upgrade)", released.Message)
 	assert.Zero(t, cluster.IOStats().Failed)

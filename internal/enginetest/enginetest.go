@@ -276,6 +276,17 @@ func (e *Engine) History(ref events.ManagerRef) []events.Envelope {
 	return out
 }
 
+// LastOf returns the data of the last event of type T in h.
+func LastOf[T events.Event](h []events.Envelope) (T, bool) {
+	var zero T
+	for i := len(h) - 1; i >= 0; i-- {
+		if d, ok := h[i].Data.(T); ok {
+			return d, true
+		}
+	}
+	return zero, false
+}
+
 // Transitions counts, per "aggregate type from->to" key, the state-changing
 // events of an upgrade: each must appear exactly once.
 func Transitions(h []events.Envelope) map[string]int {
