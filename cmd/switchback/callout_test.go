@@ -45,7 +45,7 @@ func TestUpgradeUnderNATSAuthCallout(t *testing.T) {
 	wctx, wcancel := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(wctx, []string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", "", "--nats-token-file", tokens["n1"]}, io.Discard, &werr)
+		done <- run(wctx, "switchback", []string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", "", "--nats-token-file", tokens["n1"]}, io.Discard, &werr)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "Permissions Violation") }, 30*time.Second, 20*time.Millisecond,
 		"n1's token gets n1's permissions only: the impostor's denial is logged")

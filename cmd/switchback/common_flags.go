@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,9 +31,11 @@ type logFlags struct {
 	format string
 }
 
-func (f *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&f.format, "log-format", "text", "log format: text or json")
+func (f *logFlags) register(fs *pflag.FlagSet) {
+	inSection(fs, flagsLogging, func() {
+		fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn or error")
+		fs.StringVar(&f.format, "log-format", "text", "log format: text or json")
+	})
 }
 
 func (f *logFlags) logger(w io.Writer) *slog.Logger {
@@ -54,8 +57,10 @@ type dataPlaneFlags struct {
 	allowExperimental bool
 }
 
-func (f *dataPlaneFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.kind, "data-plane", "longhorn", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo: only when asked)")
+func (f *dataPlaneFlags) register(fs *pflag.FlagSet) {
+	inSection(fs, flagsDataPlane, func() {
+		fs.StringVar(&f.kind, "data-plane", "longhorn", "the cluster: longhorn (Longhorn's custom resources) or sim (a simulated cluster served on NATS, e.g. by the demo: only when asked)")
+	})
 	f.registerLonghorn(fs)
 }
 
@@ -70,10 +75,12 @@ func (f *dataPlaneFlags) workerExtraPublish() []string {
 
 // registerLonghorn registers the flags of --data-plane longhorn alone, for
 // a command whose other data plane is its own.
-func (f *dataPlaneFlags) registerLonghorn(fs *flag.FlagSet) {
-	fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
-	fs.BoolVar(&f.allowExperimental, "allow-experimental-longhorn", false,
-		"with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental: how attached volumes' initiators survive it is not established on any release)")
+func (f *dataPlaneFlags) registerLonghorn(fs *pflag.FlagSet) {
+	inSection(fs, flagsDataPlane, func() {
+		fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
+		fs.BoolVar(&f.allowExperimental, "allow-experimental-longhorn", false,
+			"with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental: how attached volumes' initiators survive it is not established on any release)")
+	})
 }
 
 // longhorn detects the cluster's Longhorn and returns the adapter over it;
@@ -129,8 +136,10 @@ type healthFlags struct {
 	addr string
 }
 
-func (f *healthFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "health-addr", ":8081", "address of /healthz, /readyz and /metrics (empty = none)")
+func (f *healthFlags) register(fs *pflag.FlagSet) {
+	inSection(fs, flagsHealth, func() {
+		fs.StringVar(&f.addr, "health-addr", ":8081", "address of /healthz, /readyz and /metrics (empty = none)")
+	})
 }
 
 // healthServer is the running endpoint.
@@ -184,6 +193,9 @@ func (f *healthFlags) serve(ctx context.Context, log *slog.Logger, ready func() 
 type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Type names the value in the help, as pflag's own string slices.
+func (l *stringList) Type() string { return "strings" }
 
 func (l *stringList) Set(v string) error {
 	for p := range strings.SplitSeq(v, ",") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,10 +13,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -33,14 +31,14 @@ import (
 // leaseName is the leader-election Lease; RBAC grants update on this name only.
 const leaseName = "switchback-controller"
 
-func runController(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("controller", "controller [--kubeconfig PATH] [--nats-url URL ...] [--namespace NS]", stderr)
+func controllerCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "controller", Args: noArgs}
+	fs := cmd.Flags()
 	var nf natsFlags
 	nf.register(fs, true)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
-	kubeContext := fs.String("context", "", "the kubeconfig context to use (as kubectl's --context)")
-	namespace := fs.String("namespace", "longhorn-system", "namespace of the managers, and of the leader-election lease")
-	fs.StringVar(namespace, "n", "longhorn-system", "short for --namespace")
+	var kf kubeFlags
+	kf.register(fs, "")
+	namespace := fs.StringP("namespace", "n", "longhorn-system", "namespace of the managers, and of the leader-election lease")
 	identity := fs.String("id", hostnameOr("switchback-controller"), "this replica's identity for leader election")
 	ackWait := fs.Duration("command-ack-wait", 10*time.Second, "how long a node's command waits for a worker that stopped answering before it is redelivered (workers keep live commands with heartbeats)")
 	qps := fs.Float64("kube-api-qps", defaultKubeQPS, "requests per second to the kube-apiserver (status writes, Events, the lease)")
@@ -66,218 +64,219 @@ func runController(ctx context.Context, args []string, stdout, stderr io.Writer)
 	hf.register(fs)
 	var lf logFlags
 	lf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *ackWait < time.Second {
-		return fmt.Errorf("--command-ack-wait %s: want at least 1s: %w", *ackWait, errUsage)
-	}
-	// Mistakes in the NATS flags are usage errors, said before anything is
-	// read of the cluster.
-	if err := nf.validate(); err != nil {
-		return err
-	}
-	// client-go panics on these (RunOrDie); say which flag is wrong instead.
-	if *leaseDuration <= *renewDeadline || float64(*renewDeadline) <= leaderelection.JitterFactor*float64(*retryPeriod) || *retryPeriod <= 0 {
-		return fmt.Errorf("want --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > %.1f × --leader-elect-retry-period (%s) > 0: %w",
-			*leaseDuration, *renewDeadline, leaderelection.JitterFactor, *retryPeriod, errUsage)
-	}
-	log := lf.logger(stderr)
-	cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
-	if err != nil {
-		return err
-	}
-	cfg.QPS, cfg.Burst = float32(*qps), *burst
-	kc, err := kubeclient.New(cfg)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if *historyVolumes != "" {
-		vols, err := historystorage.Find(ctx, cs, *namespace, *historyVolumes)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+		if *ackWait < time.Second {
+			return fmt.Errorf("--command-ack-wait %s: want at least 1s: %w", *ackWait, errUsage)
+		}
+		// Mistakes in the NATS flags are usage errors, said before anything is
+		// read of the cluster.
+		if err := nf.validate(); err != nil {
+			return err
+		}
+		// client-go panics on these (RunOrDie); say which flag is wrong instead.
+		if *leaseDuration <= *renewDeadline || float64(*renewDeadline) <= leaderelection.JitterFactor*float64(*retryPeriod) || *retryPeriod <= 0 {
+			return fmt.Errorf("want --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > %.1f × --leader-elect-retry-period (%s) > 0: %w",
+				*leaseDuration, *renewDeadline, leaderelection.JitterFactor, *retryPeriod, errUsage)
+		}
+		log := lf.logger(stderr)
+		cfg, err := kf.config()
 		if err != nil {
 			return err
 		}
-		if err := historystorage.Check(vols, *historyOnLonghorn); err != nil {
-			return err
-		}
-		for _, v := range vols {
-			log.Info("history volume", "claim", v.Claim, "storageClass", v.StorageClass, "provisioner", v.Provisioner, "onLonghorn", v.OnLonghorn())
-		}
-	}
-	conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{commandAckWait: *ackWait})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	cluster, err := dp.open(ctx, cfg, conn.nc, log)
-	if err != nil {
-		return err
-	}
-	// Switchback's streams deny deletes: a deleted sequence is history the
-	// store lost (a truncated block, a disk error). The upgrade can go on,
-	// but the operator must know that replay no longer tells the whole story.
-	if gaps, err := conn.store.CheckHistory(ctx); err != nil {
-		log.Error("checking the event stream for lost history", "error", err)
-	} else if lost := gaps.Err(); lost != nil {
-		log.Error("the event stream lost acknowledged events", "stream", gaps.Stream, "missing", gaps.String(), "count", gaps.Count(), "error", lost)
-	}
-
-	var leading sync.Mutex
-	isLeader := false
-	// calloutNC is the auth callout's own connection, once it runs: a
-	// replica whose callout lost NATS refuses every worker while looking
-	// healthy, so readiness covers it too.
-	var calloutNC atomic.Pointer[nats.Conn]
-	ready := func() error {
-		if !conn.nc.IsConnected() {
-			return errors.New("not connected to NATS")
-		}
-		if nc := calloutNC.Load(); nc != nil && !nc.IsConnected() {
-			return errors.New("the NATS auth callout is not connected to NATS")
-		}
-		return nil
-	}
-	leader := func() bool {
-		leading.Lock()
-		defer leading.Unlock()
-		return isLeader
-	}
-	// /leader and switchback_leader say the same: a probe for people, a
-	// series for the alert on no controller leading (deploy/monitoring).
-	health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready), metrics.NewLeader(leader)), func(mux *http.ServeMux) {
-		mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
-			fmt.Fprintln(w, leader())
-		})
-	})
-	if err != nil {
-		return err
-	}
-	defer health.Close()
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// The goroutines below end with ctx: cancel it on any return, or an
-	// error after one started would wait for them forever.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if *calloutDir != "" {
-		svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
-			Reviewer:           callout.NewCache(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, calloutReviewCacheTTL, calloutReviewCacheSize),
-			WorkerExtraPublish: dp.workerExtraPublish(), Log: log.With("component", "nats-callout")}, log)
+		cfg.QPS, cfg.Burst = float32(*qps), *burst
+		kc, err := kubeclient.New(cfg)
 		if err != nil {
 			return err
 		}
-		defer nc.Close()
-		calloutNC.Store(nc)
-		wg.Go(func() {
-			if err := svc.Run(ctx, nc); err != nil && ctx.Err() == nil {
-				log.Error("NATS auth callout stopped", "error", err)
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if *historyVolumes != "" {
+			vols, err := historystorage.Find(ctx, cs, *namespace, *historyVolumes)
+			if err != nil {
+				return err
 			}
-		})
-	}
-	if *webhookAddr != "" {
-		// Admission reads informer caches only (its own, since the
-		// intake's runs on the leader alone): no apiserver request per review.
-		managers := kc.Managers(*namespace).Informer(0)
-		wg.Go(func() { managers.Run(ctx.Done()) })
-		admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: *namespace, Cluster: cluster,
-			Active: webhook.ActiveFromStore{Store: managers.GetStore(), Namespace: *namespace, HasSynced: managers.HasSynced}, Logger: log})
-		if err != nil {
-			return err
-		}
-		// The workers run in the controller's namespace (deploy/), as the
-		// service account deploy/rbac names.
-		gcfg := webhook.GuardConfig{Disabled: !*guard, Cluster: cluster, Logger: log,
-			Trusted: append([]string{"system:serviceaccount:" + *namespace + ":switchback-worker"}, trusted...)}
-		if *guard {
-			nodeUpgrades := kc.NodeUpgrades(*namespace).Informer(0)
-			wg.Go(func() { nodeUpgrades.Run(ctx.Done()) })
-			gcfg.Upgrading = webhook.UpgradingFromStore{Store: nodeUpgrades.GetStore(), Namespace: *namespace, HasSynced: nodeUpgrades.HasSynced}
-		}
-		g, err := webhook.NewGuard(gcfg)
-		if err != nil {
-			return err
-		}
-		srv, err := webhook.NewServer(webhook.ServerConfig{Addr: *webhookAddr, Admitter: admitter, Guard: g, Logger: log,
-			CertFile: filepath.Join(*certDir, webhook.CertFileName), KeyFile: filepath.Join(*certDir, webhook.KeyFileName)})
-		if err != nil {
-			return err
-		}
-		wg.Go(func() {
-			if err := srv.ListenAndServe(ctx); err != nil && ctx.Err() == nil {
-				log.Error("webhook server stopped", "error", err)
+			if err := historystorage.Check(vols, *historyOnLonghorn); err != nil {
+				return err
 			}
-		})
-	}
+			for _, v := range vols {
+				log.Info("history volume", "claim", v.Claim, "storageClass", v.StorageClass, "provisioner", v.Provisioner, "onLonghorn", v.OnLonghorn())
+			}
+		}
+		conn, err := nf.connect(ctx, "switchback-controller", log, connectOptions{commandAckWait: *ackWait})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		cluster, err := dp.open(ctx, cfg, conn.nc, log)
+		if err != nil {
+			return err
+		}
+		// Switchback's streams deny deletes: a deleted sequence is history the
+		// store lost (a truncated block, a disk error). The upgrade can go on,
+		// but the operator must know that replay no longer tells the whole story.
+		if gaps, err := conn.store.CheckHistory(ctx); err != nil {
+			log.Error("checking the event stream for lost history", "error", err)
+		} else if lost := gaps.Err(); lost != nil {
+			log.Error("the event stream lost acknowledged events", "stream", gaps.Stream, "missing", gaps.String(), "count", gaps.Count(), "error", lost)
+		}
 
-	lead := func(ctx context.Context) {
-		leading.Lock()
-		isLeader = true
-		leading.Unlock()
-		log.Info("leading: starting intake, orchestrator and projector", "id", *identity)
-		var lwg sync.WaitGroup
-		run := func(name string, f func(context.Context) error) {
-			lwg.Go(func() {
-				if err := f(ctx); err != nil && ctx.Err() == nil {
-					log.Error("component stopped", "component", name, "error", err)
+		var leading sync.Mutex
+		isLeader := false
+		// calloutNC is the auth callout's own connection, once it runs: a
+		// replica whose callout lost NATS refuses every worker while looking
+		// healthy, so readiness covers it too.
+		var calloutNC atomic.Pointer[nats.Conn]
+		ready := func() error {
+			if !conn.nc.IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			if nc := calloutNC.Load(); nc != nil && !nc.IsConnected() {
+				return errors.New("the NATS auth callout is not connected to NATS")
+			}
+			return nil
+		}
+		leader := func() bool {
+			leading.Lock()
+			defer leading.Unlock()
+			return isLeader
+		}
+		// /leader and switchback_leader say the same: a probe for people, a
+		// series for the alert on no controller leading (deploy/monitoring).
+		health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready), metrics.NewLeader(leader)), func(mux *http.ServeMux) {
+			mux.HandleFunc("/leader", func(w http.ResponseWriter, _ *http.Request) {
+				fmt.Fprintln(w, leader())
+			})
+		})
+		if err != nil {
+			return err
+		}
+		defer health.Close()
+
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		// The goroutines below end with ctx: cancel it on any return, or an
+		// error after one started would wait for them forever.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if *calloutDir != "" {
+			svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
+				Reviewer:           callout.NewCache(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, calloutReviewCacheTTL, calloutReviewCacheSize),
+				WorkerExtraPublish: dp.workerExtraPublish(), Log: log.With("component", "nats-callout")}, log)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			calloutNC.Store(nc)
+			wg.Go(func() {
+				if err := svc.Run(ctx, nc); err != nil && ctx.Err() == nil {
+					log.Error("NATS auth callout stopped", "error", err)
 				}
 			})
 		}
-		orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
-		if err != nil {
-			log.Error("orchestrator", "error", err)
-			return
+		if *webhookAddr != "" {
+			// Admission reads informer caches only (its own, since the
+			// intake's runs on the leader alone): no apiserver request per review.
+			managers := kc.Managers(*namespace).Informer(0)
+			wg.Go(func() { managers.Run(ctx.Done()) })
+			admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: *namespace, Cluster: cluster,
+				Active: webhook.ActiveFromStore{Store: managers.GetStore(), Namespace: *namespace, HasSynced: managers.HasSynced}, Logger: log})
+			if err != nil {
+				return err
+			}
+			// The workers run in the controller's namespace (deploy/), as the
+			// service account deploy/rbac names.
+			gcfg := webhook.GuardConfig{Disabled: !*guard, Cluster: cluster, Logger: log,
+				Trusted: append([]string{"system:serviceaccount:" + *namespace + ":switchback-worker"}, trusted...)}
+			if *guard {
+				nodeUpgrades := kc.NodeUpgrades(*namespace).Informer(0)
+				wg.Go(func() { nodeUpgrades.Run(ctx.Done()) })
+				gcfg.Upgrading = webhook.UpgradingFromStore{Store: nodeUpgrades.GetStore(), Namespace: *namespace, HasSynced: nodeUpgrades.HasSynced}
+			}
+			g, err := webhook.NewGuard(gcfg)
+			if err != nil {
+				return err
+			}
+			srv, err := webhook.NewServer(webhook.ServerConfig{Addr: *webhookAddr, Admitter: admitter, Guard: g, Logger: log,
+				CertFile: filepath.Join(*certDir, webhook.CertFileName), KeyFile: filepath.Join(*certDir, webhook.KeyFileName)})
+			if err != nil {
+				return err
+			}
+			wg.Go(func() {
+				if err := srv.ListenAndServe(ctx); err != nil && ctx.Err() == nil {
+					log.Error("webhook server stopped", "error", err)
+				}
+			})
 		}
-		run("orchestrator", orch.Run)
-		run("node consumers", func(ctx context.Context) error { return ensureNodeConsumers(ctx, conn.queue, cluster, log) })
-		in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: *namespace, Log: log})
-		if err != nil {
-			log.Error("intake", "error", err)
-			return
+
+		lead := func(ctx context.Context) {
+			leading.Lock()
+			isLeader = true
+			leading.Unlock()
+			log.Info("leading: starting intake, orchestrator and projector", "id", *identity)
+			var lwg sync.WaitGroup
+			run := func(name string, f func(context.Context) error) {
+				lwg.Go(func() {
+					if err := f(ctx); err != nil && ctx.Err() == nil {
+						log.Error("component stopped", "component", name, "error", err)
+					}
+				})
+			}
+			orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
+			if err != nil {
+				log.Error("orchestrator", "error", err)
+				return
+			}
+			run("orchestrator", orch.Run)
+			run("node consumers", func(ctx context.Context) error { return ensureNodeConsumers(ctx, conn.queue, cluster, log) })
+			in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: *namespace, Log: log})
+			if err != nil {
+				log.Error("intake", "error", err)
+				return
+			}
+			run("intake", in.Run)
+			if err := startProjector(ctx, conn, kc, cs, log, run); err != nil {
+				log.Error("projector", "error", err)
+			}
+			lwg.Wait()
 		}
-		run("intake", in.Run)
-		if err := startProjector(ctx, conn, kc, cs, log, run); err != nil {
-			log.Error("projector", "error", err)
+		if !*leaderElect {
+			lead(ctx)
+			return nil
 		}
-		lwg.Wait()
-	}
-	if !*leaderElect {
-		lead(ctx)
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: *namespace},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: *identity},
+		}
+		// Losing the lease (an apiserver outage longer than the renew deadline)
+		// stops the leader's components; the replica then competes again rather
+		// than exiting, so one outage does not need a pod restart to heal.
+		for ctx.Err() == nil {
+			leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+				Lock:            lock,
+				LeaseDuration:   *leaseDuration,
+				RenewDeadline:   *renewDeadline,
+				RetryPeriod:     *retryPeriod,
+				ReleaseOnCancel: true,
+				Name:            leaseName,
+				Callbacks: leaderelection.LeaderCallbacks{
+					OnStartedLeading: lead,
+					OnStoppedLeading: func() {
+						leading.Lock()
+						isLeader = false
+						leading.Unlock()
+						log.Info("stopped leading", "id", *identity)
+					},
+					OnNewLeader: func(id string) { log.Info("leader", "id", id) },
+				},
+			})
+		}
 		return nil
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: *namespace},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: *identity},
-	}
-	// Losing the lease (an apiserver outage longer than the renew deadline)
-	// stops the leader's components; the replica then competes again rather
-	// than exiting, so one outage does not need a pod restart to heal.
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   *leaseDuration,
-			RenewDeadline:   *renewDeadline,
-			RetryPeriod:     *retryPeriod,
-			ReleaseOnCancel: true,
-			Name:            leaseName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: lead,
-				OnStoppedLeading: func() {
-					leading.Lock()
-					isLeader = false
-					leading.Unlock()
-					log.Info("stopped leading", "id", *identity)
-				},
-				OnNewLeader: func(id string) { log.Info("leader", "id", id) },
-			},
-		})
-	}
-	return nil
+	return cmd
 }
 
 // client-go's defaults (5 requests/s, burst 10) cap the projector at a few
@@ -287,36 +286,6 @@ const (
 	defaultKubeQPS   = 50
 	defaultKubeBurst = 100
 )
-
-// kubeConfig loads a kubeconfig, or the in-cluster configuration, with
-// Switchback's client rate limits.
-func kubeConfig(path string) (*rest.Config, error) {
-	return kubeConfigContext(path, "")
-}
-
-// kubeConfigContext is kubeConfig with a kubeconfig context ("" = its
-// current one), as kubectl's --context.
-func kubeConfigContext(path, kubeContext string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	switch {
-	case path == "" && kubeContext == "":
-		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
-		}
-	default:
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if path != "" {
-			rules.ExplicitPath = path
-		}
-		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
-		if cfg, err = loader.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %q --context %q: %w", path, kubeContext, err)
-		}
-	}
-	cfg.QPS, cfg.Burst = defaultKubeQPS, defaultKubeBurst
-	return cfg, nil
-}
 
 func hostnameOr(def string) string {
 	if h, err := os.Hostname(); err == nil && h != "" {

@@ -71,7 +71,7 @@ func TestDemoEndsWhenTheClusterDoes(t *testing.T) {
 		done := make(chan int, 1)
 		var out syncbuf.Buffer
 		go func() {
-			done <- run(ctx, []string{"demo", "--nodes", "3", "--volumes", "6", "--latency", "5ms", "--stuck-volume", "--stall-after", "200ms",
+			done <- run(ctx, "switchback", []string{"demo", "--nodes", "3", "--volumes", "6", "--latency", "5ms", "--stuck-volume", "--stall-after", "200ms",
 				"--kubeconfig", env.Kubeconfig, "--data-dir", t.TempDir()}, &out, io.Discard)
 		}()
 		require.Eventually(t, func() bool {
@@ -99,7 +99,7 @@ func TestDemoKeepRunning(t *testing.T) {
 	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--nodes", "2", "--volumes", "3", "--latency", "5ms", "--keep-running", "--data-dir", t.TempDir()}, &out, io.Discard)
+		done <- run(ctx, "switchback", []string{"demo", "--nodes", "2", "--volumes", "3", "--latency", "5ms", "--keep-running", "--data-dir", t.TempDir()}, &out, io.Discard)
 	}()
 	re := regexp.MustCompile(`switchback replay --nats-url (\S+)`)
 	var url string

@@ -80,11 +80,11 @@ func TestDemoStuckForeverFailsAfterTimeout(t *testing.T) {
 }
 
 func TestPlanIsADryRun(t *testing.T) {
-	code, out, errOut := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6")
+	code, out, errOut := runCmd(t, time.Minute, "plan", "--data-plane", "sim", "--nodes", "3", "--volumes", "6")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "NodesKnown")
 	assert.Contains(t, out, "node-1")
-	code, out, _ = runCmd(t, time.Minute, "plan", "--nodes", "3", "--node", "ghost")
+	code, out, _ = runCmd(t, time.Minute, "plan", "--data-plane", "sim", "--nodes", "3", "--node", "ghost")
 	assert.Equal(t, 4, code, "the prechecks refuse")
 	assert.Contains(t, out, "ghost")
 }

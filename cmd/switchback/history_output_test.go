@@ -49,21 +49,21 @@ func TestHistoryOutputs(t *testing.T) {
 // error.
 func TestPlanOutputs(t *testing.T) {
 	var fromJSON, fromYAML planOutput
-	code, js, errOut := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6", "-o", "json")
+	code, js, errOut := runCmd(t, time.Minute, "plan", "--data-plane", "sim", "--nodes", "3", "--volumes", "6", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, json.Unmarshal([]byte(js), &fromJSON))
-	code, ys, errOut := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6", "-o", "yaml")
+	code, ys, errOut := runCmd(t, time.Minute, "plan", "--data-plane", "sim", "--nodes", "3", "--volumes", "6", "-o", "yaml")
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, yaml.Unmarshal([]byte(ys), &fromYAML))
 	assert.Equal(t, fromJSON, fromYAML)
 	require.NotEmpty(t, fromJSON.Prechecks)
 	assert.Equal(t, "DataEngineSupported", fromJSON.Prechecks[0].Check)
 	require.Len(t, fromJSON.Plan.Nodes, 3)
-	code, table, _ := runCmd(t, time.Minute, "plan", "--nodes", "3", "--volumes", "6")
+	code, table, _ := runCmd(t, time.Minute, "plan", "--data-plane", "sim", "--nodes", "3", "--volumes", "6")
 	require.Equal(t, 0, code)
 	for _, n := range fromJSON.Plan.Nodes {
 		assert.Contains(t, table, n.Node)
 	}
-	code, _, _ = runCmd(t, time.Minute, "plan", "-o", "xml")
+	code, _, _ = runCmd(t, time.Minute, "plan", "--data-plane", "sim", "-o", "xml")
 	assert.Equal(t, 2, code)
 }

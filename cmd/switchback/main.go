@@ -1,83 +1,134 @@
 // Command switchback live-upgrades the V2 data engine of a Longhorn cluster,
 // node by node, without interrupting volume I/O. Run `switchback help`.
+//
+// Installed as kubectl-switchback on the PATH it is a kubectl plugin:
+// `kubectl switchback plan`.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
-// command is one subcommand.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
+// Command groups of the top-level help, in the order a newcomer needs them.
+const (
+	groupUpgrade = "upgrade"
+	groupRun     = "run"
+	groupInstall = "install"
+)
 
-func subcommands() []command {
-	return []command{
-		{"demo", "run a whole upgrade of a simulated cluster on embedded NATS and show it", runDemo},
-		{"controller", "run the controller (intake, orchestrator, projector, webhook)", runController},
-		{"worker", "run the worker of one node", runWorker},
-		{"replay", "rebuild upgrades from the event stream alone", runReplay},
-		{"history", "print the timeline of an upgrade", runHistory},
-		{"plan", "dry run: node order, target moves and prechecks, appending nothing", runPlan},
-		{"nats-auth", "generate the per-node NATS users, their permissions and Secrets", runNATSAuth},
-		{"uninstall", "check, or cancel, the upgrades in flight before removing Switchback", runUninstall},
-		{"version", "print the version, the commit, Go and the Longhorn profiles driven", runVersion},
+// pluginName is the executable name under which kubectl runs Switchback as
+// its plugin `kubectl switchback`.
+const pluginName = "kubectl-switchback"
+
+// newRoot builds the command tree. displayName is how the help names the
+// program: "switchback", or "kubectl switchback" when run as the plugin.
+func newRoot(displayName string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "switchback",
+		Short: "Live-upgrade the V2 (SPDK) data engine of a Longhorn cluster, node by node",
+		Long: "switchback live-upgrades the V2 (SPDK) data engine of a Longhorn cluster, node by node,\n" +
+			"while volume I/O keeps flowing. Every intent and state change is a CloudEvent on NATS JetStream.",
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: displayName},
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
+	root.AddGroup(
+		&cobra.Group{ID: groupUpgrade, Title: "Plan and follow an upgrade:"},
+		&cobra.Group{ID: groupRun, Title: "Run Switchback:"},
+		&cobra.Group{ID: groupInstall, Title: "Install and remove:"},
+	)
+	add := func(group, short string, c *cobra.Command) {
+		c.GroupID, c.Short = group, short
+		root.AddCommand(c)
+	}
+	add(groupRun, "run a whole upgrade of a simulated cluster on embedded NATS and show it", demoCommand())
+	add(groupUpgrade, "dry run: node order, target moves and prechecks, appending nothing", planCommand())
+	add(groupUpgrade, "print the timeline of an upgrade", historyCommand())
+	add(groupUpgrade, "rebuild upgrades from the event stream alone", replayCommand())
+	add(groupRun, "run the controller (intake, orchestrator, projector, webhook)", controllerCommand())
+	add(groupRun, "run the worker of one node", workerCommand())
+	add(groupInstall, "generate the per-node NATS users, their permissions and Secrets", natsAuthCommand())
+	add(groupInstall, "check, or cancel, the upgrades in flight before removing Switchback", uninstallCommand())
+	add("", "print the version, the commit, Go and the Longhorn profiles driven", versionCommand())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", err, errUsage) })
+	setGroupedUsage(root)
+	completeFlagValues(root)
+	return root
 }
 
-// errUsage marks a command-line mistake: exit code 2, usage already printed.
+// errUsage marks a command-line mistake: exit code 2.
 var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	if executable(os.Args[0]) == pluginCompletionName {
+		args = append([]string{cobra.ShellCompRequestCmd}, args...)
+	}
+	code := run(ctx, displayName(os.Args[0]), args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
+// displayName is the program's name in its help: kubectl runs a plugin by
+// its file name, and the user typed `kubectl switchback`.
+func displayName(argv0 string) string {
+	switch executable(argv0) {
+	case pluginName, pluginCompletionName:
+		return "kubectl switchback"
+	}
+	return "switchback"
+}
+
+// executable is the file name the program was run as.
+func executable(argv0 string) string {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe")
+}
+
+// run executes one command line and returns the process's exit code (see
+// exitCoder). display is the program's name in help and errors
+// (displayName).
+func run(ctx context.Context, display string, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(display)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	args = singleDashLongFlags(root, args, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	for _, c := range subcommands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.Is(err, errUsage):
-			// A bare errUsage follows the usage the flag package printed;
-			// a wrapped one says what is wrong.
-			if err != errUsage {
-				fmt.Fprintf(stderr, "switchback %s: %s\n", c.name, strings.TrimSuffix(err.Error(), ": "+errUsage.Error()))
-			}
-			return 2
-		}
-		fmt.Fprintf(stderr, "switchback %s: %v\n", c.name, err)
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			return ec.ExitCode()
-		}
-		return 1
+	if cmd == nil {
+		cmd = root
 	}
-	fmt.Fprintf(stderr, "switchback: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	path := cmd.CommandPath()
+	if isUsage(err) {
+		fmt.Fprintf(stderr, "%s: %s\nSee '%s --help'.\n", path, strings.TrimSuffix(err.Error(), ": "+errUsage.Error()), path)
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", path, err)
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+// isUsage says whether err is a command-line mistake: one of the commands'
+// own (errUsage) or cobra's (an unknown command, which it does not wrap).
+func isUsage(err error) bool {
+	return errors.Is(err, errUsage) || strings.HasPrefix(err.Error(), "unknown command ")
 }
 
 // exitCoder lets a command choose its exit code. The codes (README, "Exit
@@ -85,46 +136,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // differences; 4 plan's prechecks refuse the upgrade.
 type exitCoder interface{ ExitCode() int }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "switchback live-upgrades the V2 (SPDK) data engine of a Longhorn cluster, node by node,")
-	fmt.Fprintln(w, "while volume I/O keeps flowing. Every intent and state change is a CloudEvent on NATS JetStream.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: switchback <command> [flags]   (switchback <command> --help for its flags)")
-	fmt.Fprintln(w)
-	for _, c := range subcommands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+// noArgs refuses positional arguments, which a command without any would
+// otherwise ignore.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q: %s takes flags only: %w", args[0], cmd.Name(), errUsage)
+	}
+	return nil
+}
+
+// exactArgs wants n positional arguments, described by what in the error.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%s takes %s (got %d arguments): %w", cmd.Name(), what, len(args), errUsage)
+		}
+		return nil
 	}
 }
 
-// newFlags returns a flag set that prints its usage on stderr and reports
-// errors instead of exiting.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("switchback "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: switchback %s\n\n", synopsis)
-		fs.PrintDefaults()
+// singleDashLongFlags rewrites -name to --name where name is one of the
+// command's long flags: Switchback's flags took one dash before they
+// followed kubectl's conventions, and scripts written then keep working.
+// Each rewrite is said on stderr, so that they get fixed.
+func singleDashLongFlags(root *cobra.Command, args []string, stderr io.Writer) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil {
+		return args
 	}
-	return fs
-}
-
-// parse parses args, mapping a bad flag to errUsage. Flags may come before
-// or after positional arguments (`history NAME --follow`), unlike the flag
-// package's default; the positional arguments are left in fs.Args.
-func parse(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return errUsage
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
 		}
-		if fs.NArg() == 0 {
-			break
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && cmd.Flags().Lookup(name) != nil {
+			fmt.Fprintf(stderr, "switchback: -%s is read as --%s: write two dashes, as kubectl does\n", name, name)
+			a = "-" + a
 		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+		out = append(out, a)
 	}
-	return fs.Parse(append([]string{"--"}, positional...))
+	return out
 }

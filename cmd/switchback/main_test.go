@@ -20,7 +20,7 @@ func runCmd(t *testing.T, timeout time.Duration, args ...string) (int, string, s
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(ctx, args, &out, &errOut)
+	code := run(ctx, "switchback", args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -30,17 +30,17 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 0, "Usage: switchback <command>"},
+		{nil, 0, "Usage:\n  switchback [command]"},
 		{[]string{"help"}, 0, "replay"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"demo", "--help"}, 0, "-stuck-volume"},
-		{[]string{"replay", "--help"}, 0, "-until-seq"},
-		{[]string{"history", "--help"}, 0, "-follow"},
-		{[]string{"plan", "--help"}, 0, "-node"},
-		{[]string{"worker", "--help"}, 0, "-node"},
-		{[]string{"controller", "--help"}, 0, "-leader-elect"},
-		{[]string{"demo", "--bogus"}, 2, "flag provided but not defined"},
-		{[]string{"history"}, 2, "Usage: switchback history"},
+		{[]string{"demo", "--help"}, 0, "--stuck-volume"},
+		{[]string{"replay", "--help"}, 0, "--until-seq"},
+		{[]string{"history", "--help"}, 0, "--follow"},
+		{[]string{"plan", "--help"}, 0, "--node"},
+		{[]string{"worker", "--help"}, 0, "--node"},
+		{[]string{"controller", "--help"}, 0, "--leader-elect"},
+		{[]string{"demo", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"history"}, 2, "history takes one MANAGER name"},
 		{[]string{"demo", "--nodes", "0"}, 1, "--nodes 0"},
 		{[]string{"replay", "--until-time", "yesterday", "--data-dir", "x"}, 1, "--until-time"},
 		{[]string{"worker", "--node", "n1"}, 2, "--nats-url is required"},
@@ -49,12 +49,12 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"nats-auth", "--node", "n1"}, 2, "--out: a directory is required"},
 		{[]string{"nats-auth", "--node", "n1", "--out", "x", "--mode", "token"}, 1, "token"},
 		{[]string{"nats-auth", "--node", "Bad_Name", "--out", "x"}, 1, "Bad_Name"},
-		{[]string{"plan", "--nodes", "3", "--node", "ghost"}, 4, "the upgrade would not start"},
+		{[]string{"plan", "--data-plane", "sim", "--nodes", "3", "--node", "ghost"}, 4, "the upgrade would not start"},
 		{[]string{"plan", "-o", "xml"}, 2, "want table, json or yaml"},
 		{[]string{"history", "m", "-o", "yaml", "--follow"}, 2, "a YAML list never ends"},
 		{[]string{"version", "-o", "yaml"}, 2, "want text or json"},
 		{[]string{"replay", "--data-dir", "/nonexistent/switchback"}, 1, "--data-dir /nonexistent/switchback"},
-		{[]string{"uninstall", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"uninstall", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"nosuchcommand"}, 2, "unknown command"},
 	}
 	for _, tc := range cases {

@@ -56,7 +56,7 @@ func TestLeaderAndReadySeries(t *testing.T) {
 		wg.Go(func() {
 			defer close(done)
 			var out strings.Builder
-			if code := run(runCtx, append(args, "--health-addr", health, "--log-level", "error"), &out, &out); code != 0 && runCtx.Err() == nil {
+			if code := run(runCtx, "switchback", append(args, "--health-addr", health, "--log-level", "error"), &out, &out); code != 0 && runCtx.Err() == nil {
 				t.Errorf("%v exited %d:\n%s", args, code, out.String())
 			}
 		})

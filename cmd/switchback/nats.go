@@ -5,13 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,29 +44,34 @@ type natsFlags struct {
 // register adds the NATS flags; embeddable commands also take the embedded
 // server's (an empty --nats-url runs one on --data-dir), a worker never
 // does: it joins the controller's NATS.
-func (f *natsFlags) register(fs *flag.FlagSet, embeddable bool) {
+func (f *natsFlags) register(fs *pflag.FlagSet, embeddable bool) {
 	urlHelp := "NATS server URL(s), comma-separated (nats://, or tls:// to require TLS), without credentials"
 	if embeddable {
 		urlHelp += "; empty runs an embedded server on --data-dir"
 	} else {
 		urlHelp += " (required)"
 	}
-	fs.StringVar(&f.url, "nats-url", "", urlHelp)
-	fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT + nkey seed)")
-	fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file")
-	fs.StringVar(&f.user, "nats-user", "", "NATS user name (its password from --nats-password-file or $"+passwordEnv+")")
-	fs.Var(&f.retiredPassword, "nats-password", "retired: a password in the arguments is visible to anyone who can list processes; use --nats-password-file or $"+passwordEnv)
-	fs.StringVar(&f.passwordFile, "nats-password-file", "", "file holding the NATS password, e.g. a worker's /etc/switchback/nats/$(NODE_NAME).password")
-	fs.StringVar(&f.tlsCA, "nats-ca", "", "PEM CA bundle to verify the NATS server with; when set, the connection requires TLS")
-	fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
-	fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
-	fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
+	inSection(fs, flagsNATS, func() {
+		fs.StringVar(&f.url, "nats-url", "", urlHelp)
+		fs.StringVar(&f.creds, "nats-creds", "", "NATS credentials file (JWT + nkey seed)")
+		fs.StringVar(&f.nkey, "nats-nkey", "", "NATS nkey seed file")
+		fs.StringVar(&f.user, "nats-user", "", "NATS user name (its password from --nats-password-file or $"+passwordEnv+")")
+		fs.Var(&f.retiredPassword, "nats-password", "retired: a password in the arguments is visible to anyone who can list processes; use --nats-password-file or $"+passwordEnv)
+		_ = fs.MarkHidden("nats-password") // retired: refused with what replaces it, never offered
+		fs.StringVar(&f.passwordFile, "nats-password-file", "", "file holding the NATS password, e.g. a worker's /etc/switchback/nats/$(NODE_NAME).password")
+		fs.StringVar(&f.tlsCA, "nats-ca", "", "PEM CA bundle to verify the NATS server with; when set, the connection requires TLS")
+		fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
+		fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
+		fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
+	})
 	if !embeddable {
 		return
 	}
-	fs.StringVar(&f.dataDir, "data-dir", "", "embedded NATS: JetStream store directory")
-	fs.StringVar(&f.listen, "nats-listen", "127.0.0.1", "embedded NATS: address to listen on")
-	fs.IntVar(&f.port, "nats-port", 0, "embedded NATS: client port (0 = any free port)")
+	inSection(fs, flagsEmbedded, func() {
+		fs.StringVar(&f.dataDir, "data-dir", "", "embedded NATS: JetStream store directory")
+		fs.StringVar(&f.listen, "nats-listen", "127.0.0.1", "embedded NATS: address to listen on")
+		fs.IntVar(&f.port, "nats-port", 0, "embedded NATS: client port (0 = any free port)")
+	})
 }
 
 // natsConn is an open connection and, for the embedded mode, its server.
@@ -294,6 +300,9 @@ func redactURL(s string) string {
 type retiredFlag struct{ set bool }
 
 func (r *retiredFlag) String() string { return "" }
+
+// Type names the value in the help.
+func (r *retiredFlag) Type() string { return "retired" }
 
 func (r *retiredFlag) Set(string) error {
 	r.set = true

@@ -170,7 +170,7 @@ func TestHistoryAndReplayAsTheReader(t *testing.T) {
 			var follow syncbuf.Buffer
 			done := make(chan int, 1)
 			go func() {
-				done <- run(ctx, append([]string{"history", ref.Name, "--follow"}, reader...), &follow, &follow)
+				done <- run(ctx, "switchback", append([]string{"history", ref.Name, "--follow"}, reader...), &follow, &follow)
 			}()
 			require.Eventually(t, func() bool { return strings.Contains(follow.String(), "n1") }, 30*time.Second, 10*time.Millisecond, "the history so far")
 			appendStarted(t, store, ref, "n2")

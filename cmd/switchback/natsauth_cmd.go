@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/spf13/cobra"
 
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
@@ -30,8 +30,9 @@ const secretsFile = "secrets.yaml"
 // worker's) and, optionally, the Secrets holding them. It reads and writes
 // only a directory of the current user, never through a symbolic link
 // (natsauth.CheckDir, natsauth.WriteFile).
-func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("nats-auth", "nats-auth (--callout | --node NAME [--node NAME ...]) --out DIR [--mode nkey|password] [--account NAME] [--secrets-namespace NS]", stderr)
+func natsAuthCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "nats-auth", Args: noArgs}
+	fs := cmd.Flags()
 	var nodes stringList
 	calloutMode := fs.Bool("callout", false, "workers get their users from the NATS auth callout the controller serves (each presents its pod's token: the default install); "+
 		"writes the callout's keys under "+calloutDir+"/ instead of a user per node")
@@ -46,105 +47,106 @@ func runNATSAuth(_ context.Context, args []string, stdout, stderr io.Writer) err
 	keep := fs.Bool("keep", true, "keep the credentials already under --out (adding a node does not rotate every key); false generates all anew")
 	namespace := fs.String("secrets-namespace", "", "also write "+secretsFile+" with the Secrets of this namespace")
 	perWorker := fs.Bool("per-worker-secrets", false, "with --secrets-namespace: one Secret per worker instead of one shared Secret")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *calloutMode && len(nodes) > 0:
-		return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node: %w", errUsage)
-	case !*calloutMode && len(nodes) == 0:
-		return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
-	case *out == "":
-		return fmt.Errorf("--out: a directory is required: %w", errUsage)
-	}
-	cfg := natsauth.Config{Nodes: nodes, Mode: natsauth.Mode(*mode), Account: *account}
-	if *account != "" {
-		cfg.Limits = natsauth.Limits{MaxStore: *maxStore, MaxConsumers: *maxConsumers}
-	}
-	if *sim {
-		cfg.WorkerExtraPublish = []string{topology.SimSubjects}
-	}
-	if *keep {
-		existing, err := natsauth.ReadFiles(*out, cfg.Mode, cfg.Nodes)
-		if err != nil {
-			return fmt.Errorf("--keep: %w", err)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		stdout := cmd.OutOrStdout()
+		switch {
+		case *calloutMode && len(nodes) > 0:
+			return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node: %w", errUsage)
+		case !*calloutMode && len(nodes) == 0:
+			return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
+		case *out == "":
+			return fmt.Errorf("--out: a directory is required: %w", errUsage)
 		}
-		cfg.Existing = existing
-	}
-	var keys *callout.Keys
-	keptKeys := false
-	if *calloutMode {
-		var err error
-		if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
-			return err
+		cfg := natsauth.Config{Nodes: nodes, Mode: natsauth.Mode(*mode), Account: *account}
+		if *account != "" {
+			cfg.Limits = natsauth.Limits{MaxStore: *maxStore, MaxConsumers: *maxConsumers}
 		}
-		keys.Account = cfg.Account
-		if cfg.Callout, err = keys.Server(0); err != nil {
-			return err
+		if *sim {
+			cfg.WorkerExtraPublish = []string{topology.SimSubjects}
 		}
-	}
-	auth, err := natsauth.Generate(cfg)
-	if err != nil {
-		return err
-	}
-	if err := auth.WriteFiles(*out); err != nil {
-		return err
-	}
-	if keys != nil {
-		if err := writeCalloutKeys(*out, *keys); err != nil {
-			return err
-		}
-	}
-	secrets := filepath.Join(*out, secretsFile)
-	if *namespace == "" {
-		// A secrets.yaml from an earlier run no longer matches the files.
-		if err := os.Remove(secrets); err == nil {
-			fmt.Fprintf(stdout, "removed the outdated %s (give --secrets-namespace to write it anew)\n", secrets)
-		} else if !errors.Is(err, iofs.ErrNotExist) {
-			return err
-		}
-	} else {
-		layout := natsauth.SharedSecret
-		if *perWorker {
-			layout = natsauth.SecretPerWorker
-		}
-		manifests := auth.Secrets(*namespace, layout)
-		if keys != nil {
-			data, err := keys.SecretData()
+		if *keep {
+			existing, err := natsauth.ReadFiles(*out, cfg.Mode, cfg.Nodes)
 			if err != nil {
+				return fmt.Errorf("--keep: %w", err)
+			}
+			cfg.Existing = existing
+		}
+		var keys *callout.Keys
+		keptKeys := false
+		if *calloutMode {
+			var err error
+			if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
 				return err
 			}
-			manifests = append(manifests, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, Type: corev1.SecretTypeOpaque,
-				ObjectMeta: metav1.ObjectMeta{Name: callout.SecretName, Namespace: *namespace,
-					Labels: map[string]string{"app.kubernetes.io/name": "switchback", "app.kubernetes.io/component": "controller"}},
-				Data: data})
-		}
-		var b bytes.Buffer
-		for _, s := range manifests {
-			y, err := yaml.Marshal(s)
-			if err != nil {
-				return fmt.Errorf("secret %s: %w", s.Name, err)
+			keys.Account = cfg.Account
+			if cfg.Callout, err = keys.Server(0); err != nil {
+				return err
 			}
-			b.WriteString("---\n")
-			b.Write(y)
 		}
-		if err := natsauth.WriteFile(secrets, b.Bytes(), 0o600); err != nil {
+		auth, err := natsauth.Generate(cfg)
+		if err != nil {
 			return err
 		}
-	}
-	if keys != nil {
-		what := "new callout keys"
-		if keptKeys {
-			what = "the callout keys kept"
+		if err := auth.WriteFiles(*out); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "wrote the callout authorization (workers decided by the controller's auth callout; %s), the controller and the reader under %s (%d credential(s) kept)\n", what, *out, len(cfg.Existing))
-	} else {
-		fmt.Fprintf(stdout, "wrote the authorization of %d worker(s), the controller and the reader under %s (%d kept)\n", len(nodes), *out, len(cfg.Existing))
+		if keys != nil {
+			if err := writeCalloutKeys(*out, *keys); err != nil {
+				return err
+			}
+		}
+		secrets := filepath.Join(*out, secretsFile)
+		if *namespace == "" {
+			// A secrets.yaml from an earlier run no longer matches the files.
+			if err := os.Remove(secrets); err == nil {
+				fmt.Fprintf(stdout, "removed the outdated %s (give --secrets-namespace to write it anew)\n", secrets)
+			} else if !errors.Is(err, iofs.ErrNotExist) {
+				return err
+			}
+		} else {
+			layout := natsauth.SharedSecret
+			if *perWorker {
+				layout = natsauth.SecretPerWorker
+			}
+			manifests := auth.Secrets(*namespace, layout)
+			if keys != nil {
+				data, err := keys.SecretData()
+				if err != nil {
+					return err
+				}
+				manifests = append(manifests, &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, Type: corev1.SecretTypeOpaque,
+					ObjectMeta: metav1.ObjectMeta{Name: callout.SecretName, Namespace: *namespace,
+						Labels: map[string]string{"app.kubernetes.io/name": "switchback", "app.kubernetes.io/component": "controller"}},
+					Data: data})
+			}
+			var b bytes.Buffer
+			for _, s := range manifests {
+				y, err := yaml.Marshal(s)
+				if err != nil {
+					return fmt.Errorf("secret %s: %w", s.Name, err)
+				}
+				b.WriteString("---\n")
+				b.Write(y)
+			}
+			if err := natsauth.WriteFile(secrets, b.Bytes(), 0o600); err != nil {
+				return err
+			}
+		}
+		if keys != nil {
+			what := "new callout keys"
+			if keptKeys {
+				what = "the callout keys kept"
+			}
+			fmt.Fprintf(stdout, "wrote the callout authorization (workers decided by the controller's auth callout; %s), the controller and the reader under %s (%d credential(s) kept)\n", what, *out, len(cfg.Existing))
+		} else {
+			fmt.Fprintf(stdout, "wrote the authorization of %d worker(s), the controller and the reader under %s (%d kept)\n", len(nodes), *out, len(cfg.Existing))
+		}
+		fmt.Fprintf(stdout, "next: add `include %s` to nats.conf and reload the server; see docs/nats-authorization.md\n", natsauth.ConfigFile)
+		fmt.Fprintf(stdout, "operators read history with the read-only credential under %s (Secret %s); see \"Reading history as an operator\" there\n",
+			filepath.Join(*out, natsauth.ReaderDir), natsauth.ReaderSecretName)
+		return nil
 	}
-	fmt.Fprintf(stdout, "next: add `include %s` to nats.conf and reload the server; see docs/nats-authorization.md\n", natsauth.ConfigFile)
-	fmt.Fprintf(stdout, "operators read history with the read-only credential under %s (Secret %s); see \"Reading history as an operator\" there\n",
-		filepath.Join(*out, natsauth.ReaderDir), natsauth.ReaderSecretName)
-	return nil
+	return cmd
 }
 
 // calloutDir is where nats-auth --callout keeps the callout's keys, the

@@ -9,84 +9,97 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/spf13/cobra"
+
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
 )
 
-func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("plan", "plan [--data-plane sim [--nodes N --volumes V] | --data-plane longhorn [--kubeconfig PATH] [--context C]] [--node NAME ...] [-o table|json|yaml]", stderr)
+func planCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "plan", Args: noArgs,
+		Long: "plan reads the cluster and says what an upgrade would do: the Longhorn detected, the prechecks,\n" +
+			"the node order, which nodes can be upgraded live (and why not), which targets move where. It appends nothing.\n" +
+			"The simulated cluster's flags are listed with --data-plane sim --help.",
+		Example: "  switchback plan --context prod                 # every v2 node of the cluster prod\n" +
+			"  switchback plan --node worker-3 -o yaml        # one node, machine-readable\n" +
+			"  switchback plan --data-plane sim --nodes 6     # the demo's simulated cluster"}
+	fs := cmd.Flags()
 	var df dataPlaneFlags
-	fs.StringVar(&df.kind, "data-plane", "sim", "where the cluster is read from: sim (the demo's simulated cluster) or longhorn (a cluster's Longhorn, read only)")
+	inSection(fs, flagsDataPlane, func() {
+		fs.StringVar(&df.kind, "data-plane", "longhorn", "where the cluster is read from: longhorn (a cluster's Longhorn, read only) or sim (the demo's simulated cluster)")
+	})
 	df.registerLonghorn(fs)
 	var sf simFlags
 	sf.register(fs)
-	kubeconfig := fs.String("kubeconfig", "", "with --data-plane longhorn: the kubeconfig (default: $KUBECONFIG or ~/.kube/config with --context, else in-cluster)")
-	kubeContext := fs.String("context", "", "with --data-plane longhorn: the kubeconfig context to use")
+	hideUnless(cmd, flagsSimulated, func() bool { return df.kind == "sim" })
+	var kf kubeFlags
+	kf.register(fs, "with --data-plane longhorn: ")
 	var nodes stringList
 	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
-	output := fs.String("o", "table", "output format: table, json or yaml")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *output != "table" && *output != "json" && *output != "yaml" {
-		return fmt.Errorf("-o %q: want table, json or yaml: %w", *output, errUsage)
-	}
-	var reader dataplane.Reader
-	switch df.kind {
-	case "sim":
-		if err := sf.validate(); err != nil {
-			return err
+	output := fs.StringP("output", "o", "table", "output format: table, json or yaml")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		if *output != "table" && *output != "json" && *output != "yaml" {
+			return fmt.Errorf("-o %q: want table, json or yaml: %w", *output, errUsage)
 		}
-		cluster, err := sf.build()
+		var reader dataplane.Reader
+		switch df.kind {
+		case "sim":
+			if err := sf.validate(); err != nil {
+				return err
+			}
+			cluster, err := sf.build()
+			if err != nil {
+				return err
+			}
+			reader = cluster
+		case "longhorn":
+			cfg, err := kf.config()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel() // stops the adapter's informers
+			plane, err := df.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			reader = plane
+		default:
+			return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", df.kind, errUsage)
+		}
+		snap, err := plan.Read(ctx, reader)
 		if err != nil {
 			return err
 		}
-		reader = cluster
-	case "longhorn":
-		cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
-		if err != nil {
-			return err
+		results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage})
+		built := plan.Build(snap, nodes, snap.DefaultImage)
+		if *output != "table" {
+			if err := writeStructured(stdout, *output, planOutput{Prechecks: results, Plan: built}); err != nil {
+				return err
+			}
+			if !precheck.Passed(results) {
+				return refusedError{precheck.Summary(results)}
+			}
+			return nil
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel() // stops the adapter's informers
-		plane, err := df.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			return err
+		fmt.Fprintln(stdout, "Prechecks (in the order the controller runs them):")
+		for _, r := range results {
+			mark := "ok  "
+			if !r.Passed {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(stdout, "  %s %-28s %s\n", mark, r.Check, r.Message)
 		}
-		reader = plane
-	default:
-		return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", df.kind, errUsage)
-	}
-	snap, err := plan.Read(ctx, reader)
-	if err != nil {
-		return err
-	}
-	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage})
-	built := plan.Build(snap, nodes, snap.DefaultImage)
-	if *output != "table" {
-		if err := writeStructured(stdout, *output, planOutput{Prechecks: results, Plan: built}); err != nil {
-			return err
-		}
+		fmt.Fprintln(stdout)
+		fmt.Fprint(stdout, built.String())
 		if !precheck.Passed(results) {
 			return refusedError{precheck.Summary(results)}
 		}
 		return nil
 	}
-	fmt.Fprintln(stdout, "Prechecks (in the order the controller runs them):")
-	for _, r := range results {
-		mark := "ok  "
-		if !r.Passed {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(stdout, "  %s %-28s %s\n", mark, r.Check, r.Message)
-	}
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, built.String())
-	if !precheck.Passed(results) {
-		return refusedError{precheck.Summary(results)}
-	}
-	return nil
+	return cmd
 }
 
 // refusedError: the prechecks would refuse the upgrade (exit code 4, so

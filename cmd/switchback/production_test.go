@@ -76,7 +76,7 @@ func TestControllerAndWorkersOnTheRealAPIServer(t *testing.T) {
 	var follow syncbuf.Buffer
 	followDone := make(chan int, 1)
 	go func() {
-		followDone <- run(followCtx, []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard)
+		followDone <- run(followCtx, "switchback", []string{"history", "e2e", "--follow", "--nats-url", srv.ClientURL()}, &follow, io.Discard)
 	}()
 
 	upgradeAllNodes(t, ctx, env, "e2e")
@@ -221,7 +221,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	background := func(args ...string) {
 		wg.Go(func() {
 			var out strings.Builder
-			if code := run(runCtx, args, &out, &out); code != 0 && runCtx.Err() == nil {
+			if code := run(runCtx, "switchback", args, &out, &out); code != 0 && runCtx.Err() == nil {
 				t.Errorf("%v exited %d:\n%s", args, code, out.String())
 			}
 		})
@@ -275,7 +275,7 @@ func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
 		if mode == natsauth.ModePassword {
 			creds = append(creds, "--nats-user", natsauth.WorkerUser("n1"))
 		}
-		done <- run(wctx, append([]string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
+		done <- run(wctx, "switchback", append([]string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(werr.String(), "Permissions Violation") }, 30*time.Second, 20*time.Millisecond,
 		"the denial is logged")

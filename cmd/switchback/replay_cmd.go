@@ -1,60 +1,65 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/replay"
 )
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", "replay [--manager NAME] [--namespace NS] [--until-seq N | --until-time T] [-o table|json|yaml] [--verify --kubeconfig PATH]", stderr)
+func replayCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "replay", Args: noArgs,
+		Example: "  switchback replay --data-dir ./store                        # every upgrade, as the stream tells it\n" +
+			"  switchback replay --data-dir ./store --until-seq 120 -o yaml   # the state after event 120\n" +
+			"  switchback replay --nats-url ... --verify --context prod       # compare with the live status (exit 3 on a difference)"}
+	fs := cmd.Flags()
 	var nf natsFlags
 	nf.register(fs, true)
 	manager := fs.String("manager", "", "only this manager (by name)")
-	namespace := fs.String("namespace", "", "only managers in this namespace")
+	namespace := fs.StringP("namespace", "n", "", "only managers in this namespace")
 	untilSeq := fs.Uint64("until-seq", 0, "stop after this stream sequence (state as it was then)")
 	untilTime := fs.String("until-time", "", "stop at this time (RFC 3339, e.g. 2026-11-29T18:30:00Z)")
-	output := fs.String("o", "table", "output format: table, json or yaml")
+	output := fs.StringP("output", "o", "table", "output format: table, json or yaml")
 	var vf verifyFlags
 	vf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	opts := replay.Options{Manager: *manager, Namespace: *namespace, ScanOptions: eventstore.ScanOptions{UntilSeq: *untilSeq}}
-	if *untilTime != "" {
-		t, err := time.Parse(time.RFC3339Nano, *untilTime)
-		if err != nil {
-			return fmt.Errorf("--until-time: %w", err)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+		opts := replay.Options{Manager: *manager, Namespace: *namespace, ScanOptions: eventstore.ScanOptions{UntilSeq: *untilSeq}}
+		if *untilTime != "" {
+			t, err := time.Parse(time.RFC3339Nano, *untilTime)
+			if err != nil {
+				return fmt.Errorf("--until-time: %w", err)
+			}
+			opts.UntilTime = t
 		}
-		opts.UntilTime = t
+		if *untilSeq != 0 && *untilTime != "" {
+			return fmt.Errorf("give --until-seq or --until-time, not both")
+		}
+		conn, err := nf.connect(ctx, "switchback-replay", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true, readOnly: true})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		res, err := replay.Run(ctx, conn.store, opts)
+		if err != nil {
+			return err
+		}
+		if err := res.Write(stdout, *output); err != nil {
+			return err
+		}
+		if err := res.MissingErr(); err != nil {
+			// On stderr too: json and yaml have no place for it, and a piped
+			// table may not be read.
+			fmt.Fprintf(stderr, "WARNING: %v\n", err)
+		}
+		if vf.enabled {
+			return vf.verify(ctx, conn.store, res, stdout)
+		}
+		return nil
 	}
-	if *untilSeq != 0 && *untilTime != "" {
-		return fmt.Errorf("give --until-seq or --until-time, not both")
-	}
-	conn, err := nf.connect(ctx, "switchback-replay", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true, readOnly: true})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	res, err := replay.Run(ctx, conn.store, opts)
-	if err != nil {
-		return err
-	}
-	if err := res.Write(stdout, *output); err != nil {
-		return err
-	}
-	if err := res.MissingErr(); err != nil {
-		// On stderr too: json and yaml have no place for it, and a piped
-		// table may not be read.
-		fmt.Fprintf(stderr, "WARNING: %v\n", err)
-	}
-	if vf.enabled {
-		return vf.verify(ctx, conn.store, res, stdout)
-	}
-	return nil
+	return cmd
 }

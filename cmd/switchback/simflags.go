@@ -1,9 +1,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/sim"
@@ -19,14 +20,16 @@ type simFlags struct {
 	profile        string
 }
 
-func (f *simFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.nodes, "nodes", 4, "simulated cluster: number of v2 nodes")
-	fs.IntVar(&f.volumes, "volumes", 12, "simulated cluster: number of v2 volumes (plus one v1 volume that must stay untouched)")
-	fs.DurationVar(&f.latency, "latency", 150*time.Millisecond, "simulated cluster: time a switch-over, an IM start or a rebuild takes")
-	fs.BoolVar(&f.stuckVolume, "stuck-volume", false, "simulated cluster: the switch-overs of one attached volume keep failing (the upgrade stalls)")
-	fs.DurationVar(&f.healAfter, "heal-after", 0, "with --stuck-volume: fix the volume after this long (0 = never; the demo then ends stalled)")
-	fs.StringVar(&f.profile, "longhorn-profile", string(dataplane.ProfileV112),
-		"simulated cluster: the Longhorn it behaves like: v1.12 (released; a node holding initiators of attached v2 volumes cannot be upgraded live) or in-place (experimental)")
+func (f *simFlags) register(fs *pflag.FlagSet) {
+	inSection(fs, flagsSimulated, func() {
+		fs.IntVar(&f.nodes, "nodes", 4, "simulated cluster: number of v2 nodes")
+		fs.IntVar(&f.volumes, "volumes", 12, "simulated cluster: number of v2 volumes (plus one v1 volume that must stay untouched)")
+		fs.DurationVar(&f.latency, "latency", 150*time.Millisecond, "simulated cluster: time a switch-over, an IM start or a rebuild takes")
+		fs.BoolVar(&f.stuckVolume, "stuck-volume", false, "simulated cluster: the switch-overs of one attached volume keep failing (the upgrade stalls)")
+		fs.DurationVar(&f.healAfter, "heal-after", 0, "with --stuck-volume: fix the volume after this long (0 = never; the demo then ends stalled)")
+		fs.StringVar(&f.profile, "longhorn-profile", string(dataplane.ProfileV112),
+			"simulated cluster: the Longhorn it behaves like: v1.12 (released; a node holding initiators of attached v2 volumes cannot be upgraded live) or in-place (experimental)")
+	})
 }
 
 func (f *simFlags) validate() error {

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/spf13/cobra"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
@@ -26,50 +27,53 @@ import (
 // finish the cancels; then it says what to delete. It deletes nothing of
 // the install itself, and never Longhorn's namespace or objects
 // (docs/upgrade-flows.md, "Uninstalling").
-func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("uninstall", "uninstall [--cancel [--timeout D]] [--kubeconfig F] [--context C] [-n NS]", stderr)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig path; empty = in-cluster configuration")
-	kubeContext := fs.String("context", "", "the kubeconfig context to use (as kubectl's --context)")
-	namespace := fs.String("namespace", "longhorn-system", "the managers' namespace (the controller's --namespace)")
-	fs.StringVar(namespace, "n", "longhorn-system", "short for --namespace")
+func uninstallCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "uninstall", Args: noArgs,
+		Example: "  switchback uninstall -n longhorn-system            # exit 1 naming the upgrades still in flight\n" +
+			"  switchback uninstall --cancel --timeout 10m         # cancel them and wait until each is safe"}
+	fs := cmd.Flags()
+	var kf kubeFlags
+	kf.register(fs, "")
+	namespace := fs.StringP("namespace", "n", "longhorn-system", "the managers' namespace (the controller's --namespace)")
 	cancelInFlight := fs.Bool("cancel", false, "delete the managers still in flight and wait until the controller has brought their nodes to a safe point and let them go")
 	timeout := fs.Duration("timeout", 30*time.Minute, "with --cancel: how long to wait for the cancels")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	cfg, err := kubeConfigContext(*kubeconfig, *kubeContext)
-	if err != nil {
-		return err
-	}
-	kc, err := kubeclient.New(cfg)
-	if err != nil {
-		return err
-	}
-	managers := kc.Managers(*namespace)
-	inFlight, err := managersInFlight(ctx, managers)
-	if err != nil {
-		return err
-	}
-	if len(inFlight) > 0 && !*cancelInFlight {
-		return fmt.Errorf("upgrades in flight in %s: %s. Delete each manager first (kubectl delete lhum/<name> -n %s: the controller brings the node in flight to a safe point, then lets it go), or run `switchback uninstall --cancel`; removing the controller first would leave them stuck behind their finalizer",
-			*namespace, strings.Join(inFlight, ", "), *namespace)
-	}
-	if len(inFlight) > 0 {
-		for _, name := range inFlight {
-			if err := managers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete manager %s: %w", name, err)
-			}
-			fmt.Fprintf(stdout, "deleted manager %s/%s: the controller cancels it at a safe point\n", *namespace, name)
-		}
-		wctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		if err := waitGone(wctx, managers, inFlight, stdout); err != nil {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
+		cfg, err := kf.config()
+		if err != nil {
 			return err
 		}
+		kc, err := kubeclient.New(cfg)
+		if err != nil {
+			return err
+		}
+		managers := kc.Managers(*namespace)
+		inFlight, err := managersInFlight(ctx, managers)
+		if err != nil {
+			return err
+		}
+		if len(inFlight) > 0 && !*cancelInFlight {
+			return fmt.Errorf("upgrades in flight in %s: %s. Delete each manager first (kubectl delete lhum/<name> -n %s: the controller brings the node in flight to a safe point, then lets it go), or run `switchback uninstall --cancel`; removing the controller first would leave them stuck behind their finalizer",
+				*namespace, strings.Join(inFlight, ", "), *namespace)
+		}
+		if len(inFlight) > 0 {
+			for _, name := range inFlight {
+				if err := managers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete manager %s: %w", name, err)
+				}
+				fmt.Fprintf(stdout, "deleted manager %s/%s: the controller cancels it at a safe point\n", *namespace, name)
+			}
+			wctx, cancel := context.WithTimeout(ctx, *timeout)
+			defer cancel()
+			if err := waitGone(wctx, managers, inFlight, stdout); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "no upgrade in flight in %s. Remove Switchback with `kubectl delete -k deploy/` (its CRDs, and every past upgrade's objects, stay);\n"+
+			"then `kubectl delete -k deploy/crds` removes those too. Longhorn's namespace and objects are never part of either.\n", *namespace)
+		return nil
 	}
-	fmt.Fprintf(stdout, "no upgrade in flight in %s. Remove Switchback with `kubectl delete -k deploy/` (its CRDs, and every past upgrade's objects, stay);\n"+
-		"then `kubectl delete -k deploy/crds` removes those too. Longhorn's namespace and objects are never part of either.\n", *namespace)
-	return nil
+	return cmd
 }
 
 // managersInFlight lists the managers not ended (or being deleted, whose

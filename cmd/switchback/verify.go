@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/spf13/pflag"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -17,16 +18,14 @@ import (
 
 // verifyFlags turn replay into a check of the live status.
 type verifyFlags struct {
-	enabled    bool
-	kubeconfig string
-	context    string
-	client     *kubeclient.Client // set by tests and the demo
+	enabled bool
+	kube    kubeFlags
+	client  *kubeclient.Client // set by tests and the demo
 }
 
-func (f *verifyFlags) register(fs *flag.FlagSet) {
+func (f *verifyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.enabled, "verify", false, "compare the replayed state with the live custom resources' status; exit 3 on any difference")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --verify: the cluster holding the custom resources (empty = in-cluster)")
-	fs.StringVar(&f.context, "context", "", "with --verify: the kubeconfig context to use (as kubectl's --context)")
+	f.kube.register(fs, "with --verify: ")
 }
 
 // diffError is a verification failure: exit code 3.
@@ -50,7 +49,7 @@ func (e diffError) ExitCode() int { return 3 }
 func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, w io.Writer) error {
 	kc := f.client
 	if kc == nil {
-		cfg, err := kubeConfigContext(f.kubeconfig, f.context)
+		cfg, err := f.kube.config()
 		if err != nil {
 			return err
 		}

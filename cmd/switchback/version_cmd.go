@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -26,31 +26,33 @@ type versionInfo struct {
 	NATSBuilt string   `json:"natsServer,omitempty"`
 }
 
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", "version [-o text|json]", stderr)
-	output := fs.String("o", "text", "output format: text or json")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	v := currentVersion()
-	switch *output {
-	case "json":
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "text":
-		commit := v.Commit
-		if commit == "" {
-			commit = "unknown (built without VCS stamping)"
+func versionCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "version", Args: noArgs}
+	fs := cmd.Flags()
+	output := fs.StringP("output", "o", "text", "output format: text or json")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		stdout := cmd.OutOrStdout()
+		v := currentVersion()
+		switch *output {
+		case "json":
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(v)
+		case "text":
+			commit := v.Commit
+			if commit == "" {
+				commit = "unknown (built without VCS stamping)"
+			}
+			if v.Modified {
+				commit += " (modified)"
+			}
+			fmt.Fprintf(stdout, "switchback %s\ncommit:     %s\ngo:         %s %s\nlonghorn:   %v\nnats-server: %s (embedded)\n",
+				v.Version, commit, v.Go, v.Platform, v.Longhorn, v.NATSBuilt)
+			return nil
 		}
-		if v.Modified {
-			commit += " (modified)"
-		}
-		fmt.Fprintf(stdout, "switchback %s\ncommit:     %s\ngo:         %s %s\nlonghorn:   %v\nnats-server: %s (embedded)\n",
-			v.Version, commit, v.Go, v.Platform, v.Longhorn, v.NATSBuilt)
-		return nil
+		return fmt.Errorf("-o %q: want text or json: %w", *output, errUsage)
 	}
-	return fmt.Errorf("-o %q: want text or json: %w", *output, errUsage)
+	return cmd
 }
 
 // currentVersion reads the build: the version stamped at build time, the

@@ -35,13 +35,13 @@ func TestWorkerHelpListsWhatAWorkerUses(t *testing.T) {
 	code, out, errOut := runCmd(t, 10*time.Second, "worker", "--help")
 	require.Equal(t, 0, code)
 	help := out + errOut
-	for _, flag := range []string{"-data-dir", "-nats-listen", "-nats-port", "embedded server"} {
+	for _, flag := range []string{"--data-dir", "--nats-listen", "--nats-port", "embedded server"} {
 		assert.NotContains(t, help, flag)
 	}
 	assert.Contains(t, help, "(required)")
 	code, out, errOut = runCmd(t, 10*time.Second, "controller", "--help")
 	require.Equal(t, 0, code)
-	assert.Contains(t, out+errOut, "-data-dir")
+	assert.Contains(t, out+errOut, "--data-dir")
 	code, _, errOut = runCmd(t, 10*time.Second, "worker", "--node", "n1", "--data-dir", "x")
 	assert.Equal(t, 2, code, "not a worker's flag: %s", errOut)
 }

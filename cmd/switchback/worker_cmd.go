@@ -1,15 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/spf13/cobra"
 
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth"
@@ -17,8 +17,9 @@ import (
 	"github.com/switchback-dev/switchback/nodeworker"
 )
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("worker", "worker --node NAME [--nats-url URL ...] [--data-plane sim]", stderr)
+func workerCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "worker", Args: noArgs}
+	fs := cmd.Flags()
 	var nf natsFlags
 	nf.register(fs, false)
 	node := fs.String("node", os.Getenv("NODE_NAME"), "the node this worker upgrades (default $NODE_NAME, from the downward API)")
@@ -26,7 +27,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"the default install, "+callout.DefaultTokenPath+"; empty authenticates with --nats-nkey/--nats-creds/--nats-user")
 	var dp dataPlaneFlags
 	dp.register(fs)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "with --data-plane longhorn: kubeconfig path; empty = in-cluster configuration")
+	var kf kubeFlags
+	kf.register(fs, "with --data-plane longhorn: ")
 	stallAfter := fs.Duration("stall-after", 2*time.Minute, "report a step stalled after this long without progress")
 	failAfter := fs.Duration("fail-after", 10*time.Minute, "fail the node when its new instance manager stays in error this long")
 	poll := fs.Duration("poll-interval", 250*time.Millisecond, "how often a waiting step looks at the cluster again")
@@ -35,74 +37,74 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	hf.register(fs)
 	var lf logFlags
 	lf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *node == "" {
-		fs.Usage()
-		return fmt.Errorf("--node (or $NODE_NAME) is required: %w", errUsage)
-	}
-	if nf.url == "" {
-		// The controller creates the streams and this node's consumer on the
-		// shared NATS; a worker's own embedded server would have neither.
-		return fmt.Errorf("--nats-url is required: a worker joins the controller's NATS: %w", errUsage)
-	}
-	if *tokenFile != "" && (nf.nkey != "" || nf.creds != "" || nf.user != "" || nf.passwordFile != "") {
-		return fmt.Errorf("--nats-token-file and another NATS credential: give one (the token, through the auth callout, in the default install): %w", errUsage)
-	}
-	if nf.user == "" && nf.passwordFile != "" {
-		// The generated user name encodes the node name (dots are not
-		// subject tokens), which a DaemonSet's $(NODE_NAME) cannot.
-		nf.user = natsauth.WorkerUser(*node)
-	}
-	log := lf.logger(stderr).With("node", *node)
-	// Health is served first: binding waits for the controller, and a
-	// liveness probe must not restart a worker that is only waiting.
-	var conn atomic.Pointer[natsConn]
-	ready := func() error {
-		c := conn.Load()
-		switch {
-		case c == nil:
-			return errors.New("waiting for the controller to create the streams and this node's command consumer")
-		case !c.nc.IsConnected():
-			return errors.New("not connected to NATS")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+		if *node == "" {
+			return fmt.Errorf("--node (or $NODE_NAME) is required: %w", errUsage)
+		}
+		if nf.url == "" {
+			// The controller creates the streams and this node's consumer on the
+			// shared NATS; a worker's own embedded server would have neither.
+			return fmt.Errorf("--nats-url is required: a worker joins the controller's NATS: %w", errUsage)
+		}
+		if *tokenFile != "" && (nf.nkey != "" || nf.creds != "" || nf.user != "" || nf.passwordFile != "") {
+			return fmt.Errorf("--nats-token-file and another NATS credential: give one (the token, through the auth callout, in the default install): %w", errUsage)
+		}
+		if nf.user == "" && nf.passwordFile != "" {
+			// The generated user name encodes the node name (dots are not
+			// subject tokens), which a DaemonSet's $(NODE_NAME) cannot.
+			nf.user = natsauth.WorkerUser(*node)
+		}
+		log := lf.logger(stderr).With("node", *node)
+		// Health is served first: binding waits for the controller, and a
+		// liveness probe must not restart a worker that is only waiting.
+		var conn atomic.Pointer[natsConn]
+		ready := func() error {
+			c := conn.Load()
+			switch {
+			case c == nil:
+				return errors.New("waiting for the controller to create the streams and this node's command consumer")
+			case !c.nc.IsConnected():
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}
+		health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready)))
+		if err != nil {
+			return err
+		}
+		defer health.Close()
+		c, err := nf.connect(ctx, "switchback-worker-"+*node, log, connectOptions{worker: *node, tokenFile: *tokenFile})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		var cfg *rest.Config
+		if dp.kind == "longhorn" {
+			if cfg, err = kf.config(); err != nil {
+				return err
+			}
+		}
+		plane, err := dp.open(ctx, cfg, c.nc, log)
+		if err != nil {
+			return err
+		}
+		w, err := nodeworker.New(nodeworker.Config{
+			Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
+			StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, KeepSnapshots: *keepSnapshots, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		if err := waitForNodeConsumer(ctx, c.js, *node, log); err != nil {
+			return err
+		}
+		conn.Store(c)
+		log.Info("worker started", "nats", redactURL(c.nc.ConnectedUrl()))
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			return err
 		}
 		return nil
 	}
-	health, err := hf.serve(ctx, log, ready, metricsHandler(metrics.NewReady(ready)))
-	if err != nil {
-		return err
-	}
-	defer health.Close()
-	c, err := nf.connect(ctx, "switchback-worker-"+*node, log, connectOptions{worker: *node, tokenFile: *tokenFile})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var cfg *rest.Config
-	if dp.kind == "longhorn" {
-		if cfg, err = kubeConfig(*kubeconfig); err != nil {
-			return err
-		}
-	}
-	plane, err := dp.open(ctx, cfg, c.nc, log)
-	if err != nil {
-		return err
-	}
-	w, err := nodeworker.New(nodeworker.Config{
-		Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
-		StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, KeepSnapshots: *keepSnapshots, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-	if err := waitForNodeConsumer(ctx, c.js, *node, log); err != nil {
-		return err
-	}
-	conn.Store(c)
-	log.Info("worker started", "nats", redactURL(c.nc.ConnectedUrl()))
-	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return cmd
 }
