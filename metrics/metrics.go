@@ -12,15 +12,27 @@ import (
 // Registry holds every Switchback series plus the Go and process collectors.
 var Registry = prometheus.NewRegistry()
 
+// namespace prefixes the names of the series of Registry.
+const namespace = "switchback"
+
+// gaugeVec and counterVec declare a series of Registry: its name (without
+// the namespace), its help and its labels.
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
 var (
 	// NodesByState is the number of node upgrades in each state, per
 	// manager, as projected from the stream. Only the leading controller
 	// projects: a projector that stops (its replica lost the lease) drops
 	// its managers' series here, UpgradingNode's and StalledNodes'.
-	NodesByState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "switchback", Name: "nodes",
-		Help: "Node upgrades by state, per manager (namespace/name).",
-	}, []string{"manager", "state"})
+	NodesByState = gaugeVec("nodes",
+		"Node upgrades by state, per manager (namespace/name).",
+		"manager", "state")
 
 	// StalledNodes is 1 for each node upgrade that is stalled (a worker
 	// reported events.NodeStalled and no NodeResumed, step change or end
@@ -32,25 +44,23 @@ var (
 	// possibly for an operator, so this is what to alert on when it waits
 	// too long. A stall whose cause changes keeps its node but moves to
 	// another reason's series: aggregate by (manager, node) to follow it.
-	StalledNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "switchback", Name: "stalled_nodes",
-		Help: "1 while a node upgrade is stalled, by manager (namespace/name), node, step and the worker's reason.",
-	}, []string{"manager", "node", "step", "reason"})
+	StalledNodes = gaugeVec("stalled_nodes",
+		"1 while a node upgrade is stalled, by manager (namespace/name), node, step and the worker's reason.",
+		"manager", "node", "step", "reason")
 
 	// UpgradingNode is 1 for the node upgrade in flight of each manager
 	// (its status.upgradingNode), labelled with the node's state: a
 	// dashboard names the node being upgraded and its step. It goes away
 	// when the next node starts, when the upgrade ends and when the
 	// projector stops.
-	UpgradingNode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "switchback", Name: "upgrading_node",
-		Help: "1 for the node upgrade in flight, by manager (namespace/name), node and its state.",
-	}, []string{"manager", "node", "state"})
+	UpgradingNode = gaugeVec("upgrading_node",
+		"1 for the node upgrade in flight, by manager (namespace/name), node and its state.",
+		"manager", "node", "state")
 
 	// StepDuration is how long each node step took, from its command's
 	// delivery to its completion event.
 	StepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "switchback", Name: "step_duration_seconds",
+		Namespace: namespace, Name: "step_duration_seconds",
 		Help:    "Duration of node upgrade steps, by step.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms .. ~4.4min
 	}, []string{"step"})
@@ -58,60 +68,53 @@ var (
 	// ProjectionLag is the time from an event's append to the status write
 	// that reflects it.
 	ProjectionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: "switchback", Name: "projection_lag_seconds",
+		Namespace: namespace, Name: "projection_lag_seconds",
 		Help:    "Time from an event's append to the custom resource status reflecting it.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. ~8s
 	})
 
 	// DeadLetters counts messages moved to the dead-letter stream.
-	DeadLetters = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "switchback", Name: "dead_letters_total",
-		Help: "Messages moved to the dead-letter stream: commands past MaxDeliver, events that do not decode.",
-	}, []string{"kind"})
+	DeadLetters = counterVec("dead_letters_total",
+		"Messages moved to the dead-letter stream: commands past MaxDeliver, events that do not decode.",
+		"kind")
 
 	// Conflicts counts appends refused by the per-aggregate concurrency check.
-	Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "switchback", Name: "concurrency_conflicts_total",
-		Help: "Appends refused because the aggregate moved on (the decision is retried on fresh state).",
-	}, []string{"aggregate"})
+	Conflicts = counterVec("concurrency_conflicts_total",
+		"Appends refused because the aggregate moved on (the decision is retried on fresh state).",
+		"aggregate")
 
 	// DedupCollisions counts messages whose Nats-Msg-Id another message
 	// already held in the stream (a bug or a forged publish): each was
 	// published again under a fresh id instead of being lost.
-	DedupCollisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "switchback", Name: "dedup_collisions_total",
-		Help: "Publishes whose message id was already taken by a different message; republished under a fresh id.",
-	}, []string{"stream"})
+	DedupCollisions = counterVec("dedup_collisions_total",
+		"Publishes whose message id was already taken by a different message; republished under a fresh id.",
+		"stream")
 
 	// NATSCalloutDecisions counts the NATS auth callout's answers (package
 	// natsauth/callout) by reason: allowed, or why a connection was refused.
-	NATSCalloutDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "switchback", Name: "nats_callout_decisions_total",
-		Help: "NATS auth callout answers, by reason (allowed, or why a connection was refused).",
-	}, []string{"reason"})
+	NATSCalloutDecisions = counterVec("nats_callout_decisions_total",
+		"NATS auth callout answers, by reason (allowed, or why a connection was refused).",
+		"reason")
 
 	// StreamLostEvents is how many acknowledged events the event stream no
 	// longer holds (eventstore.CheckHistory, run by the controller at
 	// start-up). The stream denies deletes and purges, so anything above
 	// zero is lost history: alert on it.
-	StreamLostEvents = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "switchback", Name: "stream_lost_events",
-		Help: "Acknowledged events missing from the event stream (sequences lost from its store), as of the last check.",
-	}, []string{"stream"})
+	StreamLostEvents = gaugeVec("stream_lost_events",
+		"Acknowledged events missing from the event stream (sequences lost from its store), as of the last check.",
+		"stream")
 
 	// LonghornProfile is 1 for the Longhorn profile and version the data
 	// plane detected (dataplane.Platform), so a dashboard shows what the
 	// upgrade runs against.
-	LonghornProfile = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "switchback", Name: "longhorn_profile",
-		Help: "1 for the Longhorn profile (v1.12, in-place) and version the data plane detected.",
-	}, []string{"profile", "version"})
+	LonghornProfile = gaugeVec("longhorn_profile",
+		"1 for the Longhorn profile (v1.12, in-place) and version the data plane detected.",
+		"profile", "version")
 
 	// EventsAppended counts events appended, by CloudEvents type.
-	EventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "switchback", Name: "events_appended_total",
-		Help: "Events appended to the stream, by type.",
-	}, []string{"type"})
+	EventsAppended = counterVec("events_appended_total",
+		"Events appended to the stream, by type.",
+		"type")
 )
 
 func init() {

@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/switchback-dev/switchback/internal/periodic"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -171,16 +173,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg) {
-	t := time.NewTicker(w.ackWait / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = msg.InProgress()
-		}
-	}
+	periodic.Every(ctx, w.ackWait/3, func() { _ = msg.InProgress() })
 }
 
 // park refuses an undecodable or misrouted command for good (retrying it

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchback-dev/switchback/internal/periodic"
+
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/precheck"
@@ -47,25 +49,18 @@ func (o *Orchestrator) gateOtherUpgrader(ctx context.Context, st manager.State) 
 // holds them changes in Longhorn, not in history, so no event would wake
 // them.
 func (o *Orchestrator) watchHolds(ctx context.Context, poll time.Duration) {
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, poll, func() {
 		held, err := o.active.held(ctx)
 		if err != nil {
 			o.log.Warn("list held upgrades", "error", err)
-			continue
+			return
 		}
 		for _, ref := range held {
 			if err := o.recheckHold(ctx, ref); err != nil && ctx.Err() == nil {
 				o.log.Warn("re-check held upgrade", "manager", ref.String(), "error", err)
 			}
 		}
-	}
+	})
 }
 
 func (o *Orchestrator) recheckHold(ctx context.Context, ref events.ManagerRef) error {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/switchback-dev/switchback/internal/periodic"
+
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -93,20 +95,11 @@ func (p *Projector) retry(ctx context.Context, log *slog.Logger, what string, ti
 // another projector) meanwhile. An InProgress for a message acked since is
 // ignored by the server.
 func keepAlive(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, m := range msgs {
-					_ = m.InProgress()
-				}
-			}
+	ctx, cancel := context.WithCancel(context.Background())
+	go periodic.Every(ctx, interval, func() {
+		for _, m := range msgs {
+			_ = m.InProgress()
 		}
-	}()
-	return func() { close(done) }
+	})
+	return cancel
 }

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"time"
+
+	"github.com/switchback-dev/switchback/internal/periodic"
 )
 
 type timerKind uint8
@@ -227,14 +229,5 @@ func (s *Sim) Settle() time.Duration {
 // ctx is done; it is for the demo with a real clock, where nothing else would
 // exercise the I/O path between actions. Tests do not need it.
 func (s *Sim) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.CheckIO()
-		}
-	}
+	periodic.Every(ctx, every, func() { s.CheckIO() })
 }
