@@ -13,6 +13,7 @@
 package nodeworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,18 +80,10 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 250 * time.Millisecond
-	}
-	if cfg.StallAfter == 0 {
-		cfg.StallAfter = 2 * time.Minute
-	}
-	if cfg.FailAfter == 0 {
-		cfg.FailAfter = 10 * time.Minute
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
+	cfg.StallAfter = cmp.Or(cfg.StallAfter, 2*time.Minute)
+	cfg.FailAfter = cmp.Or(cfg.FailAfter, 10*time.Minute)
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
 	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x}, nil
 }

@@ -4,6 +4,7 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -71,21 +72,11 @@ type Engine struct {
 // node of plane unless opts.NoWorkers.
 func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	t.Helper()
-	if opts.PollInterval == 0 {
-		opts.PollInterval = 5 * time.Millisecond
-	}
-	if opts.StallAfter == 0 {
-		opts.StallAfter = 300 * time.Millisecond
-	}
-	if opts.FailAfter == 0 {
-		opts.FailAfter = 2 * time.Second
-	}
-	if opts.AckWait == 0 {
-		opts.AckWait = 2 * time.Second
-	}
-	if opts.HoldPoll == 0 {
-		opts.HoldPoll = 20 * time.Millisecond
-	}
+	opts.PollInterval = cmp.Or(opts.PollInterval, 5*time.Millisecond)
+	opts.StallAfter = cmp.Or(opts.StallAfter, 300*time.Millisecond)
+	opts.FailAfter = cmp.Or(opts.FailAfter, 2*time.Second)
+	opts.AckWait = cmp.Or(opts.AckWait, 2*time.Second)
+	opts.HoldPoll = cmp.Or(opts.HoldPoll, 20*time.Millisecond)
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
