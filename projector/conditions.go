@@ -33,17 +33,9 @@ const (
 const maxConditionMessage = 4096
 
 // managerConditions is the desired set of the manager's conditions (without
-// transition times): one per recorded precheck, then the four summaries.
-//
-//   - Ready: True once completed, so `kubectl wait --for=condition=Ready`
-//     returns exactly when the upgrade is done; False with the phase as
-//     reason otherwise (Failed and Cancelled are terminal).
-//   - Progressing: True while pending, initializing or upgrading, stalled
-//     or not (a stall is the upgrade waiting, not giving up).
-//   - Stalled: True while the node in flight is stalled, with the node, the
-//     step, the volume and what blocks in the message: the "stuck" rule;
-//     also while the upgrade is held between nodes, with why.
-//   - Degraded: True once the upgrade ended in error.
+// transition times): one per recorded precheck, then the four summaries
+// (summary). The manager is Stalled while the node in flight is, and also
+// while the upgrade is held between nodes, with why.
 func managerConditions(v *view) []metav1.Condition {
 	m := v.Manager
 	out := make([]metav1.Condition, 0, len(m.Prechecks)+4)
@@ -65,35 +57,20 @@ func managerConditions(v *view) []metav1.Condition {
 		}
 		out = append(out, c)
 	}
-	msg := managerMessage(v)
-	phase := managerPhaseReason(v)
-	done := m.State.Terminal()
-
-	ready := metav1.Condition{Type: v1beta2.ConditionReady, Status: metav1.ConditionFalse, Reason: phase, Message: msg}
-	if m.State == events.ManagerCompleted {
-		ready.Status = metav1.ConditionTrue
+	s := summary{
+		message:    managerMessage(v),
+		completed:  m.State == events.ManagerCompleted,
+		failed:     m.State == events.ManagerError,
+		cancelled:  m.State == events.ManagerCancelled,
+		working:    managerWorkingReason(m.CancelRequested, m.State),
+		failReason: m.FailReason,
 	}
-	progressing := metav1.Condition{Type: v1beta2.ConditionProgressing, Status: metav1.ConditionTrue, Reason: phase, Message: msg}
-	if done {
-		progressing.Status = metav1.ConditionFalse
-	}
-	stalled := metav1.Condition{Type: v1beta2.ConditionStalled, Status: metav1.ConditionFalse, Reason: phase, Message: "not stalled"}
 	if n, ok := v.stalledNode(); ok {
-		stalled.Status = metav1.ConditionTrue
-		stalled.Reason = stallReason(n)
-		stalled.Message = stallMessage(n)
-	} else if h := m.Held; h != nil && !done && m.UpgradingNode == "" {
-		stalled.Status = metav1.ConditionTrue
-		stalled.Reason = conditionReason(h.Reason, "Held")
-		stalled.Message = fmt.Sprintf("held since %s, no new node starts: %s", h.Since.UTC().Format(time.RFC3339), h.Message)
+		s.stallOn(n)
+	} else if h := m.Held; h != nil && !m.State.Terminal() && m.UpgradingNode == "" {
+		s.stall(conditionReason(h.Reason, "Held"), fmt.Sprintf("held since %s, no new node starts: %s", h.Since.UTC().Format(time.RFC3339), h.Message))
 	}
-	degraded := metav1.Condition{Type: v1beta2.ConditionDegraded, Status: metav1.ConditionFalse, Reason: phase, Message: "no error"}
-	if m.State == events.ManagerError {
-		degraded.Status = metav1.ConditionTrue
-		degraded.Reason = conditionReason(m.FailReason, v1beta2.ReasonFailed)
-		degraded.Message = msg
-	}
-	return append(out, ready, progressing, stalled, degraded)
+	return append(out, s.conditions()...)
 }
 
 // nodeConditions is the desired set of one node upgrade's conditions, with
@@ -101,26 +78,91 @@ func managerConditions(v *view) []metav1.Condition {
 func nodeConditions(v *view, node string) []metav1.Condition {
 	state, msg := nodeStateMessage(v, node)
 	n := v.Nodes[node]
-	phase := nodePhaseReason(v, node, state)
-	ready := metav1.Condition{Type: v1beta2.ConditionReady, Status: metav1.ConditionFalse, Reason: phase, Message: msg}
-	if state == v1beta2.NodeUpgradeStateCompleted {
+	s := summary{
+		message:    msg,
+		completed:  state == v1beta2.NodeUpgradeStateCompleted,
+		failed:     state == v1beta2.NodeUpgradeStateError,
+		cancelled:  state == v1beta2.NodeUpgradeStateCancelled,
+		unstarted:  state == v1beta2.NodeUpgradeStatePending && v.Manager.Terminal(),
+		working:    nodeWorkingReason(n.CancelRequested, state),
+		failReason: n.FailReason,
+	}
+	if n.Exists && n.Stalled && !n.Terminal() {
+		s.stallOn(n)
+	}
+	return s.conditions()
+}
+
+// summary is what the four summary conditions say of an upgrade, the
+// manager's or one node's:
+//
+//   - Ready: True once completed, so `kubectl wait --for=condition=Ready`
+//     returns exactly when the upgrade is done; False with the phase as
+//     reason otherwise (Failed and Cancelled are terminal).
+//   - Progressing: True until the upgrade ended (or, for a node, will never
+//     start), stalled or not (a stall is the upgrade waiting, not giving up).
+//   - Stalled: True while stalled, with what blocks in the message: the
+//     "stuck" rule.
+//   - Degraded: True once the upgrade ended in error.
+type summary struct {
+	// message is Ready's and Progressing's message, and Degraded's on error.
+	message string
+	// completed, failed and cancelled say how the upgrade ended, if it did.
+	completed, failed, cancelled bool
+	// unstarted marks a pending node upgrade whose manager ended: it will
+	// never start, so it no longer progresses.
+	unstarted bool
+	// working is the phase's reason while the upgrade has not ended.
+	working string
+	// failReason is the recorded reason of a failure.
+	failReason string
+	// stalled is set while stalled, with the Stalled condition's reason
+	// and message.
+	stalled                   bool
+	stallReason, stallMessage string
+}
+
+func (s *summary) stall(reason, message string) {
+	s.stalled, s.stallReason, s.stallMessage = true, reason, message
+}
+
+// stallOn is the stall of node upgrade n: the node, the step, the volume and
+// what blocks.
+func (s *summary) stallOn(n nodeupgrade.State) { s.stall(stallReason(n), stallMessage(n)) }
+
+// phase is the reason of a summary condition that is not in its abnormal
+// state: how the upgrade ended, else its working phase as a CamelCase word.
+func (s summary) phase() string {
+	switch {
+	case s.completed:
+		return v1beta2.ReasonCompleted
+	case s.failed:
+		return v1beta2.ReasonFailed
+	case s.cancelled:
+		return v1beta2.ReasonCancelled
+	}
+	return s.working
+}
+
+func (s summary) conditions() []metav1.Condition {
+	phase := s.phase()
+	ready := metav1.Condition{Type: v1beta2.ConditionReady, Status: metav1.ConditionFalse, Reason: phase, Message: s.message}
+	if s.completed {
 		ready.Status = metav1.ConditionTrue
 	}
-	progressing := metav1.Condition{Type: v1beta2.ConditionProgressing, Status: metav1.ConditionTrue, Reason: phase, Message: msg}
-	if state.IsTerminal() || (state == v1beta2.NodeUpgradeStatePending && v.Manager.Terminal()) {
+	progressing := metav1.Condition{Type: v1beta2.ConditionProgressing, Status: metav1.ConditionTrue, Reason: phase, Message: s.message}
+	if s.completed || s.failed || s.cancelled || s.unstarted {
 		progressing.Status = metav1.ConditionFalse
 	}
 	stalled := metav1.Condition{Type: v1beta2.ConditionStalled, Status: metav1.ConditionFalse, Reason: phase, Message: "not stalled"}
-	if n.Exists && n.Stalled && !n.Terminal() {
-		stalled.Status = metav1.ConditionTrue
-		stalled.Reason = stallReason(n)
-		stalled.Message = stallMessage(n)
+	if s.stalled {
+		stalled.Status, stalled.Reason, stalled.Message = metav1.ConditionTrue, s.stallReason, s.stallMessage
 	}
 	degraded := metav1.Condition{Type: v1beta2.ConditionDegraded, Status: metav1.ConditionFalse, Reason: phase, Message: "no error"}
-	if state == v1beta2.NodeUpgradeStateError {
+	if s.failed {
 		degraded.Status = metav1.ConditionTrue
-		degraded.Reason = conditionReason(n.FailReason, v1beta2.ReasonFailed)
-		degraded.Message = msg
+		degraded.Reason = conditionReason(s.failReason, v1beta2.ReasonFailed)
+		degraded.Message = s.message
 	}
 	return []metav1.Condition{ready, progressing, stalled, degraded}
 }
@@ -158,42 +200,25 @@ func stallMessage(n nodeupgrade.State) string {
 	return b.String()
 }
 
-// managerPhaseReason is the reason of a summary condition that is not in its
-// abnormal state: the manager's phase as a CamelCase word.
-func managerPhaseReason(v *view) string {
-	m := v.Manager
-	switch m.State {
-	case events.ManagerCompleted:
-		return v1beta2.ReasonCompleted
-	case events.ManagerError:
-		return v1beta2.ReasonFailed
-	case events.ManagerCancelled:
-		return v1beta2.ReasonCancelled
-	}
+// managerWorkingReason is the phase of a manager that has not ended.
+func managerWorkingReason(cancelRequested bool, state events.ManagerState) string {
 	switch {
-	case m.CancelRequested:
+	case cancelRequested:
 		return ReasonCancelling
-	case m.State == events.ManagerInitializing:
+	case state == events.ManagerInitializing:
 		return ReasonInitializing
-	case m.State == events.ManagerUpgrading:
+	case state == events.ManagerUpgrading:
 		return v1beta2.ReasonUpgrading
 	}
 	return v1beta2.ReasonPending
 }
 
-// nodePhaseReason is managerPhaseReason for one node upgrade.
-func nodePhaseReason(v *view, node string, state v1beta2.NodeUpgradeState) string {
-	switch state {
-	case v1beta2.NodeUpgradeStateCompleted:
-		return v1beta2.ReasonCompleted
-	case v1beta2.NodeUpgradeStateError:
-		return v1beta2.ReasonFailed
-	case v1beta2.NodeUpgradeStateCancelled:
-		return v1beta2.ReasonCancelled
-	case v1beta2.NodeUpgradeStatePending:
+// nodeWorkingReason is managerWorkingReason for a node upgrade.
+func nodeWorkingReason(cancelRequested bool, state v1beta2.NodeUpgradeState) string {
+	switch {
+	case state == v1beta2.NodeUpgradeStatePending:
 		return v1beta2.ReasonPending
-	}
-	if v.Nodes[node].CancelRequested {
+	case cancelRequested:
 		return ReasonCancelling
 	}
 	return v1beta2.ReasonUpgrading

@@ -95,10 +95,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.node, n.managerOnly = d.Node, true
 		n.warning = d.State == events.NodeError
 		n.reason, n.action = "NodeFinished", actionUpgradeNode
-		n.note = fmt.Sprintf("node %s %s (%d of %d nodes completed)", d.Node, d.State, completed(v), len(m.Plan))
-		if d.Message != "" {
-			n.note += ": " + d.Message
-		}
+		n.note = withMessage(fmt.Sprintf("node %s %s (%d of %d nodes completed)", d.Node, d.State, completed(v), len(m.Plan)), d.Message)
 	case events.UpgradeCompleted:
 		n.reason, n.action = "UpgradeCompleted", actionUpgrade
 		n.note = m.Message
@@ -123,20 +120,14 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.note = fmt.Sprintf("no new node starts until this is fixed (%s): %s", d.Reason, d.Message)
 	case events.UpgradeReleased:
 		n.reason, n.action = "UpgradeReleased", actionScheduleNode
-		n.note = "the next node may start"
-		if d.Message != "" {
-			n.note += ": " + d.Message
-		}
+		n.note = withMessage("the next node may start", d.Message)
 
 	case events.NodeUpgradeStarted:
 		n.reason, n.action = "NodeUpgradeStarted", actionUpgradeNode
 		n.note = fmt.Sprintf("upgrade of node %s to %s started (attempt %d)", node, d.InstanceManagerImage, d.Attempt)
 	case events.NodeStateChanged:
 		n.reason, n.action = "Node"+camel(string(d.To)), actionUpgradeNode
-		n.note = fmt.Sprintf("node %s: %s -> %s", node, d.From, d.To)
-		if d.Message != "" {
-			n.note += ": " + d.Message
-		}
+		n.note = withMessage(fmt.Sprintf("node %s: %s -> %s", node, d.From, d.To), d.Message)
 	case events.VolumeStateChanged:
 		n.volume = d.Volume
 		n.warning = d.To == events.VolumeError
@@ -152,9 +143,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		if d.TargetNode != "" {
 			n.note += " (target on " + d.TargetNode + ")"
 		}
-		if d.Message != "" {
-			n.note += ": " + d.Message
-		}
+		n.note = withMessage(n.note, d.Message)
 	case events.NodeStalled:
 		n.volume = d.Volume
 		n.warning = true
@@ -162,10 +151,7 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.note = stallMessage(v.Nodes[node])
 	case events.NodeResumed:
 		n.reason, n.action = "NodeResumed", actionUpgradeNode
-		n.note = fmt.Sprintf("node %s progressing again at %s", node, d.Step)
-		if d.Message != "" {
-			n.note += ": " + d.Message
-		}
+		n.note = withMessage(fmt.Sprintf("node %s progressing again at %s", node, d.Step), d.Message)
 	case events.NodeUpgradeCompleted:
 		n.reason, n.action = "NodeUpgradeCompleted", actionUpgradeNode
 		n.note = fmt.Sprintf("node %s upgraded: %s", node, v.Nodes[node].Message)
@@ -183,6 +169,14 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		return nil
 	}
 	return []notice{n}
+}
+
+// withMessage is note followed by an event's optional message.
+func withMessage(note, message string) string {
+	if message == "" {
+		return note
+	}
+	return note + ": " + message
 }
 
 // completed counts the plan nodes whose outcome is recorded as completed.
