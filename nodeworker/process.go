@@ -169,7 +169,7 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 	}
 	started := time.Now()
 	return r.loop(ctx, cmd.Step, r.round(cmd.Step), func(ctx context.Context) error {
-		if err := r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: stepDoneMessage(cmd.Step)}); err != nil {
+		if err := r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: nodeSteps[cmd.Step].done}); err != nil {
 			return err
 		}
 		metrics.StepDuration.WithLabelValues(string(cmd.Step)).Observe(time.Since(started).Seconds())
@@ -313,24 +313,4 @@ func (r *run) flush(ctx context.Context) error {
 	changes := r.volumes
 	r.volumes = nil
 	return r.exec(ctx, nodeupgrade.SetVolumeStates{ID: r.id("volumes"), Changes: changes})
-}
-
-func stepDoneMessage(s events.NodeState) string {
-	switch s {
-	case events.NodeInitializing:
-		return "replica scheduling turned off on the node; volumes recorded and snapshotted"
-	case events.NodeFailingReplicas:
-		return "the node's replicas of attached v2 volumes failed and stopped"
-	case events.NodeSwitchingOver:
-		return "every attached volume's target runs on another node"
-	case events.NodeUpgradingInstanceManager:
-		return "instance manager runs the target image"
-	case events.NodeSwitchingBack:
-		return "replica scheduling restored; every moved target is back where it was"
-	case events.NodeRebuildingReplica:
-		return "volumes are healthy again"
-	case events.NodeFinalizing:
-		return "node upgrade completed"
-	}
-	return ""
 }

@@ -15,25 +15,31 @@ func decide(step events.NodeState, o observation, st nodeupgrade.State, c settin
 	if p := profileCheck(o, st); p != nil {
 		return *p
 	}
-	switch step {
-	case events.NodePending:
-		return stepPlan{done: true}
-	case events.NodeInitializing:
-		return decideInitialize(o, st, c)
-	case events.NodeFailingReplicas:
-		return decideFailReplicas(o, st, c)
-	case events.NodeSwitchingOver:
-		return decideSwitchOver(o, st, c)
-	case events.NodeUpgradingInstanceManager:
-		return decideUpgradeInstanceManager(o, st, c)
-	case events.NodeSwitchingBack:
-		return decideSwitchBack(o, st, c)
-	case events.NodeRebuildingReplica:
-		return decideWaitHealthy(o, st, c)
-	case events.NodeFinalizing:
-		return decideFinalize(o, st, c)
+	if s, ok := nodeSteps[step]; ok {
+		return s.decide(o, st, c)
 	}
 	return stepPlan{fatal: &block{reason: "UnknownStep", message: fmt.Sprintf("node %s: no step for state %q", c.node, step)}}
+}
+
+// nodeStep is what the worker does in one working state of a node upgrade:
+// how it decides what to do next, and what the event that completes the
+// state says.
+type nodeStep struct {
+	decide func(observation, nodeupgrade.State, settings) stepPlan
+	done   string
+}
+
+// nodeSteps are the steps of the working states (events.NodeSteps).
+// Pending has nothing to do: it is done at once, and says nothing.
+var nodeSteps = map[events.NodeState]nodeStep{
+	events.NodePending:                  {decide: func(observation, nodeupgrade.State, settings) stepPlan { return stepPlan{done: true} }},
+	events.NodeInitializing:             {decideInitialize, "replica scheduling turned off on the node; volumes recorded and snapshotted"},
+	events.NodeFailingReplicas:          {decideFailReplicas, "the node's replicas of attached v2 volumes failed and stopped"},
+	events.NodeSwitchingOver:            {decideSwitchOver, "every attached volume's target runs on another node"},
+	events.NodeUpgradingInstanceManager: {decideUpgradeInstanceManager, "instance manager runs the target image"},
+	events.NodeSwitchingBack:            {decideSwitchBack, "replica scheduling restored; every moved target is back where it was"},
+	events.NodeRebuildingReplica:        {decideWaitHealthy, "volumes are healthy again"},
+	events.NodeFinalizing:               {decideFinalize, "node upgrade completed"},
 }
 
 // ReasonLonghornProfileChanged is the stall of a node whose data plane now

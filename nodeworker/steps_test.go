@@ -384,3 +384,18 @@ func TestProfileChangedUnderTheUpgradeHoldsEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryWorkingStateHasItsStep: the steps table covers exactly the
+// working states, each with a decision, and each completion but pending's
+// says what the step did.
+func TestEveryWorkingStateHasItsStep(t *testing.T) {
+	require.Len(t, nodeSteps, len(events.NodeSteps))
+	for _, s := range events.NodeSteps {
+		step, ok := nodeSteps[s]
+		require.True(t, ok, s)
+		assert.NotNil(t, step.decide, s)
+		assert.Equal(t, s != events.NodePending, step.done != "", s)
+	}
+	assert.True(t, decide(events.NodePending, observed(dataplane.ProfileV112), nodeupgrade.State{}, cfg).done)
+	assert.Equal(t, "UnknownStep", decide(events.NodeCompleted, observed(dataplane.ProfileV112), nodeupgrade.State{}, cfg).fatal.reason)
+}
