@@ -48,6 +48,7 @@ func TestRestartMidUpgradeConverges(t *testing.T) {
 
 	assert.Equal(t, v1beta2.UpgradeStateCompleted, obj.Status.State)
 	h.assertMatchesReplay(ref)
+	h.assertObjectsMatchLive(ref)
 	seen := sequences()
 	for i := 1; i < len(seen); i++ {
 		require.GreaterOrEqual(t, seen[i], seen[i-1], "streamSequence never goes backwards: %v", seen)

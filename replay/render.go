@@ -1,66 +1,47 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/events"
 )
 
-// View is the printable form of an upgrade (what `switchback replay -o json`
-// prints): stable field names, independent of the folds' internal structs.
-type View struct {
-	Namespace            string              `json:"namespace"`
-	Name                 string              `json:"name"`
-	UID                  string              `json:"uid"`
-	State                events.ManagerState `json:"state"`
-	Message              string              `json:"message,omitempty"`
-	InstanceManagerImage string              `json:"instanceManagerImage,omitempty"`
-	UpgradingNode        string              `json:"upgradingNode,omitempty"`
-	Plan                 []string            `json:"plan,omitempty"`
-	Prechecks            []PrecheckView      `json:"prechecks,omitempty"`
-	Nodes                []NodeView          `json:"nodes,omitempty"`
-	LastSequence         uint64              `json:"lastSequence"`
-	UpdatedAt            time.Time           `json:"updatedAt,omitzero"`
+// view is an upgrade as the table prints it.
+type view struct {
+	Namespace, Name      string
+	State                events.ManagerState
+	Message              string
+	InstanceManagerImage string
+	UpgradingNode        string
+	Plan                 []string
+	Prechecks            []manager.PrecheckResult
+	Nodes                []nodeView
+	LastSequence         uint64
 }
 
-// PrecheckView is one precheck result.
-type PrecheckView struct {
-	Check   string `json:"check"`
-	Passed  bool   `json:"passed"`
-	Reason  string `json:"reason"`
-	Message string `json:"message,omitempty"`
+type nodeView struct {
+	Node    string
+	State   events.NodeState
+	Stalled bool
+	Message string
+	Volumes int
 }
 
-// NodeView is one node upgrade.
-type NodeView struct {
-	Node    string            `json:"node"`
-	State   events.NodeState  `json:"state"`
-	Stalled bool              `json:"stalled,omitempty"`
-	Message string            `json:"message,omitempty"`
-	Volumes map[string]string `json:"volumes,omitempty"`
-}
-
-// View returns the printable form of u.
-func (u *Upgrade) View() View {
+// view returns the printable form of u.
+func (u *Upgrade) view() view {
 	m := u.Manager
-	v := View{
-		Namespace: m.Ref.Namespace, Name: m.Ref.Name, UID: m.Ref.UID, State: m.State, Message: m.Message,
+	v := view{
+		Namespace: m.Ref.Namespace, Name: m.Ref.Name, State: m.State, Message: m.Message,
 		InstanceManagerImage: m.InstanceManagerImage, UpgradingNode: m.UpgradingNode, Plan: m.Plan,
-		LastSequence: u.LastSequence, UpdatedAt: m.UpdatedAt,
-	}
-	for _, p := range m.Prechecks {
-		v.Prechecks = append(v.Prechecks, PrecheckView(p))
+		Prechecks: m.Prechecks, LastSequence: u.LastSequence,
 	}
 	for _, name := range u.NodeNames() {
 		n, ok := u.Nodes[name]
-		nv := NodeView{Node: name, State: n.State, Stalled: n.Stalled, Message: n.Message}
+		nv := nodeView{Node: name, State: n.State, Stalled: n.Stalled, Message: n.Message, Volumes: len(n.Volumes)}
 		if !ok {
 			// The word the NodeDataEngineUpgrade and the manager's status use.
 			nv.State = events.NodePending
@@ -68,42 +49,23 @@ func (u *Upgrade) View() View {
 				nv.State = ms.State
 			}
 		}
-		if len(n.Volumes) > 0 {
-			nv.Volumes = map[string]string{}
-			for vol, vs := range n.Volumes {
-				nv.Volumes[vol] = string(vs.State)
-			}
-		}
 		v.Nodes = append(v.Nodes, nv)
 	}
 	return v
 }
 
-// Write prints r in format "table", "json" or "yaml".
-func (r *Result) Write(w io.Writer, format string) error {
-	views := make([]View, len(r.Upgrades))
+// WriteTable prints r as a table: per upgrade its state and one line per
+// node. (`switchback replay -o json|yaml` prints the objects instead, as the
+// projector writes them.)
+func (r *Result) WriteTable(w io.Writer) error {
+	views := make([]view, len(r.Upgrades))
 	for i, u := range r.Upgrades {
-		views[i] = u.View()
+		views[i] = u.view()
 	}
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(views)
-	case "yaml":
-		b, err := yaml.Marshal(views)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "table", "":
-		return writeTable(w, views, r)
-	}
-	return fmt.Errorf("unknown output format %q (want table, json or yaml)", format)
+	return writeTable(w, views, r)
 }
 
-func writeTable(w io.Writer, views []View, r *Result) error {
+func writeTable(w io.Writer, views []view, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if err := r.MissingErr(); err != nil {
 		fmt.Fprintf(tw, "HISTORY INCOMPLETE: %v\n\n", err)
@@ -138,7 +100,7 @@ func writeTable(w io.Writer, views []View, r *Result) error {
 				if n.Stalled {
 					state += " (stalled)"
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.Node, state, len(n.Volumes), oneLine(n.Message))
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.Node, state, n.Volumes, oneLine(n.Message))
 			}
 		}
 	}

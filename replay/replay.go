@@ -19,6 +19,10 @@ import (
 // (upgrade.Upgrade), with the events the folds refused.
 type Upgrade struct {
 	upgrade.Upgrade
+	// Ref is the manager incarnation the events name (the manager's own
+	// fold knows it only from its first event, which a damaged or partial
+	// history may lack).
+	Ref events.ManagerRef
 	// Refused lists events the folds rejected (a faulty writer); they are
 	// skipped, as the controller skips them.
 	Refused []error
@@ -94,7 +98,7 @@ func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, e
 		}
 		u, ok := byRef[ref]
 		if !ok {
-			u = &Upgrade{Upgrade: upgrade.New()}
+			u = &Upgrade{Upgrade: upgrade.New(), Ref: ref}
 			byRef[ref] = u
 			order = append(order, ref)
 		}

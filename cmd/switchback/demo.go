@@ -177,7 +177,7 @@ func demoCommand() *cobra.Command {
 		fmt.Fprintln(stdout)
 		res, rerr := replay.Run(context.Background(), conn.store, replay.Options{Manager: ref.Name, Namespace: ref.Namespace})
 		if rerr == nil {
-			_ = res.Write(stdout, "table")
+			_ = res.WriteTable(stdout)
 		}
 		io := cluster.IOStats()
 		fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", io.Issued, io.Failed, io.FailedByActions())

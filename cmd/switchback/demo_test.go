@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -11,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchback-dev/switchback/api/v1beta2"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/testenv"
 )
 
@@ -27,15 +32,20 @@ func TestDemoCompletesAndItsHistoryReplays(t *testing.T) {
 	assert.Contains(t, out, "0 failed (0 caused by the upgrade)")
 	assert.Contains(t, out, "switchback replay --data-dir "+dir)
 
-	// replay from the demo's store, offline.
-	code, out, errOut = runCmd(t, time.Minute, "replay", "--data-dir", dir, "-o", "json")
-	require.Equal(t, 0, code, errOut)
-	var views []replay.View
-	require.NoError(t, json.Unmarshal([]byte(out), &views))
-	require.Len(t, views, 1)
-	assert.Equal(t, "completed", string(views[0].State))
-	for _, n := range views[0].Nodes {
-		assert.Equal(t, "completed", string(n.State))
+	// replay from the demo's store, offline: the objects as kubectl prints
+	// them, in JSON and in YAML.
+	for _, format := range []string{"json", "yaml"} {
+		code, out, errOut = runCmd(t, time.Minute, "replay", "--data-dir", dir, "-o", format)
+		require.Equal(t, 0, code, errOut)
+		m, nodes := replayedObjects(t, out)
+		assert.Equal(t, "upgrade-v2", m.Name, format)
+		assert.Equal(t, v1beta2.UpgradeStateCompleted, m.Status.State, format)
+		assert.Equal(t, int32(3), m.Status.CompletedNodes, format)
+		require.Len(t, nodes, 3, format)
+		for _, n := range nodes {
+			assert.Equal(t, v1beta2.NodeUpgradeStateCompleted, n.Status.State, format)
+			assert.Equal(t, "upgrade-v2", n.Spec.DataEngineUpgradeManager, format)
+		}
 	}
 
 	// The middle of the history shows the node that was in flight then.
@@ -46,6 +56,44 @@ func TestDemoCompletesAndItsHistoryReplays(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "upgrading-instance-manager", "the node in flight at that sequence")
 	assert.Regexp(t, `upgrade-v2\s+upgrading`, out)
+}
+
+// replayedObjects decodes `replay -o json|yaml`: a List of one manager and
+// its node upgrades, each decoding strictly into the API's own types (a
+// field they do not have fails the test).
+func replayedObjects(t *testing.T, out string) (*v1beta2.DataEngineUpgradeManager, []*v1beta2.NodeDataEngineUpgrade) {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(out)) // JSON is YAML too
+	require.NoError(t, err)
+	var list struct {
+		APIVersion, Kind string
+		Items            []json.RawMessage
+	}
+	require.NoError(t, json.Unmarshal(js, &list))
+	require.Equal(t, "List", list.Kind)
+	var m *v1beta2.DataEngineUpgradeManager
+	var nodes []*v1beta2.NodeDataEngineUpgrade
+	for _, raw := range list.Items {
+		var meta metav1.TypeMeta
+		require.NoError(t, json.Unmarshal(raw, &meta))
+		require.Equal(t, "longhorn.io/v1beta2", meta.APIVersion)
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		switch meta.Kind {
+		case "DataEngineUpgradeManager":
+			require.Nil(t, m, "one manager")
+			m = &v1beta2.DataEngineUpgradeManager{}
+			require.NoError(t, dec.Decode(m))
+		case "NodeDataEngineUpgrade":
+			n := &v1beta2.NodeDataEngineUpgrade{}
+			require.NoError(t, dec.Decode(n))
+			nodes = append(nodes, n)
+		default:
+			t.Fatalf("unexpected kind %q", meta.Kind)
+		}
+	}
+	require.NotNil(t, m)
+	return m, nodes
 }
 
 // seqOf finds the sequence of the first history line containing what.

@@ -162,7 +162,7 @@ func TestHistoryAndReplayAsTheReader(t *testing.T) {
 			assert.Contains(t, out, "n1")
 			code, out, errOut = runCmd(t, time.Minute, append([]string{"replay", "-o", "json"}, reader...)...)
 			require.Equal(t, 0, code, "%s\n%s", out, errOut)
-			assert.Contains(t, out, `"node": "n1"`)
+			assert.Contains(t, out, `"nodeID": "n1"`)
 
 			// --follow: the history, then what is appended meanwhile.
 			ctx, stop := context.WithTimeout(context.Background(), time.Minute)

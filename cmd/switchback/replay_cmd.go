@@ -28,6 +28,9 @@ func replayCommand() *cobra.Command {
 	vf.register(fs)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+		if *output != "table" && *output != "json" && *output != "yaml" {
+			return fmt.Errorf("-o %q: want table, json or yaml: %w", *output, errUsage)
+		}
 		opts := replay.Options{Manager: *manager, Namespace: *namespace, ScanOptions: eventstore.ScanOptions{UntilSeq: *untilSeq}}
 		if *untilTime != "" {
 			t, err := time.Parse(time.RFC3339Nano, *untilTime)
@@ -48,7 +51,12 @@ func replayCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := res.Write(stdout, *output); err != nil {
+		if *output == "table" {
+			err = res.WriteTable(stdout)
+		} else {
+			err = writeObjects(ctx, stdout, conn.store, res, *output)
+		}
+		if err != nil {
 			return err
 		}
 		if err := res.MissingErr(); err != nil {
