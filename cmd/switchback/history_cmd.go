@@ -54,7 +54,7 @@ func historyCommand() *cobra.Command {
 		}
 		if !*follow {
 			if printed == 0 {
-				return fmt.Errorf("no events for manager %q", name)
+				return unknownManager(name, *namespace, last)
 			}
 			return out.flush()
 		}

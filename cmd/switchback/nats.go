@@ -164,7 +164,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		}
 		nc, err := dial(ctx, f.url, append(opts, auth...), o.worker != "", log)
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", redactURL(f.url), err)
+			return nil, explainNATS(redactURL(f.url), err)
 		}
 		c.nc = nc
 	}
@@ -186,7 +186,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 	}
 	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, ReadOnlySnapshots: o.worker != ""}); err != nil {
 		c.Close()
-		return nil, err
+		return nil, explainStream(redactURL(c.nc.ConnectedUrl()), err)
 	}
 	if !o.readOnly {
 		if c.queue, err = nodequeue.Open(ctx, js, nodequeue.Config{Replicas: f.replicas, AckWait: o.commandAckWait}); err != nil {

@@ -63,7 +63,7 @@ func planCommand() *cobra.Command {
 			defer cancel() // stops the adapter's informers
 			plane, err := df.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
-				return err
+				return explainKube(cfg.Host, "read Longhorn in "+df.namespace, err)
 			}
 			reader = plane
 		default:

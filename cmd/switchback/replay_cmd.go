@@ -51,6 +51,12 @@ func replayCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		if *manager != "" && len(res.Upgrades) == 0 {
+			return unknownManager(*manager, *namespace, res.LastSequence)
+		}
+		if res.LastSequence == 0 {
+			fmt.Fprintln(stderr, "note: the stream holds no event: no upgrade was ever requested through this NATS (is it the controller's? is --data-dir the right store?)")
+		}
 		if *output == "table" {
 			err = res.WriteTable(stdout)
 		} else {

@@ -50,7 +50,7 @@ func uninstallCommand() *cobra.Command {
 		managers := kc.Managers(*namespace)
 		inFlight, err := managersInFlight(ctx, managers)
 		if err != nil {
-			return err
+			return explainKube(cfg.Host, "list the DataEngineUpgradeManagers in "+*namespace, err)
 		}
 		if len(inFlight) > 0 && !*cancelInFlight {
 			return fmt.Errorf("upgrades in flight in %s: %s. Delete each manager first (kubectl delete lhum/<name> -n %s: the controller brings the node in flight to a safe point, then lets it go), or run `switchback uninstall --cancel`; removing the controller first would leave them stuck behind their finalizer",
@@ -81,7 +81,7 @@ func uninstallCommand() *cobra.Command {
 func managersInFlight(ctx context.Context, managers *kubeclient.Resource[*v1beta2.DataEngineUpgradeManager, *v1beta2.DataEngineUpgradeManagerList]) ([]string, error) {
 	list, err := managers.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list the managers: %w", err)
+		return nil, err
 	}
 	var out []string
 	for _, m := range list.Items {

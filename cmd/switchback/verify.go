@@ -75,7 +75,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 			continue // not (or no longer) in Kubernetes
 		}
 		if err != nil {
-			return err
+			return explainKube("", "read DataEngineUpgradeManager "+ref.Namespace+"/"+ref.Name, err)
 		}
 		checked++
 		want, err := projector.Replay(ctx, store, ref)
