@@ -64,6 +64,13 @@ func TestDemoEndsWhenTheClusterDoes(t *testing.T) {
 		for _, n := range nodes.Items {
 			assert.Equal(t, v1beta2.NodeUpgradeStateCompleted, n.Status.State, n.Name)
 		}
+		// The README's wait: it returns once the upgrade ended, whichever
+		// way (Progressing turns False on completed, error and cancelled).
+		_, stderr, err := env.Kubectl(ctx, nil, "-n", demoNamespace, "wait", "--for=condition=Progressing=false", "lhum/"+demoName, "--timeout=30s")
+		require.NoError(t, err, stderr)
+		state, stderr, err := env.Kubectl(ctx, nil, "-n", demoNamespace, "get", "lhum", demoName, "-o", "jsonpath={.status.state}")
+		require.NoError(t, err, stderr)
+		assert.Equal(t, "completed", state)
 		cleanup()
 	})
 
