@@ -17,52 +17,38 @@ import (
 // A terminal manager decides nothing: late outcomes, cancels and failures
 // against it produce no events and no error, since there is nothing left to do.
 func Decide(s State, cmd Command) ([]events.Event, error) {
-	if cmd == nil {
-		agg := ""
-		if s.Exists {
-			agg = s.Ref.String()
-		}
-		return nil, &CommandError{Machine: Machine, Aggregate: agg, State: s.stateName(), Command: "<nil>", Reason: "no command"}
+	_, opens := cmd.(RequestUpgrade)
+	o := offer(s, cmd)
+	if err := o.Screen(opens || s.Exists, "no upgrade was requested"); err != nil {
+		return nil, err
 	}
-	if cmd.CommandID() == "" {
-		return nil, refuse(s, cmd, nil, "command id is required: event ids derive from it")
-	}
-	if _, open := cmd.(RequestUpgrade); !open && !s.Exists {
-		return nil, refuse(s, cmd, ErrNotFound, "no upgrade was requested")
-	}
-	var (
-		evs []events.Event
-		err error
-	)
+	return o.Accept(decide(s, cmd))
+}
+
+// decide dispatches cmd to the rule of its kind.
+func decide(s State, cmd Command) ([]events.Event, error) {
 	switch c := cmd.(type) {
 	case RequestUpgrade:
-		evs, err = decideRequest(s, c)
+		return decideRequest(s, c)
 	case RecordPrechecks:
-		evs, err = decidePrechecks(s, c)
+		return decidePrechecks(s, c)
 	case RecordNodeOutcome:
-		evs, err = decideOutcome(s, c)
+		return decideOutcome(s, c)
 	case ScheduleNext:
-		evs, err = decideScheduleNext(s, c)
+		return decideScheduleNext(s, c)
 	case RequestCancel:
-		evs, err = decideCancel(s, c)
+		return decideCancel(s, c)
 	case ConfirmCancelled:
-		evs, err = decideConfirmCancelled(s, c)
+		return decideConfirmCancelled(s, c)
 	case Fail:
-		evs, err = decideFail(s, c)
+		return decideFail(s, c)
 	case Hold:
-		evs, err = decideHold(s, c)
+		return decideHold(s, c)
 	case Release:
-		evs, err = decideRelease(s, c)
+		return decideRelease(s, c)
 	default:
 		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := aggregate.ValidatePayloads(evs); err != nil {
-		return nil, refuse(s, cmd, err, "the command would produce an invalid event")
-	}
-	return evs, nil
 }
 
 func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
@@ -329,4 +315,20 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// offer is cmd offered to s, for the checks every command passes and for
+// refusals. Before the manager exists it is named by the ref the opening
+// command gives, if any.
+func offer(s State, cmd Command) aggregate.Offer {
+	name := ""
+	if s.Exists {
+		name = s.Ref.String()
+	} else if r, ok := cmd.(RequestUpgrade); ok && r.Ref.Name != "" {
+		name = r.Ref.String()
+	}
+	if cmd == nil {
+		return s.subject().Offer(name, "", "")
+	}
+	return s.subject().Offer(name, cmd.commandName(), cmd.CommandID())
 }

@@ -9,69 +9,20 @@ import (
 	"github.com/switchback-dev/switchback/events"
 )
 
+// Fold applies history to s in order, skipping illegal events and returning
+// their errors joined.
+func Fold(s State, history ...events.Envelope) (State, error) {
+	return aggregate.Fold(s, Evolve, history)
+}
+
 // Evolve applies one manager event to s. An event that is illegal in s (wrong
 // aggregate, malformed payload, or a transition the machine does not allow)
 // leaves s unchanged and returns a *TransitionError.
 func Evolve(s State, e events.Envelope) (State, error) {
-	if e.Data == nil {
-		return s, illegal(s, e, "event has no data")
+	if err := s.subject().Admit(e, foreign(s, e)); err != nil {
+		return s, err
 	}
-	if e.Aggregate.IsNode() {
-		return s, illegal(s, e, "node-upgrade event offered to the manager aggregate")
-	}
-	if s.Exists && e.Aggregate.Manager != s.Ref {
-		return s, illegal(s, e, "event belongs to manager %s (uid %s), not %s (uid %s)",
-			e.Aggregate.Manager, e.Aggregate.Manager.UID, s.Ref, s.Ref.UID)
-	}
-	// History is validated when decoded, but Evolve must hold its invariants
-	// for any input (fuzzing, hand-built envelopes, a buggy writer).
-	if err := events.Validate(e.Data); err != nil {
-		return s, illegal(s, e, "invalid payload: %v", err)
-	}
-	if !s.Exists {
-		if _, ok := e.Data.(events.UpgradeRequested); !ok {
-			return s, illegal(s, e, "the manager has no history; only %s can open it", events.TypeUpgradeRequested)
-		}
-	} else if s.State.Terminal() {
-		return s, illegal(s, e, "state %s is terminal", s.State)
-	}
-
-	var (
-		next State
-		err  error
-	)
-	switch d := e.Data.(type) {
-	case events.UpgradeRequested:
-		next, err = applyRequested(s, e, d)
-	case events.PrecheckPassed:
-		next, err = applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: true, Reason: d.Reason, Message: d.Message})
-	case events.PrecheckFailed:
-		next, err = applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: false, Reason: d.Reason, Message: d.Message})
-	case events.UpgradePlanned:
-		next, err = applyPlanned(s, e, d)
-	case events.NodeScheduled:
-		next, err = applyScheduled(s, e, d)
-	case events.NodeFinished:
-		next, err = applyFinished(s, e, d)
-	case events.UpgradeCompleted:
-		next, err = applyCompleted(s, e, d)
-	case events.UpgradeFailed:
-		next = s
-		next.State = events.ManagerError
-		next.Message = d.Message
-		next.FailReason = d.Reason
-		next.FailedNode = d.Node
-	case events.CancelRequested:
-		next, err = applyCancelRequested(s, e, d)
-	case events.UpgradeCancelled:
-		next, err = applyCancelled(s, e, d)
-	case events.UpgradeHeld:
-		next, err = applyHeld(s, e, d)
-	case events.UpgradeReleased:
-		next, err = applyReleased(s, e, d)
-	default:
-		return s, illegal(s, e, "not a manager event")
-	}
+	next, err := apply(s, e)
 	if err != nil {
 		return s, err
 	}
@@ -80,10 +31,53 @@ func Evolve(s State, e events.Envelope) (State, error) {
 	return next, nil
 }
 
-// Fold applies history to s in order, skipping illegal events and returning
-// their errors joined.
-func Fold(s State, history ...events.Envelope) (State, error) {
-	return aggregate.Fold(s, Evolve, history)
+// apply is the manager's own rules: the transition e makes from s.
+func apply(s State, e events.Envelope) (State, error) {
+	switch d := e.Data.(type) {
+	case events.UpgradeRequested:
+		return applyRequested(s, e, d)
+	case events.PrecheckPassed:
+		return applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: true, Reason: d.Reason, Message: d.Message})
+	case events.PrecheckFailed:
+		return applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: false, Reason: d.Reason, Message: d.Message})
+	case events.UpgradePlanned:
+		return applyPlanned(s, e, d)
+	case events.NodeScheduled:
+		return applyScheduled(s, e, d)
+	case events.NodeFinished:
+		return applyFinished(s, e, d)
+	case events.UpgradeCompleted:
+		return applyCompleted(s, e, d)
+	case events.UpgradeFailed:
+		s.State = events.ManagerError
+		s.Message = d.Message
+		s.FailReason = d.Reason
+		s.FailedNode = d.Node
+		return s, nil
+	case events.CancelRequested:
+		return applyCancelRequested(s, e, d)
+	case events.UpgradeCancelled:
+		return applyCancelled(s, e, d)
+	case events.UpgradeHeld:
+		return applyHeld(s, e, d)
+	case events.UpgradeReleased:
+		return applyReleased(s, e, d)
+	default:
+		return s, illegal(s, e, "not a manager event")
+	}
+}
+
+// foreign says why e is not addressed to s, or "" when it is: a manager
+// event on the manager's own ref.
+func foreign(s State, e events.Envelope) string {
+	if e.Aggregate.IsNode() {
+		return "node-upgrade event offered to the manager aggregate"
+	}
+	if s.Exists && e.Aggregate.Manager != s.Ref {
+		return fmt.Sprintf("event belongs to manager %s (uid %s), not %s (uid %s)",
+			e.Aggregate.Manager, e.Aggregate.Manager.UID, s.Ref, s.Ref.UID)
+	}
+	return ""
 }
 
 func applyRequested(s State, e events.Envelope, d events.UpgradeRequested) (State, error) {

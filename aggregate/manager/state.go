@@ -165,10 +165,14 @@ func (s State) NodeCancelReason() string {
 	return "the upgrade is not running"
 }
 
-// stateName is the state as errors report it.
-func (s State) stateName() string {
-	if !s.Exists {
-		return aggregate.Absent
-	}
-	return string(s.State)
+// subject is s as the checks every event and command passes see it, and as
+// refusals report it.
+func (s State) subject() aggregate.Subject {
+	return aggregate.Subject{Machine: Machine, Exists: s.Exists, Terminal: s.Terminal(), State: string(s.State), Opener: events.TypeUpgradeRequested}
+}
+
+func (s State) stateName() string { return s.subject().Name() }
+
+func illegal(s State, e events.Envelope, format string, args ...any) error {
+	return s.subject().Illegal(e, format, args...)
 }

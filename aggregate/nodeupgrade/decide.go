@@ -17,71 +17,61 @@ import (
 // reports about a step it has not reached are refused. A terminal node upgrade
 // decides nothing: there is nothing left to do.
 func Decide(s State, cmd Command) ([]events.Event, error) {
-	if cmd == nil {
-		agg := ""
-		if s.Exists {
-			agg = s.Aggregate().String()
-		}
-		return nil, &CommandError{Machine: Machine, Aggregate: agg, State: s.stateName(), Command: "<nil>", Reason: "no command"}
+	_, opens := cmd.(Start)
+	o := offer(s, cmd)
+	if err := o.Screen(opens || s.Exists, "the node upgrade was not started"); err != nil {
+		return nil, err
 	}
-	if cmd.CommandID() == "" {
-		return nil, refuse(s, cmd, nil, "command id is required: event ids derive from it")
-	}
-	if _, open := cmd.(Start); !open && !s.Exists {
-		return nil, refuse(s, cmd, ErrNotFound, "the node upgrade was not started")
-	}
-	if _, open := cmd.(Start); !open && s.Terminal() {
+	if !opens && s.Terminal() {
 		return nil, nil
 	}
-	var (
-		evs []events.Event
-		err error
-	)
+	return o.Accept(decide(s, cmd))
+}
+
+// decide dispatches cmd to the rule of its kind.
+func decide(s State, cmd Command) ([]events.Event, error) {
 	switch c := cmd.(type) {
 	case Start:
-		evs, err = decideStart(s, c)
+		return decideStart(s, c)
 	case CompleteStep:
-		evs, err = decideCompleteStep(s, c)
+		return decideCompleteStep(s, c)
 	case SetVolumeState:
-		evs, err = decideVolume(s, c)
+		return decideVolume(s, c)
 	case SetVolumeStates:
-		evs, err = decideVolumes(s, c)
+		return decideVolumes(s, c)
 	case ReportStall:
-		evs, err = decideStall(s, c)
+		return decideStall(s, c)
 	case ReportProgress:
-		evs, err = decideProgress(s, c)
+		return decideProgress(s, c)
 	case Fail:
-		evs, err = decideFail(s, c)
+		return decideFail(s, c)
 	case RequestCancel:
 		if !s.CancelRequested {
-			evs = []events.Event{events.NodeCancelRequested{Reason: c.Reason}}
+			return []events.Event{events.NodeCancelRequested{Reason: c.Reason}}, nil
 		}
+		return nil, nil
 	case ConfirmCancelled:
-		evs, err = decideConfirmCancelled(s, c)
+		return decideConfirmCancelled(s, c)
 	case RecordScheduling:
 		if s.Scheduling == nil {
-			evs = []events.Event{events.SchedulingRecorded{AllowScheduling: c.AllowScheduling}}
+			return []events.Event{events.SchedulingRecorded{AllowScheduling: c.AllowScheduling}}, nil
 		}
+		return nil, nil
 	case ConfirmSchedulingRestored:
 		if s.Scheduling.Pending() {
-			evs = []events.Event{events.SchedulingRestored{AllowScheduling: s.Scheduling.Previous}}
+			return []events.Event{events.SchedulingRestored{AllowScheduling: s.Scheduling.Previous}}, nil
 		}
+		return nil, nil
 	case RecordSnapshots:
-		evs, err = decideRecordSnapshots(s, c)
+		return decideRecordSnapshots(s, c)
 	case ConfirmSnapshotsRemoved:
 		if s.Snapshots != nil && !s.Snapshots.Removed {
-			evs = []events.Event{events.SnapshotsRemoved{Snapshot: s.Snapshots.Name, Volumes: slices.Clone(s.Snapshots.Volumes)}}
+			return []events.Event{events.SnapshotsRemoved{Snapshot: s.Snapshots.Name, Volumes: slices.Clone(s.Snapshots.Volumes)}}, nil
 		}
+		return nil, nil
 	default:
 		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := aggregate.ValidatePayloads(evs); err != nil {
-		return nil, refuse(s, cmd, err, "the command would produce an invalid event")
-	}
-	return evs, nil
 }
 
 func decideStart(s State, c Start) ([]events.Event, error) {
@@ -285,4 +275,17 @@ func orStep(step, cur events.NodeState) events.NodeState {
 		return cur
 	}
 	return step
+}
+
+// offer is cmd offered to s, for the checks every command passes and for
+// refusals; a node upgrade that does not exist yet is unnamed.
+func offer(s State, cmd Command) aggregate.Offer {
+	name := ""
+	if s.Exists {
+		name = s.Aggregate().String()
+	}
+	if cmd == nil {
+		return s.subject().Offer(name, "", "")
+	}
+	return s.subject().Offer(name, cmd.commandName(), cmd.CommandID())
 }

@@ -2,10 +2,8 @@ package nodeupgrade
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/switchback-dev/switchback/aggregate"
-	"github.com/switchback-dev/switchback/events"
 )
 
 // Machine is the name errors give this state machine.
@@ -34,33 +32,6 @@ type TransitionError = aggregate.TransitionError
 // CommandError is the error Decide returns for a refused command.
 type CommandError = aggregate.CommandError
 
-func illegal(s State, e events.Envelope, format string, args ...any) error {
-	var t events.Type
-	if e.Data != nil {
-		t = e.Type()
-	}
-	return &TransitionError{
-		Machine:   Machine,
-		Aggregate: e.Aggregate,
-		State:     s.stateName(),
-		Event:     t,
-		EventID:   e.ID,
-		Reason:    fmt.Sprintf(format, args...),
-	}
-}
-
 func refuse(s State, cmd Command, cause error, format string, args ...any) error {
-	agg := ""
-	if s.Exists {
-		agg = s.Aggregate().String()
-	}
-	return &CommandError{
-		Machine:   Machine,
-		Aggregate: agg,
-		State:     s.stateName(),
-		Command:   cmd.commandName(),
-		CommandID: cmd.CommandID(),
-		Reason:    fmt.Sprintf(format, args...),
-		Err:       cause,
-	}
+	return offer(s, cmd).Refuse(cause, format, args...)
 }

@@ -1,6 +1,7 @@
 package nodeupgrade
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -8,6 +9,12 @@ import (
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/events"
 )
+
+// Fold applies history to s in order, skipping illegal events and returning
+// their errors joined.
+func Fold(s State, history ...events.Envelope) (State, error) {
+	return aggregate.Fold(s, Evolve, history)
+}
 
 // Evolve applies one node-upgrade event to s. An event that is illegal in s
 // (wrong aggregate, malformed payload, or a transition the machine does not
@@ -19,119 +26,10 @@ func Evolve(s State, e events.Envelope) (State, error) {
 // evolve is Evolve; owned says that no other state shares s's map, so a
 // volume change may write into it instead of copying it (see Folder).
 func evolve(s State, e events.Envelope, owned bool) (State, error) {
-	if e.Data == nil {
-		return s, illegal(s, e, "event has no data")
+	if err := s.subject().Admit(e, foreign(s, e)); err != nil {
+		return s, err
 	}
-	if !e.Aggregate.IsNode() {
-		return s, illegal(s, e, "manager event offered to a node-upgrade aggregate")
-	}
-	if s.Exists && (e.Aggregate.Manager != s.Manager || e.Aggregate.Node != s.Node) {
-		return s, illegal(s, e, "event belongs to %s (uid %s), not %s (uid %s)",
-			e.Aggregate, e.Aggregate.Manager.UID, s.Aggregate(), s.Manager.UID)
-	}
-	// History is validated when decoded, but Evolve must hold its invariants
-	// for any input (fuzzing, hand-built envelopes, a buggy writer).
-	if err := events.Validate(e.Data); err != nil {
-		return s, illegal(s, e, "invalid payload: %v", err)
-	}
-	if !s.Exists {
-		if _, ok := e.Data.(events.NodeUpgradeStarted); !ok {
-			return s, illegal(s, e, "the node upgrade has no history; only %s can open it", events.TypeNodeUpgradeStarted)
-		}
-	} else if s.State.Terminal() {
-		return s, illegal(s, e, "state %s is terminal", s.State)
-	}
-
-	var (
-		next State
-		err  error
-	)
-	switch d := e.Data.(type) {
-	case events.NodeUpgradeStarted:
-		next, err = applyStarted(s, e, d)
-	case events.NodeStateChanged:
-		next, err = applyStateChanged(s, e, d)
-	case events.NodeUpgradeCompleted:
-		if s.State != events.NodeFinalizing {
-			return s, illegal(s, e, "a node upgrade completes only from %s", events.NodeFinalizing)
-		}
-		next = clearStall(s)
-		next.State = events.NodeCompleted
-		next.Message = orDefault(d.Message, "node upgrade completed")
-	case events.NodeUpgradeFailed:
-		if d.Step != s.State {
-			return s, illegal(s, e, "failure reported for step %s but the node is at %s", d.Step, s.State)
-		}
-		next = clearStall(s)
-		next.State = events.NodeError
-		next.FailedStep = d.Step
-		next.FailReason = d.Reason
-		next.Message = d.Message
-	case events.NodeStalled:
-		next, err = applyStalled(s, e, d)
-	case events.NodeResumed:
-		if !s.Stalled {
-			return s, illegal(s, e, "the node is not stalled")
-		}
-		if d.Step != s.State {
-			return s, illegal(s, e, "resume reported for step %s but the node is at %s", d.Step, s.State)
-		}
-		next = clearStall(s)
-		next.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
-	case events.VolumeStateChanged:
-		next, err = applyVolume(s, e, d, owned)
-	case events.SchedulingRecorded:
-		if s.Scheduling != nil {
-			return s, illegal(s, e, "scheduling was already recorded")
-		}
-		next = s
-		next.Scheduling = &Scheduling{Previous: d.AllowScheduling}
-	case events.SchedulingRestored:
-		if !s.Scheduling.Pending() {
-			return s, illegal(s, e, "no recorded scheduling is waiting to be restored")
-		}
-		if d.AllowScheduling != s.Scheduling.Previous {
-			return s, illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
-		}
-		next = s
-		next.Scheduling = &Scheduling{Previous: s.Scheduling.Previous, Restored: true}
-	case events.SnapshotsTaken:
-		if s.Snapshots != nil {
-			return s, illegal(s, e, "snapshots were already recorded")
-		}
-		next = s
-		next.Snapshots = &Snapshots{Name: d.Snapshot, Volumes: slices.Clone(d.Volumes)}
-	case events.SnapshotsRemoved:
-		if s.Snapshots == nil || s.Snapshots.Removed || s.Snapshots.Name != d.Snapshot {
-			return s, illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
-		}
-		next = s
-		next.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
-	case events.NodeCancelRequested:
-		if s.CancelRequested {
-			return s, illegal(s, e, "cancel was already requested")
-		}
-		next = s
-		next.CancelRequested = true
-		next.CancelReason = d.Reason
-		next.Message = "cancel requested"
-		if d.Reason != "" {
-			next.Message += ": " + d.Reason
-		}
-	case events.NodeUpgradeCancelled:
-		if !s.CancelRequested {
-			return s, illegal(s, e, "no cancel was requested")
-		}
-		if d.Step != s.State {
-			return s, illegal(s, e, "cancel confirmed at step %s but the node is at %s", d.Step, s.State)
-		}
-		next = clearStall(s)
-		next.State = events.NodeCancelled
-		next.CancelledStep = d.Step
-		next.Message = orDefault(d.Message, "node upgrade cancelled at "+string(d.Step))
-	default:
-		return s, illegal(s, e, "not a node-upgrade event")
-	}
+	next, err := apply(s, e, owned)
 	if err != nil {
 		return s, err
 	}
@@ -140,10 +38,103 @@ func evolve(s State, e events.Envelope, owned bool) (State, error) {
 	return next, nil
 }
 
-// Fold applies history to s in order, skipping illegal events and returning
-// their errors joined.
-func Fold(s State, history ...events.Envelope) (State, error) {
-	return aggregate.Fold(s, Evolve, history)
+// apply is the node upgrade's own rules: the transition e makes from s.
+func apply(s State, e events.Envelope, owned bool) (State, error) {
+	switch d := e.Data.(type) {
+	case events.NodeUpgradeStarted:
+		return applyStarted(s, e, d)
+	case events.NodeStateChanged:
+		return applyStateChanged(s, e, d)
+	case events.NodeUpgradeCompleted:
+		if s.State != events.NodeFinalizing {
+			return s, illegal(s, e, "a node upgrade completes only from %s", events.NodeFinalizing)
+		}
+		s = clearStall(s)
+		s.State = events.NodeCompleted
+		s.Message = orDefault(d.Message, "node upgrade completed")
+	case events.NodeUpgradeFailed:
+		if d.Step != s.State {
+			return s, illegal(s, e, "failure reported for step %s but the node is at %s", d.Step, s.State)
+		}
+		s = clearStall(s)
+		s.State = events.NodeError
+		s.FailedStep = d.Step
+		s.FailReason = d.Reason
+		s.Message = d.Message
+	case events.NodeStalled:
+		return applyStalled(s, e, d)
+	case events.NodeResumed:
+		if !s.Stalled {
+			return s, illegal(s, e, "the node is not stalled")
+		}
+		if d.Step != s.State {
+			return s, illegal(s, e, "resume reported for step %s but the node is at %s", d.Step, s.State)
+		}
+		s = clearStall(s)
+		s.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
+	case events.VolumeStateChanged:
+		return applyVolume(s, e, d, owned)
+	case events.SchedulingRecorded:
+		if s.Scheduling != nil {
+			return s, illegal(s, e, "scheduling was already recorded")
+		}
+		s.Scheduling = &Scheduling{Previous: d.AllowScheduling}
+	case events.SchedulingRestored:
+		if !s.Scheduling.Pending() {
+			return s, illegal(s, e, "no recorded scheduling is waiting to be restored")
+		}
+		if d.AllowScheduling != s.Scheduling.Previous {
+			return s, illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
+		}
+		s.Scheduling = &Scheduling{Previous: s.Scheduling.Previous, Restored: true}
+	case events.SnapshotsTaken:
+		if s.Snapshots != nil {
+			return s, illegal(s, e, "snapshots were already recorded")
+		}
+		s.Snapshots = &Snapshots{Name: d.Snapshot, Volumes: slices.Clone(d.Volumes)}
+	case events.SnapshotsRemoved:
+		if s.Snapshots == nil || s.Snapshots.Removed || s.Snapshots.Name != d.Snapshot {
+			return s, illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
+		}
+		s.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
+	case events.NodeCancelRequested:
+		if s.CancelRequested {
+			return s, illegal(s, e, "cancel was already requested")
+		}
+		s.CancelRequested = true
+		s.CancelReason = d.Reason
+		s.Message = "cancel requested"
+		if d.Reason != "" {
+			s.Message += ": " + d.Reason
+		}
+	case events.NodeUpgradeCancelled:
+		if !s.CancelRequested {
+			return s, illegal(s, e, "no cancel was requested")
+		}
+		if d.Step != s.State {
+			return s, illegal(s, e, "cancel confirmed at step %s but the node is at %s", d.Step, s.State)
+		}
+		s = clearStall(s)
+		s.State = events.NodeCancelled
+		s.CancelledStep = d.Step
+		s.Message = orDefault(d.Message, "node upgrade cancelled at "+string(d.Step))
+	default:
+		return s, illegal(s, e, "not a node-upgrade event")
+	}
+	return s, nil
+}
+
+// foreign says why e is not addressed to s, or "" when it is: an event of
+// this node of this manager.
+func foreign(s State, e events.Envelope) string {
+	if !e.Aggregate.IsNode() {
+		return "manager event offered to a node-upgrade aggregate"
+	}
+	if s.Exists && (e.Aggregate.Manager != s.Manager || e.Aggregate.Node != s.Node) {
+		return fmt.Sprintf("event belongs to %s (uid %s), not %s (uid %s)",
+			e.Aggregate, e.Aggregate.Manager.UID, s.Aggregate(), s.Manager.UID)
+	}
+	return ""
 }
 
 func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (State, error) {
