@@ -140,3 +140,13 @@ func (o Offer) Accept(evs []events.Event, err error) ([]events.Event, error) {
 	}
 	return evs, nil
 }
+
+// CancelRequestedMessage is the status message of an aggregate whose cancel
+// was requested for reason (which may be empty); both machines record a
+// cancel request the same way.
+func CancelRequestedMessage(reason string) string {
+	if reason == "" {
+		return "cancel requested"
+	}
+	return "cancel requested: " + reason
+}

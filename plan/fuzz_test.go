@@ -8,25 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/fuzzinput"
 )
-
-// bytesource turns fuzz input into choices; once the input is used up it
-// answers 0, so every input is a finite, valid cluster.
-type bytesource struct {
-	b []byte
-	i int
-}
-
-func (s *bytesource) next() byte {
-	if s.i >= len(s.b) {
-		return 0
-	}
-	s.i++
-	return s.b[s.i-1]
-}
-
-func (s *bytesource) pick(n int) int { return int(s.next()) % n }
-func (s *bytesource) coin() bool     { return s.next()&1 == 1 }
 
 var (
 	fuzzImages     = []string{oldIM, newIM, "im:v0"}
@@ -38,65 +21,65 @@ var (
 // fuzzCluster builds a small cluster (up to 6 nodes, 8 volumes) with unique
 // names, a request and a target image.
 func fuzzCluster(data []byte) (Cluster, []string, string) {
-	s := &bytesource{b: data}
+	s := fuzzinput.New(data)
 	var c Cluster
-	c.Platform.Profile = dataplane.Profiles[s.pick(len(dataplane.Profiles))]
+	c.Platform.Profile = dataplane.Profiles[s.Pick(len(dataplane.Profiles))]
 	names := []string{}
-	for i := range 1 + s.pick(6) {
+	for i := range 1 + s.Pick(6) {
 		n := dataplane.Node{
-			Name: fmt.Sprintf("n%d", i), Ready: s.pick(4) != 0, V2: s.pick(5) != 0,
-			AllowScheduling: s.pick(5) != 0,
+			Name: fmt.Sprintf("n%d", i), Ready: s.Pick(4) != 0, V2: s.Pick(5) != 0,
+			AllowScheduling: s.Pick(5) != 0,
 		}
 		for _, img := range fuzzImages {
-			if s.coin() {
+			if s.Coin() {
 				n.Images = append(n.Images, img)
 			}
 		}
 		c.Nodes = append(c.Nodes, n)
 		names = append(names, n.Name)
-		for j := range s.pick(3) {
+		for j := range s.Pick(3) {
 			im := dataplane.InstanceManager{
 				Name: fmt.Sprintf("im-%s-%d", n.Name, j), Node: n.Name,
-				Image: fuzzImages[s.pick(len(fuzzImages))], State: fuzzIMStates[s.pick(len(fuzzIMStates))],
-				DataEngine: []string{dataplane.DataEngineV2, dataplane.DataEngineV2, "", "v1"}[s.pick(4)],
+				Image: fuzzImages[s.Pick(len(fuzzImages))], State: fuzzIMStates[s.Pick(len(fuzzIMStates))],
+				DataEngine: []string{dataplane.DataEngineV2, dataplane.DataEngineV2, "", "v1"}[s.Pick(4)],
 			}
 			c.InstanceManagers = append(c.InstanceManagers, im)
 		}
 	}
 	// Nodes a volume may point at, including one the cluster does not have.
 	places := append(slices.Clone(names), "ghost", "")
-	for i := range s.pick(9) {
+	for i := range s.Pick(9) {
 		v := dataplane.Volume{
 			Name: fmt.Sprintf("vol-%d", i), DataEngine: dataplane.DataEngineV2,
-			NumberOfReplicas: s.pick(4), Robustness: fuzzRobustness[s.pick(len(fuzzRobustness))],
+			NumberOfReplicas: s.Pick(4), Robustness: fuzzRobustness[s.Pick(len(fuzzRobustness))],
 		}
-		if s.pick(4) == 0 {
+		if s.Pick(4) == 0 {
 			v.DataEngine = "v1"
 		}
-		v.AttachedNode = places[s.pick(len(places))]
-		switch s.pick(3) {
+		v.AttachedNode = places[s.Pick(len(places))]
+		switch s.Pick(3) {
 		case 0:
 			v.TargetNode = v.AttachedNode
 		case 1:
-			v.TargetNode = places[s.pick(len(places))]
+			v.TargetNode = places[s.Pick(len(places))]
 		}
-		for j := range s.pick(4) {
+		for j := range s.Pick(4) {
 			v.Replicas = append(v.Replicas, dataplane.Replica{
-				Name: fmt.Sprintf("%s-r%d", v.Name, j), Node: places[s.pick(len(places))],
-				State: fuzzRepStates[s.pick(len(fuzzRepStates))],
+				Name: fmt.Sprintf("%s-r%d", v.Name, j), Node: places[s.Pick(len(places))],
+				State: fuzzRepStates[s.Pick(len(fuzzRepStates))],
 			})
 		}
 		c.Volumes = append(c.Volumes, v)
 	}
 	var requested []string
-	if s.coin() {
+	if s.Coin() {
 		for _, n := range append(slices.Clone(names), "ghost") {
-			if s.coin() {
+			if s.Coin() {
 				requested = append(requested, n)
 			}
 		}
 	}
-	target := []string{newIM, newIM, oldIM, ""}[s.pick(4)]
+	target := []string{newIM, newIM, oldIM, ""}[s.Pick(4)]
 	c.DefaultImage = target
 	return c, requested, target
 }

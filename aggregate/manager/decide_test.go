@@ -2,13 +2,19 @@ package manager
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
+
+// TestDecideCommandMatrix decides every command kind (canonicalCommands) in
+// every fixture and checks the outcome the matrix (decisions) expects.
+func TestDecideCommandMatrix(t *testing.T) {
+	machinetest.DecideMatrix(t, machine, fixtures(), canonicalCommands, decisions)
+}
 
 var (
 	cmdRequest = RequestUpgrade{ID: "req", Ref: ref, Generation: 1, DataEngine: "v2"}
@@ -50,6 +56,14 @@ func canonicalCommands(s State) map[string]Command {
 	}
 }
 
+// outcome is what a command must decide: event types, none, or a refusal.
+type outcome = machinetest.Outcome
+
+var (
+	emits                             = machinetest.Emits
+	none, refused, conflict, notFound = machinetest.None, machinetest.Refused, machinetest.Conflict, machinetest.NotFound
+)
+
 // Short names for expected event types.
 const (
 	tReq   = events.TypeUpgradeRequested
@@ -66,27 +80,15 @@ const (
 	tRel   = events.TypeUpgradeReleased
 )
 
-// outcome is what a command must decide: event types, none, or a refusal.
-type outcome struct {
-	types []events.Type
-	err   error // a kind for errors.Is, ErrIllegalCommand when no finer kind
+// terminalRe is every command on a terminal manager.
+var terminalRe = map[string]outcome{
+	"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
+	"outcome-completed": none, "outcome-error": none, "schedule-next": none, "cancel": none,
+	"confirm-cancelled": none, "fail": none, "hold": none, "release": none,
 }
 
-func emits(ts ...events.Type) outcome { return outcome{types: ts} }
-
-var (
-	none       = outcome{}
-	refused    = outcome{err: ErrIllegalCommand}
-	conflict   = outcome{err: ErrConflict}
-	notFound   = outcome{err: ErrNotFound}
-	terminalRe = map[string]outcome{ // every command on a terminal manager
-		"request": none, "request-other-spec": conflict, "prechecks-pass": none, "prechecks-fail": none,
-		"outcome-completed": none, "outcome-error": none, "schedule-next": none, "cancel": none,
-		"confirm-cancelled": none, "fail": none, "hold": none, "release": none,
-	}
-)
-
-// decisions is the command matrix: every command kind in every fixture.
+// decisions is the command matrix: every command kind in every fixture
+// (TestDecideCommandMatrix).
 var decisions = map[string]map[string]outcome{
 	"absent": {
 		"request": emits(tReq), "request-other-spec": emits(tReq), "prechecks-pass": notFound, "prechecks-fail": notFound,
@@ -172,44 +174,6 @@ var decisions = map[string]map[string]outcome{
 	"cancelled": terminalRe,
 }
 
-func TestDecideCommandMatrix(t *testing.T) {
-	for _, f := range fixtures() {
-		s := fold(t, f.history...)
-		want, ok := decisions[f.name]
-		require.True(t, ok, "fixture %s missing from matrix", f.name)
-		cmds := canonicalCommands(s)
-		require.Len(t, want, len(cmds), "fixture %s: every command kind needs an expectation", f.name)
-		for kind, cmd := range cmds {
-			t.Run(f.name+"/"+kind, func(t *testing.T) {
-				exp, ok := want[kind]
-				require.True(t, ok)
-				before := cloneState(s)
-				evs, err := Decide(s, cmd)
-				require.Equal(t, before, s, "Decide modified its input")
-				if exp.err != nil {
-					requireCommandError(t, err, exp.err)
-					require.Nil(t, evs)
-					require.Contains(t, err.Error(), s.stateName())
-					return
-				}
-				require.NoError(t, err)
-				require.Equal(t, exp.types, nilIfEmpty(types(evs)))
-				// Deciding then evolving must always succeed, and the
-				// same command is then a no-op.
-				h := &harness{t: t, s: s, now: t0}
-				h.do(cmd)
-			})
-		}
-	}
-}
-
-func nilIfEmpty(ts []events.Type) []events.Type {
-	if len(ts) == 0 {
-		return nil
-	}
-	return ts
-}
-
 func TestDecidePayloads(t *testing.T) {
 	t.Run("request copies the spec", func(t *testing.T) {
 		c := cmdRequest
@@ -286,65 +250,44 @@ func TestDecideRefusals(t *testing.T) {
 	scoped := evRequested
 	scoped.Nodes = []string{"node-1", "node-2"}
 	inFlight := []events.Event{evRequested, evPassed("A"), evPlanned, evScheduled("node-1")}
-	cases := []struct {
-		name    string
-		history []events.Event
-		cmd     Command
-		kind    error
-		reason  string
-	}{
-		{"nil command", pending, nil, nil, "no command"},
-		{"missing command id", pending, ScheduleNext{}, nil, "command id is required"},
-		{"request without uid", nil, RequestUpgrade{ID: "r", Ref: events.ManagerRef{Namespace: "ns", Name: "n"}, DataEngine: "v2"}, nil, "uid are required"},
-		{"request without data engine", nil, RequestUpgrade{ID: "r", Ref: ref}, nil, "invalid event"},
-		{"request for another incarnation", pending, RequestUpgrade{ID: "r", Ref: otherRef, DataEngine: "v2"}, ErrConflict, "aggregate holds manager"},
-		{"request with another engine", pending, RequestUpgrade{ID: "r", Ref: ref, DataEngine: "v1"}, ErrConflict, "immutable"},
-		{"prechecks without results", pending, RecordPrechecks{ID: "p"}, nil, "no precheck results"},
-		{"prechecks listed twice", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{allPassed[0], allPassed[0]}, InstanceManagerImage: image, Order: plan3}, nil, "listed twice"},
-		{"all passed without order", pending, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image}, nil, "order is empty"},
-		{"all passed without image", pending, RecordPrechecks{ID: "p", Results: allPassed, Order: plan3}, nil, "image is empty"},
-		{"order outside spec.nodes", []events.Event{scoped}, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: plan3}, nil, "does not request"},
-		{"order with a duplicate", pending, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: []string{"a", "a"}}, nil, "twice"},
-		{"failed precheck without message", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Reason: "Bad"}}}, nil, "message is required"},
-		{"passed precheck without reason", pending, RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Passed: true}}, InstanceManagerImage: image, Order: plan3}, nil, "reason is required"},
-		{"outcome without node", inFlight, RecordNodeOutcome{ID: "o", State: events.NodeCompleted}, nil, "node is required"},
-		{"outcome cancelled", inFlight, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCancelled}, nil, "ConfirmCancelled"},
-		{"outcome not terminal", inFlight, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeSwitchingBack}, nil, "outcome must be"},
-		{"outcome for a node not in flight", inFlight, RecordNodeOutcome{ID: "o", Node: "node-2", State: events.NodeCompleted}, nil, "not in flight"},
-		{"confirm for another node", append(slices.Clone(inFlight), events.CancelRequested{}), ConfirmCancelled{ID: "c", Node: "node-2"}, nil, "node in flight is"},
-		{"fail without reason", pending, Fail{ID: "f", Message: "m"}, nil, "reason is required"},
-		{"fail without message", pending, Fail{ID: "f", Reason: "R"}, nil, "message is required"},
+	cases := []machinetest.CommandRefusal[Command]{
+		{Name: "nil command", History: pending, Cmd: nil, Kind: nil, Reason: "no command"},
+		{Name: "missing command id", History: pending, Cmd: ScheduleNext{}, Kind: nil, Reason: "command id is required"},
+		{Name: "request without uid", History: nil, Cmd: RequestUpgrade{ID: "r", Ref: events.ManagerRef{Namespace: "ns", Name: "n"}, DataEngine: "v2"}, Kind: nil, Reason: "uid are required"},
+		{Name: "request without data engine", History: nil, Cmd: RequestUpgrade{ID: "r", Ref: ref}, Kind: nil, Reason: "invalid event"},
+		{Name: "request for another incarnation", History: pending, Cmd: RequestUpgrade{ID: "r", Ref: otherRef, DataEngine: "v2"}, Kind: ErrConflict, Reason: "aggregate holds manager"},
+		{Name: "request with another engine", History: pending, Cmd: RequestUpgrade{ID: "r", Ref: ref, DataEngine: "v1"}, Kind: ErrConflict, Reason: "immutable"},
+		{Name: "prechecks without results", History: pending, Cmd: RecordPrechecks{ID: "p"}, Kind: nil, Reason: "no precheck results"},
+		{Name: "prechecks listed twice", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{allPassed[0], allPassed[0]}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "listed twice"},
+		{Name: "all passed without order", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image}, Kind: nil, Reason: "order is empty"},
+		{Name: "all passed without image", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, Order: plan3}, Kind: nil, Reason: "image is empty"},
+		{Name: "order outside spec.nodes", History: []events.Event{scoped}, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "does not request"},
+		{Name: "order with a duplicate", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: []string{"a", "a"}}, Kind: nil, Reason: "twice"},
+		{Name: "failed precheck without message", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Reason: "Bad"}}}, Kind: nil, Reason: "message is required"},
+		{Name: "passed precheck without reason", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Passed: true}}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "reason is required"},
+		{Name: "outcome without node", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", State: events.NodeCompleted}, Kind: nil, Reason: "node is required"},
+		{Name: "outcome cancelled", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCancelled}, Kind: nil, Reason: "ConfirmCancelled"},
+		{Name: "outcome not terminal", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeSwitchingBack}, Kind: nil, Reason: "outcome must be"},
+		{Name: "outcome for a node not in flight", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-2", State: events.NodeCompleted}, Kind: nil, Reason: "not in flight"},
+		{Name: "confirm for another node", History: append(slices.Clone(inFlight), events.CancelRequested{}), Cmd: ConfirmCancelled{ID: "c", Node: "node-2"}, Kind: nil, Reason: "node in flight is"},
+		{Name: "fail without reason", History: pending, Cmd: Fail{ID: "f", Message: "m"}, Kind: nil, Reason: "reason is required"},
+		{Name: "fail without message", History: pending, Cmd: Fail{ID: "f", Reason: "R"}, Kind: nil, Reason: "message is required"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := fold(t, tc.history...)
-			evs, err := Decide(s, tc.cmd)
-			require.Nil(t, evs)
-			if tc.cmd == nil {
-				require.ErrorIs(t, err, ErrIllegalCommand)
-			} else {
-				requireCommandError(t, err, tc.kind)
-			}
-			require.Contains(t, err.Error(), tc.reason)
-			if s.Exists {
-				require.True(t, strings.Contains(err.Error(), ref.String()), "error must name the aggregate: %v", err)
-			}
-		})
-	}
+	machinetest.DecideRefusals(t, machine, ref.String(), cases)
 }
 
 // TestDecideFullRun walks a complete upgrade through commands alone.
 func TestDecideFullRun(t *testing.T) {
 	h := newHarness(t)
-	h.do(cmdRequest)
-	h.do(RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3})
-	h.do(ScheduleNext{ID: "next"})
+	h.Do(cmdRequest)
+	h.Do(RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3})
+	h.Do(ScheduleNext{ID: "next"})
 	for _, n := range plan3 {
-		require.Equal(t, n, h.s.UpgradingNode)
-		h.do(RecordNodeOutcome{ID: "out-" + n, Node: n, State: events.NodeCompleted})
+		require.Equal(t, n, h.S.UpgradingNode)
+		h.Do(RecordNodeOutcome{ID: "out-" + n, Node: n, State: events.NodeCompleted})
 	}
-	require.Equal(t, events.ManagerCompleted, h.s.State)
-	require.True(t, h.s.AllNodesCompleted())
+	require.Equal(t, events.ManagerCompleted, h.S.State)
+	require.True(t, h.S.AllNodesCompleted())
 	// requested; 3 passed + planned; scheduled; 3 × (finished + scheduled|completed)
-	require.Len(t, h.history, 12)
+	require.Len(t, h.History, 12)
 }

@@ -32,39 +32,40 @@ func Evolve(s State, e events.Envelope) (State, error) {
 }
 
 // apply is the manager's own rules: the transition e makes from s.
-func apply(s State, e events.Envelope) (State, error) {
+func apply(s State, e events.Envelope) (next State, err error) {
 	switch d := e.Data.(type) {
 	case events.UpgradeRequested:
-		return applyRequested(s, e, d)
+		next, err = applyRequested(s, e, d)
 	case events.PrecheckPassed:
-		return applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: true, Reason: d.Reason, Message: d.Message})
+		next, err = applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: true, Reason: d.Reason, Message: d.Message})
 	case events.PrecheckFailed:
-		return applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: false, Reason: d.Reason, Message: d.Message})
+		next, err = applyPrecheck(s, e, PrecheckResult{Check: d.Check, Passed: false, Reason: d.Reason, Message: d.Message})
 	case events.UpgradePlanned:
-		return applyPlanned(s, e, d)
+		next, err = applyPlanned(s, e, d)
 	case events.NodeScheduled:
-		return applyScheduled(s, e, d)
+		next, err = applyScheduled(s, e, d)
 	case events.NodeFinished:
-		return applyFinished(s, e, d)
+		next, err = applyFinished(s, e, d)
 	case events.UpgradeCompleted:
-		return applyCompleted(s, e, d)
+		next, err = applyCompleted(s, e, d)
 	case events.UpgradeFailed:
-		s.State = events.ManagerError
-		s.Message = d.Message
-		s.FailReason = d.Reason
-		s.FailedNode = d.Node
-		return s, nil
+		next = s
+		next.State = events.ManagerError
+		next.Message = d.Message
+		next.FailReason = d.Reason
+		next.FailedNode = d.Node
 	case events.CancelRequested:
-		return applyCancelRequested(s, e, d)
+		next, err = applyCancelRequested(s, e, d)
 	case events.UpgradeCancelled:
-		return applyCancelled(s, e, d)
+		next, err = applyCancelled(s, e, d)
 	case events.UpgradeHeld:
-		return applyHeld(s, e, d)
+		next, err = applyHeld(s, e, d)
 	case events.UpgradeReleased:
-		return applyReleased(s, e, d)
+		next, err = applyReleased(s, e, d)
 	default:
 		return s, illegal(s, e, "not a manager event")
 	}
+	return next, err
 }
 
 // foreign says why e is not addressed to s, or "" when it is: a manager
@@ -243,10 +244,7 @@ func applyCancelRequested(s State, e events.Envelope, d events.CancelRequested) 
 	}
 	s.CancelRequested = true
 	s.CancelReason = d.Reason
-	s.Message = "cancel requested"
-	if d.Reason != "" {
-		s.Message += ": " + d.Reason
-	}
+	s.Message = aggregate.CancelRequestedMessage(d.Reason)
 	return s, nil
 }
 

@@ -7,16 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
 
-// fixture is a named state reached by a legal history.
-type fixture struct {
-	name    string
-	history []events.Event
-}
+// fixture is a named state reached by a legal history (machinetest.Fixture,
+// written positionally below).
+type fixture machinetest.Fixture
 
-func fixtures() []fixture {
+func fixtures() []machinetest.Fixture {
 	req := []events.Event{evRequested}
 	initOK := append(slices.Clone(req), evPassed("NodesKnown"))
 	initBad := append(slices.Clone(req), evFailed("NodesKnown"))
@@ -31,7 +30,7 @@ func fixtures() []fixture {
 	cancelIdle := append(slices.Clone(between), events.CancelRequested{Reason: "manager deleted"})
 	heldIdle := append(slices.Clone(between), evHeld)
 	heldInFlight := append(slices.Clone(inFlight), evHeld)
-	return []fixture{
+	return machinetest.Fixtures([]fixture{
 		{"absent", nil},
 		{"pending", req},
 		{"initializing", initOK},
@@ -48,7 +47,7 @@ func fixtures() []fixture {
 		{"completed", append(slices.Clone(allDone), events.UpgradeCompleted{})},
 		{"error", append(slices.Clone(req), events.UpgradeFailed{Reason: "Manual", Message: "stopped"})},
 		{"cancelled", append(slices.Clone(cancelInFlight), events.UpgradeCancelled{Node: "node-1"})},
-	}
+	})
 }
 
 // canonical returns, for each event type, the payload that has the best chance
@@ -120,32 +119,15 @@ var wantState = map[string]events.ManagerState{
 }
 
 func TestEvolveTransitionMatrix(t *testing.T) {
-	at := t0.Add(time.Hour)
-	for _, f := range fixtures() {
-		s := fold(t, f.history...)
-		allowed, ok := legal[f.name]
-		require.True(t, ok, "fixture %s missing from matrix", f.name)
-		for kind, data := range canonical(s) {
-			t.Run(f.name+"/"+kind, func(t *testing.T) {
-				before := cloneState(s)
-				got, err := Evolve(s, envAt(agg, at, data))
-				require.Equal(t, before, s, "Evolve modified its input")
-				if !slices.Contains(allowed, kind) {
-					requireTransitionError(t, err, s.stateName(), data.EventType())
-					require.Equal(t, s, got, "a refused event must leave the state unchanged")
-					return
-				}
-				require.NoError(t, err)
-				require.Equal(t, s.Transitions+1, got.Transitions)
-				require.Equal(t, at, got.UpdatedAt)
-				want := wantState[kind]
-				if want == "" {
-					want = s.State
-				}
-				require.Equal(t, want, got.State)
-			})
-		}
-	}
+	machinetest.EvolveMatrix(t, machine, fixtures(), canonical, legal,
+		func(at time.Time, d events.Event) events.Envelope { return envAt(agg, at, d) },
+		func(t *testing.T, kind string, s, got State) {
+			want := wantState[kind]
+			if want == "" {
+				want = s.State
+			}
+			require.Equal(t, want, got.State)
+		})
 }
 
 func TestEvolveEffects(t *testing.T) {
@@ -239,62 +221,45 @@ func TestEvolveRefusals(t *testing.T) {
 		d.Nodes = nodes
 		return d
 	}
-	cases := []struct {
-		name    string
-		history []events.Event
-		env     events.Envelope
-		reason  string
-	}{
-		{"no data", []events.Event{evRequested}, events.Envelope{Aggregate: agg}, "no data"},
-		{"node aggregate", []events.Event{evRequested}, envAt(events.NodeAggregate(ref, "node-1"), t0, evPassed("A")), "node-upgrade event"},
-		{"other manager incarnation", []events.Event{evRequested}, envAt(events.ManagerAggregate(otherRef), t0, evPassed("A")), "belongs to manager"},
-		{"payload names another manager", nil, envAt(events.ManagerAggregate(otherRef), t0, evRequested), "payload names manager"},
-		{"invalid payload", []events.Event{evRequested}, env(events.PrecheckPassed{Check: "A"}), "invalid payload"},
-		{"node event type", []events.Event{evRequested}, env(events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}), "not a manager event"},
-		{"requested twice", []events.Event{evRequested}, env(evRequested), "already requested"},
-		{"precheck twice", []events.Event{evRequested, evPassed("A")}, env(evFailed("A")), "already recorded"},
-		{"precheck after plan", planned, env(evPassed("B")), "already planned"},
-		{"plan twice", planned, env(evPlanned), "already planned"},
-		{"plan after failed precheck", []events.Event{evRequested, evPassed("A"), evFailed("B")}, env(evPlanned), "not every precheck passed"},
-		{"plan with duplicate node", []events.Event{evRequested, evPassed("A")},
-			env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1", "node-1"}}), "twice"},
-		{"plan with empty node", []events.Event{evRequested, evPassed("A")},
-			env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{""}}), "empty node"},
-		{"plan misses a requested node", []events.Event{requested("node-1", "node-2"), evPassed("A")},
-			env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1"}}), "misses requested node node-2"},
-		{"plan adds an unrequested node", []events.Event{requested("node-1"), evPassed("A")},
-			env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1", "node-9"}}), "does not request"},
-		{"schedule before plan", []events.Event{evRequested, evPassed("A")}, env(evScheduled("node-1")), "not planned"},
-		{"schedule unplanned node", planned, env(evScheduled("node-9")), "not in the plan"},
-		{"schedule while in flight", inFlight, env(evScheduled("node-2")), "still in flight"},
-		{"schedule a finished node", append(slices.Clone(inFlight), evFinished("node-1", events.NodeCompleted)), env(evScheduled("node-1")), "already scheduled"},
-		{"schedule after a node error", append(slices.Clone(inFlight), evFinished("node-1", events.NodeError)), env(evScheduled("node-2")), "can only fail"},
-		{"schedule attempt 0", planned, env(events.NodeScheduled{Node: "node-1"}), "invalid payload"},
-		{"finish with none in flight", planned, env(evFinished("node-1", events.NodeCompleted)), "no node is in flight"},
-		{"finish another node", inFlight, env(evFinished("node-2", events.NodeCompleted)), "is in flight"},
-		{"finish non-terminal", inFlight, env(evFinished("node-1", events.NodeSwitchingOver)), "invalid payload"},
-		{"finish cancelled without cancel", inFlight, env(evFinished("node-1", events.NodeCancelled)), "no cancel was requested"},
-		{"complete with nodes left", append(slices.Clone(inFlight), evFinished("node-1", events.NodeCompleted)), env(events.UpgradeCompleted{}), "not every planned node"},
-		{"complete while in flight", inFlight, env(events.UpgradeCompleted{}), "still in flight"},
-		{"failed without message", []events.Event{evRequested}, env(events.UpgradeFailed{Reason: "X"}), "invalid payload"},
-		{"cancel requested twice", []events.Event{evRequested, events.CancelRequested{}}, env(events.CancelRequested{}), "already requested"},
-		{"cancelled without request", inFlight, env(events.UpgradeCancelled{Node: "node-1"}), "no cancel was requested"},
-		{"cancelled without the in-flight node", append(slices.Clone(inFlight), events.CancelRequested{}), env(events.UpgradeCancelled{}), "safe point must be confirmed"},
-		{"cancelled naming another node", append(slices.Clone(inFlight), events.CancelRequested{}), env(events.UpgradeCancelled{Node: "node-2"}), "safe point must be confirmed"},
+	cases := []machinetest.EventRefusal{
+		{Name: "no data", History: []events.Event{evRequested}, Env: events.Envelope{Aggregate: agg}, Reason: "no data"},
+		{Name: "node aggregate", History: []events.Event{evRequested}, Env: envAt(events.NodeAggregate(ref, "node-1"), t0, evPassed("A")), Reason: "node-upgrade event"},
+		{Name: "other manager incarnation", History: []events.Event{evRequested}, Env: envAt(events.ManagerAggregate(otherRef), t0, evPassed("A")), Reason: "belongs to manager"},
+		{Name: "payload names another manager", History: nil, Env: envAt(events.ManagerAggregate(otherRef), t0, evRequested), Reason: "payload names manager"},
+		{Name: "invalid payload", History: []events.Event{evRequested}, Env: env(events.PrecheckPassed{Check: "A"}), Reason: "invalid payload"},
+		{Name: "node event type", History: []events.Event{evRequested}, Env: env(events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}), Reason: "not a manager event"},
+		{Name: "requested twice", History: []events.Event{evRequested}, Env: env(evRequested), Reason: "already requested"},
+		{Name: "precheck twice", History: []events.Event{evRequested, evPassed("A")}, Env: env(evFailed("A")), Reason: "already recorded"},
+		{Name: "precheck after plan", History: planned, Env: env(evPassed("B")), Reason: "already planned"},
+		{Name: "plan twice", History: planned, Env: env(evPlanned), Reason: "already planned"},
+		{Name: "plan after failed precheck", History: []events.Event{evRequested, evPassed("A"), evFailed("B")}, Env: env(evPlanned), Reason: "not every precheck passed"},
+		{Name: "plan with duplicate node", History: []events.Event{evRequested, evPassed("A")},
+			Env: env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1", "node-1"}}), Reason: "twice"},
+		{Name: "plan with empty node", History: []events.Event{evRequested, evPassed("A")},
+			Env: env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{""}}), Reason: "empty node"},
+		{Name: "plan misses a requested node", History: []events.Event{requested("node-1", "node-2"), evPassed("A")},
+			Env: env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1"}}), Reason: "misses requested node node-2"},
+		{Name: "plan adds an unrequested node", History: []events.Event{requested("node-1"), evPassed("A")},
+			Env: env(events.UpgradePlanned{InstanceManagerImage: image, Nodes: []string{"node-1", "node-9"}}), Reason: "does not request"},
+		{Name: "schedule before plan", History: []events.Event{evRequested, evPassed("A")}, Env: env(evScheduled("node-1")), Reason: "not planned"},
+		{Name: "schedule unplanned node", History: planned, Env: env(evScheduled("node-9")), Reason: "not in the plan"},
+		{Name: "schedule while in flight", History: inFlight, Env: env(evScheduled("node-2")), Reason: "still in flight"},
+		{Name: "schedule a finished node", History: append(slices.Clone(inFlight), evFinished("node-1", events.NodeCompleted)), Env: env(evScheduled("node-1")), Reason: "already scheduled"},
+		{Name: "schedule after a node error", History: append(slices.Clone(inFlight), evFinished("node-1", events.NodeError)), Env: env(evScheduled("node-2")), Reason: "can only fail"},
+		{Name: "schedule attempt 0", History: planned, Env: env(events.NodeScheduled{Node: "node-1"}), Reason: "invalid payload"},
+		{Name: "finish with none in flight", History: planned, Env: env(evFinished("node-1", events.NodeCompleted)), Reason: "no node is in flight"},
+		{Name: "finish another node", History: inFlight, Env: env(evFinished("node-2", events.NodeCompleted)), Reason: "is in flight"},
+		{Name: "finish non-terminal", History: inFlight, Env: env(evFinished("node-1", events.NodeSwitchingOver)), Reason: "invalid payload"},
+		{Name: "finish cancelled without cancel", History: inFlight, Env: env(evFinished("node-1", events.NodeCancelled)), Reason: "no cancel was requested"},
+		{Name: "complete with nodes left", History: append(slices.Clone(inFlight), evFinished("node-1", events.NodeCompleted)), Env: env(events.UpgradeCompleted{}), Reason: "not every planned node"},
+		{Name: "complete while in flight", History: inFlight, Env: env(events.UpgradeCompleted{}), Reason: "still in flight"},
+		{Name: "failed without message", History: []events.Event{evRequested}, Env: env(events.UpgradeFailed{Reason: "X"}), Reason: "invalid payload"},
+		{Name: "cancel requested twice", History: []events.Event{evRequested, events.CancelRequested{}}, Env: env(events.CancelRequested{}), Reason: "already requested"},
+		{Name: "cancelled without request", History: inFlight, Env: env(events.UpgradeCancelled{Node: "node-1"}), Reason: "no cancel was requested"},
+		{Name: "cancelled without the in-flight node", History: append(slices.Clone(inFlight), events.CancelRequested{}), Env: env(events.UpgradeCancelled{}), Reason: "safe point must be confirmed"},
+		{Name: "cancelled naming another node", History: append(slices.Clone(inFlight), events.CancelRequested{}), Env: env(events.UpgradeCancelled{Node: "node-2"}), Reason: "safe point must be confirmed"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := fold(t, tc.history...)
-			got, err := Evolve(s, tc.env)
-			var typ events.Type
-			if tc.env.Data != nil {
-				typ = tc.env.Type()
-			}
-			requireTransitionError(t, err, s.stateName(), typ)
-			require.Contains(t, err.Error(), tc.reason)
-			require.Equal(t, s, got)
-		})
-	}
+	machinetest.EvolveRefusals(t, machine, cases)
 }
 
 func TestFoldSkipsIllegalAndJoinsErrors(t *testing.T) {

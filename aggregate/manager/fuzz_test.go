@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,27 +8,32 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/fuzzinput"
 )
 
-// choices is a deterministic source of choices for the fuzzers; once the input
-// is used up it answers 0, so every input is a finite, valid program.
-type choices struct {
-	b []byte
-	i int
+func FuzzFoldManager(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		machinetest.FoldProgram(t, machine, data, genEvent, checkInvariants)
+	})
 }
 
-func (r *choices) byte() byte {
-	if r.i >= len(r.b) {
-		return 0
-	}
-	r.i++
-	return r.b[r.i-1]
+// FuzzDecideManager drives the manager with random commands: whatever Decide
+// accepts must evolve, encode, and be idempotent; whatever it refuses must be
+// a typed refusal.
+func FuzzDecideManager(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 1, 1, 0, 2, 3, 3, 3, 3, 3, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		machinetest.DecideProgram(t, machine, data, genCommand, checkInvariants)
+	})
 }
 
-func (r *choices) pick(n int) int { return int(r.byte()) % n }
-func (r *choices) coin() bool     { return r.byte()&1 == 1 }
-func (r *choices) done() bool     { return r.i >= len(r.b) }
+// choices are the fuzzers' choices, with the manager's own generators.
+type choices struct{ *fuzzinput.Choices }
 
 var (
 	fuzzNodes  = []string{"node-1", "node-2", "node-3", "node-4"}
@@ -37,35 +41,28 @@ var (
 	fuzzStates = []events.NodeState{events.NodeCompleted, events.NodeError, events.NodeCancelled, events.NodePending, ""}
 )
 
-func (r *choices) nodes() []string {
+func (r choices) nodes() []string {
 	var out []string
 	for _, n := range fuzzNodes {
-		if r.coin() {
+		if r.Coin() {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-func (r *choices) permutation(in []string) []string {
+func (r choices) permutation(in []string) []string {
 	out := slices.Clone(in)
 	for i := len(out) - 1; i > 0; i-- {
-		j := r.pick(i + 1)
+		j := r.Pick(i + 1)
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
 }
 
-func (r *choices) str(s string) string {
-	if r.pick(5) == 0 {
-		return ""
-	}
-	return s
-}
-
 // planFor picks a plan that is often legal for s.
-func (r *choices) planFor(s State) []string {
-	switch r.pick(4) {
+func (r choices) planFor(s State) []string {
+	switch r.Pick(4) {
 	case 0:
 		return r.nodes()
 	case 1:
@@ -78,8 +75,8 @@ func (r *choices) planFor(s State) []string {
 }
 
 // nodeFor picks a node that is often the one s expects.
-func (r *choices) nodeFor(s State) string {
-	if r.coin() {
+func (r choices) nodeFor(s State) string {
+	if r.Coin() {
 		if s.UpgradingNode != "" {
 			return s.UpgradingNode
 		}
@@ -87,47 +84,48 @@ func (r *choices) nodeFor(s State) string {
 			return n
 		}
 	}
-	return fuzzNodes[r.pick(len(fuzzNodes))]
+	return fuzzNodes[r.Pick(len(fuzzNodes))]
 }
 
 // genEvent builds one catalogue event, legal or not, biased by s so that long
 // inputs reach deep states.
-func genEvent(r *choices, s State, i int) events.Envelope {
+func genEvent(c *fuzzinput.Choices, s State, i int) events.Envelope {
+	r := choices{c}
 	id := agg
-	switch r.pick(16) {
+	switch r.Pick(16) {
 	case 0:
 		id = events.ManagerAggregate(otherRef)
 	case 1:
 		id = events.NodeAggregate(ref, "node-1")
 	}
 	var d events.Event
-	if r.coin() {
+	if r.Coin() {
 		if d = happyNext(r, s); d != nil {
 			return events.New(id, events.SourceController, fmt.Sprintf("cmd-%d", i), t0.Add(time.Duration(i)*time.Second), d)[0]
 		}
 	}
-	switch r.pick(12) {
+	switch r.Pick(12) {
 	case 0:
 		m := id.Manager
-		d = events.UpgradeRequested{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Generation: 1, DataEngine: r.str("v2"), Nodes: r.nodes()}
+		d = events.UpgradeRequested{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Generation: 1, DataEngine: r.OrEmpty("v2"), Nodes: r.nodes()}
 	case 1:
-		d = events.PrecheckPassed{Check: fuzzChecks[r.pick(len(fuzzChecks))], Reason: r.str("Satisfied"), Message: r.str("ok")}
+		d = events.PrecheckPassed{Check: fuzzChecks[r.Pick(len(fuzzChecks))], Reason: r.OrEmpty("Satisfied"), Message: r.OrEmpty("ok")}
 	case 2:
-		d = events.PrecheckFailed{Check: fuzzChecks[r.pick(len(fuzzChecks))], Reason: "NotSatisfied", Message: r.str("bad")}
+		d = events.PrecheckFailed{Check: fuzzChecks[r.Pick(len(fuzzChecks))], Reason: "NotSatisfied", Message: r.OrEmpty("bad")}
 	case 3:
-		d = events.UpgradePlanned{InstanceManagerImage: r.str(image), Nodes: r.planFor(s)}
+		d = events.UpgradePlanned{InstanceManagerImage: r.OrEmpty(image), Nodes: r.planFor(s)}
 	case 4:
-		d = events.NodeScheduled{Node: r.nodeFor(s), Attempt: r.pick(3)}
+		d = events.NodeScheduled{Node: r.nodeFor(s), Attempt: r.Pick(3)}
 	case 5:
-		d = events.NodeFinished{Node: r.nodeFor(s), State: fuzzStates[r.pick(len(fuzzStates))], Message: r.str("msg")}
+		d = events.NodeFinished{Node: r.nodeFor(s), State: fuzzStates[r.Pick(len(fuzzStates))], Message: r.OrEmpty("msg")}
 	case 6:
-		d = events.UpgradeCompleted{Message: r.str("done")}
+		d = events.UpgradeCompleted{Message: r.OrEmpty("done")}
 	case 7:
-		d = events.UpgradeFailed{Reason: r.str("Reason"), Message: r.str("failed"), Node: r.str(r.nodeFor(s))}
+		d = events.UpgradeFailed{Reason: r.OrEmpty("Reason"), Message: r.OrEmpty("failed"), Node: r.OrEmpty(r.nodeFor(s))}
 	case 8:
-		d = events.CancelRequested{Reason: r.str("deleted")}
+		d = events.CancelRequested{Reason: r.OrEmpty("deleted")}
 	case 9:
-		d = events.UpgradeCancelled{Node: r.str(r.nodeFor(s)), Message: r.str("cancelled")}
+		d = events.UpgradeCancelled{Node: r.OrEmpty(r.nodeFor(s)), Message: r.OrEmpty("cancelled")}
 	case 10:
 		d = events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}
 	default:
@@ -139,7 +137,7 @@ func genEvent(r *choices, s State, i int) events.Envelope {
 
 // happyNext is the event the upgrade's normal course would append next (an
 // error outcome now and then), or nil at the end.
-func happyNext(r *choices, s State) events.Event {
+func happyNext(r choices, s State) events.Event {
 	switch {
 	case !s.Exists:
 		return evRequested
@@ -149,7 +147,7 @@ func happyNext(r *choices, s State) events.Event {
 		return events.UpgradeCancelled{Node: s.UpgradingNode}
 	case s.UpgradingNode != "":
 		st := events.NodeCompleted
-		if r.pick(8) == 0 {
+		if r.Pick(8) == 0 {
 			st = events.NodeError
 		}
 		return events.NodeFinished{Node: s.UpgradingNode, State: st}
@@ -211,121 +209,10 @@ func checkInvariants(t testing.TB, s State) {
 	}
 }
 
-func countErrs(err error) int {
-	if err == nil {
-		return 0
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return len(j.Unwrap())
-	}
-	return 1
-}
-
-func FuzzFoldManager(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &choices{b: data}
-		var (
-			history []events.Envelope
-			states  []State
-			s       State
-			applied int
-		)
-		for !r.done() && len(history) < 64 {
-			e := genEvent(r, s, len(history))
-			before := cloneState(s)
-			next, err := Evolve(s, e)
-			require.Equal(t, before, s, "Evolve modified its input")
-			if err != nil {
-				require.ErrorIs(t, err, ErrIllegalTransition)
-				var te *TransitionError
-				require.ErrorAs(t, err, &te)
-				require.Equal(t, s, next, "a refused event changed the state")
-			} else {
-				applied++
-			}
-			s = next
-			checkInvariants(t, s)
-			history = append(history, e)
-			states = append(states, s)
-		}
-		require.Equal(t, applied, s.Transitions)
-
-		s1, err1 := Fold(State{}, history...)
-		s2, err2 := Fold(State{}, history...)
-		require.Equal(t, s, s1)
-		require.Equal(t, s1, s2, "folding the same history twice differs")
-		require.Equal(t, fmt.Sprint(err1), fmt.Sprint(err2))
-		require.Equal(t, len(history)-applied, countErrs(err1))
-
-		k := 0
-		if len(data) > 0 {
-			k = int(data[0]) % (len(history) + 1)
-		}
-		p, errP := Fold(State{}, history[:k]...)
-		all, errR := Fold(p, history[k:]...)
-		require.Equal(t, s1, all, "prefix then rest differs from all at once")
-		require.Equal(t, countErrs(err1), countErrs(errP)+countErrs(errR))
-
-		// States are values: re-folding each prefix still gives the state
-		// recorded on the way, so no later Evolve wrote into an earlier one.
-		for _, i := range []int{k, len(states) / 2} {
-			if i < len(states) {
-				si, _ := Fold(State{}, history[:i+1]...)
-				require.Equal(t, states[i], si)
-			}
-		}
-		requireJSONRoundTrip(t, s)
-	})
-}
-
-// FuzzDecideManager drives the manager with random commands: whatever Decide
-// accepts must evolve, encode, and be idempotent; whatever it refuses must be
-// a typed refusal.
-func FuzzDecideManager(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{0, 1, 1, 0, 2, 3, 3, 3, 3, 3, 3})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &choices{b: data}
-		var s State
-		for i := 0; !r.done() && i < 64; i++ {
-			cmd := genCommand(r, s, i)
-			before := cloneState(s)
-			evs, err := Decide(s, cmd)
-			require.Equal(t, before, s, "Decide modified its input")
-			if err != nil {
-				require.Nil(t, evs)
-				require.ErrorIs(t, err, ErrIllegalCommand)
-				var ce *CommandError
-				require.True(t, errors.As(err, &ce))
-				continue
-			}
-			id := s.Aggregate()
-			if c, ok := cmd.(RequestUpgrade); ok && !s.Exists {
-				id = events.ManagerAggregate(c.Ref)
-			}
-			for _, e := range events.New(id, events.SourceController, cmd.CommandID(), cmd.CommandTime(), evs...) {
-				_, err := e.ToCloudEvent()
-				require.NoError(t, err, "%T decided an event that does not encode", cmd)
-				s, err = Evolve(s, e)
-				require.NoError(t, err, "%T decided an event Evolve refuses", cmd)
-			}
-			checkInvariants(t, s)
-			again, err := Decide(s, cmd)
-			require.NoError(t, err, "re-deciding %T", cmd)
-			require.Empty(t, again, "re-deciding %T is not idempotent", cmd)
-		}
-	})
-}
-
-func genCommand(r *choices, s State, i int) Command {
-	id := fmt.Sprintf("cmd-%d", i)
-	if r.pick(32) == 0 {
-		id = ""
-	}
-	at := t0.Add(time.Duration(i) * time.Minute)
-	if r.coin() {
+func genCommand(c *fuzzinput.Choices, s State, i int) Command {
+	r := choices{c}
+	id, at := machine.FuzzCommandStamp(c, i)
+	if r.Coin() {
 		switch {
 		case !s.Exists:
 			return RequestUpgrade{ID: id, At: at, Ref: ref, Generation: 1, DataEngine: "v2", Nodes: r.nodes()}
@@ -339,46 +226,46 @@ func genCommand(r *choices, s State, i int) Command {
 			return ScheduleNext{ID: id, At: at}
 		}
 	}
-	switch r.pick(9) {
+	switch r.Pick(9) {
 	case 7:
-		return Hold{ID: id, At: at, Reason: r.str("OtherUpgraderActive"), Message: r.str("Longhorn's upgrader is on")}
+		return Hold{ID: id, At: at, Reason: r.OrEmpty("OtherUpgraderActive"), Message: r.OrEmpty("Longhorn's upgrader is on")}
 	case 8:
-		return Release{ID: id, At: at, Message: r.str("off again")}
+		return Release{ID: id, At: at, Message: r.OrEmpty("off again")}
 	case 0:
 		m := ref
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			m = otherRef
 		}
-		return RequestUpgrade{ID: id, At: at, Ref: m, Generation: 1, DataEngine: r.str("v2"), Nodes: r.nodes()}
+		return RequestUpgrade{ID: id, At: at, Ref: m, Generation: 1, DataEngine: r.OrEmpty("v2"), Nodes: r.nodes()}
 	case 1:
 		var res []PrecheckResult
-		for range 1 + r.pick(3) {
-			passed := r.pick(4) != 0
+		for range 1 + r.Pick(3) {
+			passed := r.Pick(4) != 0
 			res = append(res, PrecheckResult{
-				Check: fuzzChecks[r.pick(len(fuzzChecks))], Passed: passed, Reason: r.str("Reason"), Message: r.str("message"),
+				Check: fuzzChecks[r.Pick(len(fuzzChecks))], Passed: passed, Reason: r.OrEmpty("Reason"), Message: r.OrEmpty("message"),
 			})
 		}
-		if r.pick(8) == 0 {
+		if r.Pick(8) == 0 {
 			res = nil
 		}
-		return RecordPrechecks{ID: id, At: at, Results: res, InstanceManagerImage: r.str(image), Order: r.planFor(s)}
+		return RecordPrechecks{ID: id, At: at, Results: res, InstanceManagerImage: r.OrEmpty(image), Order: r.planFor(s)}
 	case 2:
 		st := events.NodeCompleted
-		if r.pick(4) == 0 {
-			st = fuzzStates[r.pick(len(fuzzStates))]
+		if r.Pick(4) == 0 {
+			st = fuzzStates[r.Pick(len(fuzzStates))]
 		}
-		return RecordNodeOutcome{ID: id, At: at, Node: r.nodeFor(s), State: st, Message: r.str("outcome")}
+		return RecordNodeOutcome{ID: id, At: at, Node: r.nodeFor(s), State: st, Message: r.OrEmpty("outcome")}
 	case 3:
 		return ScheduleNext{ID: id, At: at}
 	case 4:
-		return RequestCancel{ID: id, At: at, Reason: r.str("manager deleted")}
+		return RequestCancel{ID: id, At: at, Reason: r.OrEmpty("manager deleted")}
 	case 5:
 		node := s.UpgradingNode
-		if r.pick(4) == 0 {
+		if r.Pick(4) == 0 {
 			node = r.nodeFor(s)
 		}
-		return ConfirmCancelled{ID: id, At: at, Node: node, Message: r.str("safe")}
+		return ConfirmCancelled{ID: id, At: at, Node: node, Message: r.OrEmpty("safe")}
 	default:
-		return Fail{ID: id, At: at, Reason: r.str("Reason"), Message: r.str("failed"), Node: r.str(r.nodeFor(s))}
+		return Fail{ID: id, At: at, Reason: r.OrEmpty("Reason"), Message: r.OrEmpty("failed"), Node: r.OrEmpty(r.nodeFor(s))}
 	}
 }

@@ -1,15 +1,12 @@
 package manager
 
 import (
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
 
@@ -34,19 +31,17 @@ func envAt(id events.AggregateID, at time.Time, data events.Event) events.Envelo
 
 // envs wraps payloads in envelopes one second apart.
 func envs(data ...events.Event) []events.Envelope {
-	out := make([]events.Envelope, len(data))
-	for i, d := range data {
-		out[i] = envAt(agg, t0.Add(time.Duration(i)*time.Second), d)
-	}
-	return out
+	return machinetest.Envelopes(agg, events.SourceController, t0, data...)
 }
 
 // fold folds payloads from the zero state and fails the test on any refusal.
-func fold(t testing.TB, data ...events.Event) State {
-	t.Helper()
-	s, err := Fold(State{}, envs(data...)...)
-	require.NoError(t, err)
-	return s
+var fold = machine.FoldPayloads
+
+// machine is the manager as the shared checks drive it.
+var machine = machinetest.Machine[State, Command]{
+	Name: Machine, Decide: Decide, Evolve: Evolve, Fold: Fold, Wrap: envs, Clone: cloneState,
+	StateName: State.stateName, Address: address, Start: t0,
+	Stamp: func(s State) (time.Time, int) { return s.UpdatedAt, s.Transitions },
 }
 
 // Canonical payloads.
@@ -74,46 +69,19 @@ func cloneState(s State) State {
 	return s
 }
 
-// harness drives the manager through commands the way the command side does:
-// decide, stamp with ids derived from the command, evolve, keep the history.
-type harness struct {
-	t       testing.TB
-	s       State
-	history []events.Envelope
-	now     time.Time
-}
+// harness drives the manager through commands the way the command side does.
+type harness = machinetest.Harness[State, Command]
 
-func newHarness(t testing.TB) *harness { return &harness{t: t, now: t0} }
+func newHarness(t testing.TB) *harness { return machinetest.NewHarness(t, machine, State{}) }
 
-// do decides cmd, applies its events and checks the contract every decision
-// must keep: the input state is untouched, every event evolves, and deciding
-// the same command again yields nothing.
-func (h *harness) do(cmd Command) []events.Event {
-	h.t.Helper()
-	before := cloneState(h.s)
-	evs, err := Decide(h.s, cmd)
-	require.NoError(h.t, err)
-	require.Equal(h.t, before, h.s, "Decide modified its input")
-	id := h.s.Aggregate()
-	if r, ok := cmd.(RequestUpgrade); ok && !h.s.Exists {
+// address is where cmd's events go on s: the manager's own aggregate, or,
+// before it exists, the one the opening command names.
+func address(s State, cmd Command) (events.AggregateID, string) {
+	id := s.Aggregate()
+	if r, ok := cmd.(RequestUpgrade); ok && !s.Exists {
 		id = events.ManagerAggregate(r.Ref)
 	}
-	at := cmd.CommandTime()
-	if at.IsZero() {
-		at = h.now
-	}
-	for _, e := range events.New(id, sourceOf(cmd), cmd.CommandID(), at, evs...) {
-		_, err := e.ToCloudEvent()
-		require.NoError(h.t, err, "decided event does not encode")
-		h.s, err = Evolve(h.s, e)
-		require.NoError(h.t, err, "decided event refused by Evolve")
-		h.history = append(h.history, e)
-	}
-	again, err := Decide(h.s, cmd)
-	require.NoError(h.t, err, "re-deciding %T", cmd)
-	require.Empty(h.t, again, "re-deciding %T is not idempotent", cmd)
-	h.now = h.now.Add(time.Minute)
-	return evs
+	return id, sourceOf(cmd)
 }
 
 // sourceOf is the component that issues cmd: the intake turns the manager's
@@ -124,41 +92,4 @@ func sourceOf(cmd Command) string {
 		return events.SourceIntake
 	}
 	return events.SourceController
-}
-
-// types lists the event types of evs, for compact expectations.
-func types(evs []events.Event) []events.Type {
-	out := make([]events.Type, len(evs))
-	for i, e := range evs {
-		out[i] = e.EventType()
-	}
-	return out
-}
-
-// requireTransitionError checks the shape of a refused event.
-func requireTransitionError(t testing.TB, err error, state string, typ events.Type) {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, ErrIllegalTransition)
-	var te *TransitionError
-	require.ErrorAs(t, err, &te)
-	require.Equal(t, Machine, te.Machine)
-	require.Equal(t, state, te.State)
-	require.Equal(t, typ, te.Event)
-	require.NotEmpty(t, te.Reason)
-	require.Contains(t, err.Error(), fmt.Sprint(te.Aggregate))
-}
-
-// requireCommandError checks the shape of a refused command.
-func requireCommandError(t testing.TB, err error, kind error) {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, ErrIllegalCommand)
-	var ce *CommandError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, Machine, ce.Machine)
-	require.NotEmpty(t, ce.Command)
-	if kind != nil {
-		require.True(t, errors.Is(err, kind), "want kind %v, got %v", kind, err)
-	}
 }

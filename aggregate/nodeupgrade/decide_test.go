@@ -5,8 +5,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
+
+// TestDecideCommandMatrix decides every command kind (canonicalCommands) in
+// every fixture and checks the outcome the matrix (decisions) expects.
+func TestDecideCommandMatrix(t *testing.T) {
+	machinetest.DecideMatrix(t, machine, fixtures(), canonicalCommands, decisions)
+}
 
 var cmdStart = Start{ID: "start", Node: node, DataEngine: "v2", InstanceManagerImage: image, Attempt: 1}
 
@@ -46,19 +53,16 @@ const (
 	tCanc    = events.TypeNodeUpgradeCancelled
 )
 
-type outcome struct {
-	types []events.Type
-	err   error
-}
-
-func emits(ts ...events.Type) outcome { return outcome{types: ts} }
+type outcome = machinetest.Outcome
 
 var (
-	none      = outcome{}
-	refused   = outcome{err: ErrIllegalCommand}
-	conflict  = outcome{err: ErrConflict}
-	notFound  = outcome{err: ErrNotFound}
-	notReady  = outcome{err: ErrVolumesNotReady}
+	emits                             = machinetest.Emits
+	none, refused, conflict, notFound = machinetest.None, machinetest.Refused, machinetest.Conflict, machinetest.NotFound
+	notReady                          = outcome{Err: ErrVolumesNotReady}
+)
+
+// terminalD is every command on a terminal node upgrade.
+var (
 	terminalD = map[string]outcome{
 		"start": none, "start-other": conflict, "complete-step": none, "complete-pending": none,
 		"complete-finalizing": none, "volume": none, "stall": none, "progress": none, "fail": none,
@@ -92,7 +96,8 @@ func with(base map[string]outcome, over map[string]outcome) map[string]outcome {
 	return out
 }
 
-// decisions is the command matrix: every command kind in every fixture.
+// decisions is the command matrix: every command kind in every fixture
+// (TestDecideCommandMatrix).
 var decisions = map[string]map[string]outcome{
 	"absent": {
 		"start": emits(tStart), "start-other": emits(tStart), "complete-step": notFound, "complete-pending": notFound,
@@ -122,35 +127,6 @@ var decisions = map[string]map[string]outcome{
 	"completed": terminalD,
 	"error":     terminalD,
 	"cancelled": terminalD,
-}
-
-func TestDecideCommandMatrix(t *testing.T) {
-	for _, f := range fixtures() {
-		s := fold(t, f.history...)
-		want, ok := decisions[f.name]
-		require.True(t, ok, "fixture %s missing from matrix", f.name)
-		cmds := canonicalCommands(s)
-		require.Len(t, want, len(cmds), "fixture %s: every command kind needs an expectation", f.name)
-		for kind, cmd := range cmds {
-			t.Run(f.name+"/"+kind, func(t *testing.T) {
-				exp, ok := want[kind]
-				require.True(t, ok)
-				before := cloneState(s)
-				evs, err := Decide(s, cmd)
-				require.Equal(t, before, s, "Decide modified its input")
-				if exp.err != nil {
-					requireCommandError(t, err, exp.err)
-					require.Nil(t, evs)
-					require.Contains(t, err.Error(), s.stateName())
-					return
-				}
-				require.NoError(t, err)
-				require.Equal(t, exp.types, types(evs))
-				h := &harness{t: t, s: s, now: t0}
-				h.do(cmd)
-			})
-		}
-	}
 }
 
 func TestDecidePayloads(t *testing.T) {
@@ -211,50 +187,29 @@ func TestDecidePayloads(t *testing.T) {
 func TestDecideRefusals(t *testing.T) {
 	started := []events.Event{evStarted}
 	backAway := append(upTo(events.NodeUpgradingInstanceManager), evChanged(events.NodeUpgradingInstanceManager))
-	cases := []struct {
-		name    string
-		history []events.Event
-		cmd     Command
-		kind    error
-		reason  string
-	}{
-		{"nil command", started, nil, nil, "no command"},
-		{"missing command id", started, ReportProgress{}, nil, "command id is required"},
-		{"start without image", nil, Start{ID: "s", Node: node, DataEngine: "v2", Attempt: 1}, nil, "instanceManagerImage is required"},
-		{"start attempt 0", nil, Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: image}, nil, "attempt 0"},
-		{"start another image", started, Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: "im:other", Attempt: 1}, ErrConflict, "already started"},
-		{"complete a terminal state", started, CompleteStep{ID: "c", From: events.NodeCompleted}, nil, "not a working step"},
-		{"complete an unknown step", started, CompleteStep{ID: "c", From: "warming-up"}, nil, "not a working step"},
-		{"complete a step not reached", started, CompleteStep{ID: "c", From: events.NodeSwitchingBack}, nil, "not reached yet"},
-		{"leave switching-back with a target away", backAway, CompleteStep{ID: "c", From: events.NodeSwitchingBack}, ErrVolumesNotReady, "[vol-a]"},
-		{"finish with a volume not completed", append(upTo(events.NodeRebuildingReplica), evChanged(events.NodeRebuildingReplica)),
-			CompleteStep{ID: "c", From: events.NodeFinalizing}, ErrVolumesNotReady, "[vol-b]"},
-		{"volume without name", started, SetVolumeState{ID: "v", To: events.VolumePending}, nil, "volume is required"},
-		{"volume illegal move", upTo(events.NodeInitializing), SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedBack}, nil, "not allowed"},
-		{"volume unknown state", started, SetVolumeState{ID: "v", Volume: "vol-a", To: "moving"}, nil, "not allowed"},
-		{"volume same state other target", upTo(events.NodeSwitchingOver), SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedOver, TargetNode: "node-3"}, ErrConflict, "already switched-over"},
-		{"stall at a step not reached", started, ReportStall{ID: "s", Step: events.NodeFinalizing, Reason: "R", Message: "m"}, nil, "not reached yet"},
-		{"stall without reason", started, ReportStall{ID: "s", Message: "m"}, nil, "reason is required"},
-		{"stall without message", started, ReportStall{ID: "s", Reason: "R"}, nil, "message is required"},
-		{"progress at a step not reached", started, ReportProgress{ID: "p", Step: events.NodeFinalizing}, nil, "not reached yet"},
-		{"fail at another step", upTo(events.NodeSwitchingOver), Fail{ID: "f", Step: events.NodeFailingReplicas, Reason: "R", Message: "m"}, nil, "failure reported for step"},
-		{"fail without message", started, Fail{ID: "f", Reason: "R"}, nil, "message is required"},
-		{"confirm without cancel", started, ConfirmCancelled{ID: "c"}, nil, "no cancel was requested"},
+	cases := []machinetest.CommandRefusal[Command]{
+		{Name: "nil command", History: started, Cmd: nil, Kind: nil, Reason: "no command"},
+		{Name: "missing command id", History: started, Cmd: ReportProgress{}, Kind: nil, Reason: "command id is required"},
+		{Name: "start without image", History: nil, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", Attempt: 1}, Kind: nil, Reason: "instanceManagerImage is required"},
+		{Name: "start attempt 0", History: nil, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: image}, Kind: nil, Reason: "attempt 0"},
+		{Name: "start another image", History: started, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: "im:other", Attempt: 1}, Kind: ErrConflict, Reason: "already started"},
+		{Name: "complete a terminal state", History: started, Cmd: CompleteStep{ID: "c", From: events.NodeCompleted}, Kind: nil, Reason: "not a working step"},
+		{Name: "complete an unknown step", History: started, Cmd: CompleteStep{ID: "c", From: "warming-up"}, Kind: nil, Reason: "not a working step"},
+		{Name: "complete a step not reached", History: started, Cmd: CompleteStep{ID: "c", From: events.NodeSwitchingBack}, Kind: nil, Reason: "not reached yet"},
+		{Name: "leave switching-back with a target away", History: backAway, Cmd: CompleteStep{ID: "c", From: events.NodeSwitchingBack}, Kind: ErrVolumesNotReady, Reason: "[vol-a]"},
+		{Name: "finish with a volume not completed", History: append(upTo(events.NodeRebuildingReplica), evChanged(events.NodeRebuildingReplica)),
+			Cmd: CompleteStep{ID: "c", From: events.NodeFinalizing}, Kind: ErrVolumesNotReady, Reason: "[vol-b]"},
+		{Name: "volume without name", History: started, Cmd: SetVolumeState{ID: "v", To: events.VolumePending}, Kind: nil, Reason: "volume is required"},
+		{Name: "volume illegal move", History: upTo(events.NodeInitializing), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedBack}, Kind: nil, Reason: "not allowed"},
+		{Name: "volume unknown state", History: started, Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: "moving"}, Kind: nil, Reason: "not allowed"},
+		{Name: "volume same state other target", History: upTo(events.NodeSwitchingOver), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedOver, TargetNode: "node-3"}, Kind: ErrConflict, Reason: "already switched-over"},
+		{Name: "stall at a step not reached", History: started, Cmd: ReportStall{ID: "s", Step: events.NodeFinalizing, Reason: "R", Message: "m"}, Kind: nil, Reason: "not reached yet"},
+		{Name: "stall without reason", History: started, Cmd: ReportStall{ID: "s", Message: "m"}, Kind: nil, Reason: "reason is required"},
+		{Name: "stall without message", History: started, Cmd: ReportStall{ID: "s", Reason: "R"}, Kind: nil, Reason: "message is required"},
+		{Name: "progress at a step not reached", History: started, Cmd: ReportProgress{ID: "p", Step: events.NodeFinalizing}, Kind: nil, Reason: "not reached yet"},
+		{Name: "fail at another step", History: upTo(events.NodeSwitchingOver), Cmd: Fail{ID: "f", Step: events.NodeFailingReplicas, Reason: "R", Message: "m"}, Kind: nil, Reason: "failure reported for step"},
+		{Name: "fail without message", History: started, Cmd: Fail{ID: "f", Reason: "R"}, Kind: nil, Reason: "message is required"},
+		{Name: "confirm without cancel", History: started, Cmd: ConfirmCancelled{ID: "c"}, Kind: nil, Reason: "no cancel was requested"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := fold(t, tc.history...)
-			evs, err := Decide(s, tc.cmd)
-			require.Nil(t, evs)
-			if tc.cmd == nil {
-				require.ErrorIs(t, err, ErrIllegalCommand)
-			} else {
-				requireCommandError(t, err, tc.kind)
-			}
-			require.Contains(t, err.Error(), tc.reason)
-			if s.Exists {
-				require.Contains(t, err.Error(), agg.String(), "error must name the aggregate")
-			}
-		})
-	}
+	machinetest.DecideRefusals(t, machine, agg.String(), cases)
 }

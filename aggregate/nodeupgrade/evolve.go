@@ -103,10 +103,7 @@ func apply(s State, e events.Envelope, owned bool) (State, error) {
 		}
 		s.CancelRequested = true
 		s.CancelReason = d.Reason
-		s.Message = "cancel requested"
-		if d.Reason != "" {
-			s.Message += ": " + d.Reason
-		}
+		s.Message = aggregate.CancelRequestedMessage(d.Reason)
 	case events.NodeUpgradeCancelled:
 		if !s.CancelRequested {
 			return s, illegal(s, e, "no cancel was requested")

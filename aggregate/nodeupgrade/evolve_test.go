@@ -7,33 +7,31 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
 
-type fixture struct {
-	name    string
-	history []events.Event
-}
+type fixture = machinetest.Fixture
 
 var stallReplicas = events.NodeStalled{Step: events.NodeFailingReplicas, Reason: "ReplicaNotStopped", Message: "replica vol-a-r-1 still running"}
 
 func fixtures() []fixture {
 	var out []fixture
-	out = append(out, fixture{"absent", nil})
+	out = append(out, fixture{Name: "absent"})
 	for _, step := range events.NodeSteps {
-		out = append(out, fixture{string(step), upTo(step)})
+		out = append(out, fixture{Name: string(step), History: upTo(step)})
 	}
 	inTransit := append(upTo(events.NodeFailingReplicas), evChanged(events.NodeFailingReplicas),
 		evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, ""))
 	return append(out,
-		fixture{"stalled", append(upTo(events.NodeFailingReplicas), stallReplicas)},
-		fixture{"target-in-transit", inTransit},
-		fixture{"cancel-target-away", append(upTo(events.NodeSwitchingOver), events.NodeCancelRequested{Reason: "manager deleted"})},
-		fixture{"cancel-safe", append(upTo(events.NodeFailingReplicas), events.NodeCancelRequested{Reason: "manager deleted"})},
-		fixture{"completed", slices.Clone(timeline)},
-		fixture{"error", append(upTo(events.NodeUpgradingInstanceManager),
+		fixture{Name: "stalled", History: append(upTo(events.NodeFailingReplicas), stallReplicas)},
+		fixture{Name: "target-in-transit", History: inTransit},
+		fixture{Name: "cancel-target-away", History: append(upTo(events.NodeSwitchingOver), events.NodeCancelRequested{Reason: "manager deleted"})},
+		fixture{Name: "cancel-safe", History: append(upTo(events.NodeFailingReplicas), events.NodeCancelRequested{Reason: "manager deleted"})},
+		fixture{Name: "completed", History: slices.Clone(timeline)},
+		fixture{Name: "error", History: append(upTo(events.NodeUpgradingInstanceManager),
 			events.NodeUpgradeFailed{Step: events.NodeUpgradingInstanceManager, Reason: "InstanceManagerNotRunning", Message: "im did not start"})},
-		fixture{"cancelled", append(upTo(events.NodeFailingReplicas), events.NodeCancelRequested{},
+		fixture{Name: "cancelled", History: append(upTo(events.NodeFailingReplicas), events.NodeCancelRequested{},
 			events.NodeUpgradeCancelled{Step: events.NodeFailingReplicas})},
 	)
 }
@@ -85,27 +83,8 @@ var legal = map[string][]string{
 }
 
 func TestEvolveTransitionMatrix(t *testing.T) {
-	at := t0.Add(time.Hour)
-	for _, f := range fixtures() {
-		s := fold(t, f.history...)
-		allowed, ok := legal[f.name]
-		require.True(t, ok, "fixture %s missing from matrix", f.name)
-		for kind, data := range canonical(s) {
-			t.Run(f.name+"/"+kind, func(t *testing.T) {
-				before := cloneState(s)
-				got, err := Evolve(s, envAt(agg, at, data))
-				require.Equal(t, before, s, "Evolve modified its input")
-				if !slices.Contains(allowed, kind) {
-					requireTransitionError(t, err, s.stateName(), data.EventType())
-					require.Equal(t, s, got)
-					return
-				}
-				require.NoError(t, err)
-				require.Equal(t, s.Transitions+1, got.Transitions)
-				require.Equal(t, at, got.UpdatedAt)
-			})
-		}
-	}
+	machinetest.EvolveMatrix(t, machine, fixtures(), canonical, legal,
+		func(at time.Time, d events.Event) events.Envelope { return envAt(agg, at, d) }, nil)
 }
 
 func TestEvolveVolumeMatrix(t *testing.T) {
@@ -152,7 +131,7 @@ func TestEvolveVolumeMatrix(t *testing.T) {
 				require.Equal(t, legal, VolumeTransitionAllowed(from, to))
 				got, err := Evolve(s, env(evVolume("vol-a", from, to, "node-2")))
 				if !legal {
-					requireTransitionError(t, err, string(events.NodePending), events.TypeVolumeStateChanged)
+					machinetest.RequireTransitionError(t, err, Machine, string(events.NodePending), events.TypeVolumeStateChanged)
 					require.Equal(t, s, got)
 					return
 				}
@@ -164,7 +143,7 @@ func TestEvolveVolumeMatrix(t *testing.T) {
 						continue
 					}
 					_, err := Evolve(s, env(evVolume("vol-a", wrong, to, "")))
-					requireTransitionError(t, err, string(events.NodePending), events.TypeVolumeStateChanged)
+					machinetest.RequireTransitionError(t, err, Machine, string(events.NodePending), events.TypeVolumeStateChanged)
 				}
 			})
 		}
@@ -250,51 +229,34 @@ func stallReplicasAt(step events.NodeState) events.NodeStalled {
 
 func TestEvolveRefusals(t *testing.T) {
 	started := []events.Event{evStarted}
-	cases := []struct {
-		name    string
-		history []events.Event
-		env     events.Envelope
-		reason  string
-	}{
-		{"no data", started, events.Envelope{Aggregate: agg}, "no data"},
-		{"manager aggregate", started, envAt(events.ManagerAggregate(ref), t0, evChanged(events.NodePending)), "manager event"},
-		{"another node", started, envAt(events.NodeAggregate(ref, "node-2"), t0, evChanged(events.NodePending)), "belongs to"},
-		{"another manager", started, envAt(events.NodeAggregate(otherRef, node), t0, evChanged(events.NodePending)), "belongs to"},
-		{"start payload names another node", nil, envAt(events.NodeAggregate(ref, "node-2"), t0, evStarted), "payload names node"},
-		{"invalid payload", nil, env(events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: image}), "invalid payload"},
-		{"manager event type", started, env(events.CancelRequested{}), "not a node-upgrade event"},
-		{"open with another event", nil, env(evChanged(events.NodePending)), "only " + string(events.TypeNodeUpgradeStarted)},
-		{"started twice", started, env(evStarted), "already started"},
-		{"change from another step", started, env(evChanged(events.NodeInitializing)), "change from initializing"},
-		{"change skipping a step", started, env(events.NodeStateChanged{From: events.NodePending, To: events.NodeFailingReplicas}), "the step after pending is initializing"},
-		{"change backwards", upTo(events.NodeSwitchingOver), env(events.NodeStateChanged{From: events.NodeSwitchingOver, To: events.NodeFailingReplicas}), "not failing-replicas"},
-		{"change finalizing to completed", upTo(events.NodeFinalizing), env(evChanged(events.NodeFinalizing)), "is left only by"},
-		{"complete before finalizing", upTo(events.NodeRebuildingReplica), env(events.NodeUpgradeCompleted{}), "only from finalizing"},
-		{"fail at another step", started, env(events.NodeUpgradeFailed{Step: events.NodeSwitchingBack, Reason: "R", Message: "m"}), "failure reported for step"},
-		{"fail without message", started, env(events.NodeUpgradeFailed{Step: events.NodePending, Reason: "R"}), "invalid payload"},
-		{"stall at another step", started, env(stallReplicas), "stall reported for step"},
-		{"resume when not stalled", started, env(events.NodeResumed{Step: events.NodePending}), "not stalled"},
-		{"resume another step", append(upTo(events.NodeFailingReplicas), stallReplicas), env(events.NodeResumed{Step: events.NodePending}), "resume reported for step"},
-		{"volume from mismatch", upTo(events.NodeInitializing), env(evVolume("vol-a", "", events.VolumePending, "")), `change from ""`},
-		{"volume illegal move", upTo(events.NodeInitializing), env(evVolume("vol-a", events.VolumePending, events.VolumeSwitchedBack, "")), "not allowed"},
-		{"volume unknown state", started, env(evVolume("vol-a", "", "moving", "")), "invalid payload"},
-		{"cancel requested twice", append(slices.Clone(started), events.NodeCancelRequested{}), env(events.NodeCancelRequested{}), "already requested"},
-		{"cancelled without request", started, env(events.NodeUpgradeCancelled{Step: events.NodePending}), "no cancel was requested"},
-		{"cancelled at another step", append(slices.Clone(started), events.NodeCancelRequested{}), env(events.NodeUpgradeCancelled{Step: events.NodeSwitchingOver}), "cancel confirmed at step"},
+	cases := []machinetest.EventRefusal{
+		{Name: "no data", History: started, Env: events.Envelope{Aggregate: agg}, Reason: "no data"},
+		{Name: "manager aggregate", History: started, Env: envAt(events.ManagerAggregate(ref), t0, evChanged(events.NodePending)), Reason: "manager event"},
+		{Name: "another node", History: started, Env: envAt(events.NodeAggregate(ref, "node-2"), t0, evChanged(events.NodePending)), Reason: "belongs to"},
+		{Name: "another manager", History: started, Env: envAt(events.NodeAggregate(otherRef, node), t0, evChanged(events.NodePending)), Reason: "belongs to"},
+		{Name: "start payload names another node", History: nil, Env: envAt(events.NodeAggregate(ref, "node-2"), t0, evStarted), Reason: "payload names node"},
+		{Name: "invalid payload", History: nil, Env: env(events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: image}), Reason: "invalid payload"},
+		{Name: "manager event type", History: started, Env: env(events.CancelRequested{}), Reason: "not a node-upgrade event"},
+		{Name: "open with another event", History: nil, Env: env(evChanged(events.NodePending)), Reason: "only " + string(events.TypeNodeUpgradeStarted)},
+		{Name: "started twice", History: started, Env: env(evStarted), Reason: "already started"},
+		{Name: "change from another step", History: started, Env: env(evChanged(events.NodeInitializing)), Reason: "change from initializing"},
+		{Name: "change skipping a step", History: started, Env: env(events.NodeStateChanged{From: events.NodePending, To: events.NodeFailingReplicas}), Reason: "the step after pending is initializing"},
+		{Name: "change backwards", History: upTo(events.NodeSwitchingOver), Env: env(events.NodeStateChanged{From: events.NodeSwitchingOver, To: events.NodeFailingReplicas}), Reason: "not failing-replicas"},
+		{Name: "change finalizing to completed", History: upTo(events.NodeFinalizing), Env: env(evChanged(events.NodeFinalizing)), Reason: "is left only by"},
+		{Name: "complete before finalizing", History: upTo(events.NodeRebuildingReplica), Env: env(events.NodeUpgradeCompleted{}), Reason: "only from finalizing"},
+		{Name: "fail at another step", History: started, Env: env(events.NodeUpgradeFailed{Step: events.NodeSwitchingBack, Reason: "R", Message: "m"}), Reason: "failure reported for step"},
+		{Name: "fail without message", History: started, Env: env(events.NodeUpgradeFailed{Step: events.NodePending, Reason: "R"}), Reason: "invalid payload"},
+		{Name: "stall at another step", History: started, Env: env(stallReplicas), Reason: "stall reported for step"},
+		{Name: "resume when not stalled", History: started, Env: env(events.NodeResumed{Step: events.NodePending}), Reason: "not stalled"},
+		{Name: "resume another step", History: append(upTo(events.NodeFailingReplicas), stallReplicas), Env: env(events.NodeResumed{Step: events.NodePending}), Reason: "resume reported for step"},
+		{Name: "volume from mismatch", History: upTo(events.NodeInitializing), Env: env(evVolume("vol-a", "", events.VolumePending, "")), Reason: `change from ""`},
+		{Name: "volume illegal move", History: upTo(events.NodeInitializing), Env: env(evVolume("vol-a", events.VolumePending, events.VolumeSwitchedBack, "")), Reason: "not allowed"},
+		{Name: "volume unknown state", History: started, Env: env(evVolume("vol-a", "", "moving", "")), Reason: "invalid payload"},
+		{Name: "cancel requested twice", History: append(slices.Clone(started), events.NodeCancelRequested{}), Env: env(events.NodeCancelRequested{}), Reason: "already requested"},
+		{Name: "cancelled without request", History: started, Env: env(events.NodeUpgradeCancelled{Step: events.NodePending}), Reason: "no cancel was requested"},
+		{Name: "cancelled at another step", History: append(slices.Clone(started), events.NodeCancelRequested{}), Env: env(events.NodeUpgradeCancelled{Step: events.NodeSwitchingOver}), Reason: "cancel confirmed at step"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := fold(t, tc.history...)
-			got, err := Evolve(s, tc.env)
-			var typ events.Type
-			if tc.env.Data != nil {
-				typ = tc.env.Type()
-			}
-			requireTransitionError(t, err, s.stateName(), typ)
-			require.Contains(t, err.Error(), tc.reason)
-			require.Equal(t, s, got)
-		})
-	}
+	machinetest.EvolveRefusals(t, machine, cases)
 }
 
 func TestFoldSkipsIllegalAndJoinsErrors(t *testing.T) {

@@ -1,41 +1,52 @@
 package nodeupgrade
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/internal/fuzzinput"
 )
 
-// choices is a deterministic source of choices for the fuzzers; once the
-// input is used up it answers 0, so every input is a finite, valid program.
-type choices struct {
-	b []byte
-	i int
+// choices are the fuzzers' choices, with the node upgrade's own generators.
+type choices struct{ *fuzzinput.Choices }
+
+func FuzzFoldNodeUpgrade(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{3, 1, 3, 1, 3, 1, 3, 1, 3, 0, 9, 7})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := machinetest.FoldProgram(t, machine, data, genEvent, checkInvariants)
+
+		// ApplyAll is Evolve one by one up to the first refusal.
+		want, wantErr := State{}, error(nil)
+		for _, e := range p.History {
+			next, err := Evolve(want, e)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = next
+		}
+		gotAll, errAll := ApplyAll(State{}, p.History)
+		require.Equal(t, want, gotAll, "ApplyAll differs from Evolve one by one")
+		require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(errAll))
+		requireFolderAgrees(t, p.History, p.States, data)
+	})
 }
 
-func (r *choices) byte() byte {
-	if r.i >= len(r.b) {
-		return 0
-	}
-	r.i++
-	return r.b[r.i-1]
-}
-
-func (r *choices) pick(n int) int { return int(r.byte()) % n }
-func (r *choices) coin() bool     { return r.byte()&1 == 1 }
-func (r *choices) done() bool     { return r.i >= len(r.b) }
-
-func (r *choices) str(s string) string {
-	if r.pick(5) == 0 {
-		return ""
-	}
-	return s
+// FuzzDecideNodeUpgrade drives the node upgrade with random commands:
+// whatever Decide accepts must evolve, encode, and be idempotent; whatever it
+// refuses must be a typed refusal.
+func FuzzDecideNodeUpgrade(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		machinetest.DecideProgram(t, machine, data, genCommand, checkDecided)
+	})
 }
 
 var (
@@ -47,11 +58,11 @@ var (
 	fuzzTargets = []string{"", node, "node-2", "node-3"}
 )
 
-func (r *choices) nodeState(s State) events.NodeState {
-	if r.coin() {
+func (r choices) nodeState(s State) events.NodeState {
+	if r.Coin() {
 		return s.State
 	}
-	return fuzzNodeStates[r.pick(len(fuzzNodeStates))]
+	return fuzzNodeStates[r.Pick(len(fuzzNodeStates))]
 }
 
 // happyNext is the next event of the normal course (timeline), or nil.
@@ -68,9 +79,10 @@ func happyNext(s State) events.Event {
 }
 
 // genEvent builds one catalogue event, legal or not, biased by s.
-func genEvent(r *choices, s State, i int) events.Envelope {
+func genEvent(c *fuzzinput.Choices, s State, i int) events.Envelope {
+	r := choices{c}
 	id := agg
-	switch r.pick(16) {
+	switch r.Pick(16) {
 	case 0:
 		id = events.NodeAggregate(ref, "node-2")
 	case 1:
@@ -82,43 +94,43 @@ func genEvent(r *choices, s State, i int) events.Envelope {
 	mk := func(d events.Event) events.Envelope {
 		return events.New(id, source, fmt.Sprintf("cmd-%d", i), at, d)[0]
 	}
-	if r.coin() {
+	if r.Coin() {
 		if d := happyNext(s); d != nil {
 			return mk(d)
 		}
 	}
-	switch r.pick(10) {
+	switch r.Pick(10) {
 	case 0:
-		return mk(events.NodeUpgradeStarted{Node: id.Node, DataEngine: r.str("v2"), InstanceManagerImage: r.str(image), Attempt: r.pick(3)})
+		return mk(events.NodeUpgradeStarted{Node: id.Node, DataEngine: r.OrEmpty("v2"), InstanceManagerImage: r.OrEmpty(image), Attempt: r.Pick(3)})
 	case 1:
 		from := r.nodeState(s)
 		to, _ := from.Next()
-		if r.pick(4) == 0 {
-			to = fuzzNodeStates[r.pick(len(fuzzNodeStates))]
+		if r.Pick(4) == 0 {
+			to = fuzzNodeStates[r.Pick(len(fuzzNodeStates))]
 		}
-		return mk(events.NodeStateChanged{From: from, To: to, Message: r.str("next step")})
+		return mk(events.NodeStateChanged{From: from, To: to, Message: r.OrEmpty("next step")})
 	case 2:
-		vol := fuzzVolumes[r.pick(len(fuzzVolumes))]
+		vol := fuzzVolumes[r.Pick(len(fuzzVolumes))]
 		from := s.Volumes[vol].State
-		if r.pick(4) == 0 {
-			from = fuzzVolStates[r.pick(len(fuzzVolStates))]
+		if r.Pick(4) == 0 {
+			from = fuzzVolStates[r.Pick(len(fuzzVolStates))]
 		}
-		return mk(events.VolumeStateChanged{Volume: vol, From: from, To: fuzzVolStates[r.pick(len(fuzzVolStates))],
-			TargetNode: fuzzTargets[r.pick(len(fuzzTargets))], Message: r.str("moved")})
+		return mk(events.VolumeStateChanged{Volume: vol, From: from, To: fuzzVolStates[r.Pick(len(fuzzVolStates))],
+			TargetNode: fuzzTargets[r.Pick(len(fuzzTargets))], Message: r.OrEmpty("moved")})
 	case 3:
-		return mk(events.NodeStalled{Step: r.nodeState(s), Volume: r.str("vol-a"), Reason: r.str("Blocked"), Message: r.str(fmt.Sprint("blocked ", r.pick(3)))})
+		return mk(events.NodeStalled{Step: r.nodeState(s), Volume: r.OrEmpty("vol-a"), Reason: r.OrEmpty("Blocked"), Message: r.OrEmpty(fmt.Sprint("blocked ", r.Pick(3)))})
 	case 4:
-		return mk(events.NodeResumed{Step: r.nodeState(s), Message: r.str("resumed")})
+		return mk(events.NodeResumed{Step: r.nodeState(s), Message: r.OrEmpty("resumed")})
 	case 5:
-		return mk(events.NodeUpgradeCompleted{Message: r.str("done")})
+		return mk(events.NodeUpgradeCompleted{Message: r.OrEmpty("done")})
 	case 6:
-		return mk(events.NodeUpgradeFailed{Step: r.nodeState(s), Reason: r.str("Boom"), Message: r.str("failed")})
+		return mk(events.NodeUpgradeFailed{Step: r.nodeState(s), Reason: r.OrEmpty("Boom"), Message: r.OrEmpty("failed")})
 	case 7:
-		return mk(events.NodeCancelRequested{Reason: r.str("deleted")})
+		return mk(events.NodeCancelRequested{Reason: r.OrEmpty("deleted")})
 	case 8:
-		return mk(events.NodeUpgradeCancelled{Step: r.nodeState(s), Message: r.str("cancelled")})
+		return mk(events.NodeUpgradeCancelled{Step: r.nodeState(s), Message: r.OrEmpty("cancelled")})
 	}
-	if r.coin() {
+	if r.Coin() {
 		return mk(events.CancelRequested{})
 	}
 	return events.Envelope{ID: "no-data", Aggregate: id}
@@ -154,99 +166,6 @@ func checkInvariants(t testing.TB, s State) {
 		require.True(t, s.CancelRequested)
 		require.NotEmpty(t, s.CancelledStep)
 	}
-}
-
-func countErrs(err error) int {
-	if err == nil {
-		return 0
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return len(j.Unwrap())
-	}
-	return 1
-}
-
-func requireJSONRoundTrip(t testing.TB, s State) {
-	t.Helper()
-	b, err := json.Marshal(s)
-	require.NoError(t, err)
-	var back State
-	require.NoError(t, json.Unmarshal(b, &back))
-	require.Equal(t, s, back)
-}
-
-func FuzzFoldNodeUpgrade(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{3, 1, 3, 1, 3, 1, 3, 1, 3, 0, 9, 7})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &choices{b: data}
-		var (
-			history []events.Envelope
-			states  []State
-			s       State
-			applied int
-		)
-		for !r.done() && len(history) < 64 {
-			e := genEvent(r, s, len(history))
-			before := cloneState(s)
-			next, err := Evolve(s, e)
-			require.Equal(t, before, s, "Evolve modified its input")
-			if err != nil {
-				require.ErrorIs(t, err, ErrIllegalTransition)
-				var te *TransitionError
-				require.ErrorAs(t, err, &te)
-				require.Equal(t, s, next, "a refused event changed the state")
-			} else {
-				applied++
-			}
-			s = next
-			checkInvariants(t, s)
-			history = append(history, e)
-			states = append(states, s)
-		}
-		require.Equal(t, applied, s.Transitions)
-
-		// ApplyAll is Evolve one by one up to the first refusal.
-		want, wantErr := State{}, error(nil)
-		for _, e := range history {
-			next, err := Evolve(want, e)
-			if err != nil {
-				wantErr = err
-				break
-			}
-			want = next
-		}
-		gotAll, errAll := ApplyAll(State{}, history)
-		require.Equal(t, want, gotAll, "ApplyAll differs from Evolve one by one")
-		require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(errAll))
-
-		s1, err1 := Fold(State{}, history...)
-		s2, err2 := Fold(State{}, history...)
-		require.Equal(t, s, s1)
-		require.Equal(t, s1, s2, "folding the same history twice differs")
-		require.Equal(t, fmt.Sprint(err1), fmt.Sprint(err2))
-		require.Equal(t, len(history)-applied, countErrs(err1))
-
-		k := 0
-		if len(data) > 0 {
-			k = int(data[0]) % (len(history) + 1)
-		}
-		p, errP := Fold(State{}, history[:k]...)
-		all, errR := Fold(p, history[k:]...)
-		require.Equal(t, s1, all, "prefix then rest differs from all at once")
-		require.Equal(t, countErrs(err1), countErrs(errP)+countErrs(errR))
-
-		// States are values: re-folding a prefix still gives the state
-		// recorded on the way, so no later Evolve wrote into an earlier one.
-		for _, i := range []int{k, len(states) / 2} {
-			if i < len(states) {
-				si, _ := Fold(State{}, history[:i+1]...)
-				require.Equal(t, states[i], si)
-			}
-		}
-		requireFolderAgrees(t, history, states, data)
-		requireJSONRoundTrip(t, s)
-	})
 }
 
 // requireFolderAgrees: a Folder over history goes through exactly Evolve's
@@ -300,13 +219,10 @@ var happyCommands = func() []Command {
 	return out
 }()
 
-func genCommand(r *choices, s State, i int) Command {
-	id := fmt.Sprintf("cmd-%d", i)
-	if r.pick(32) == 0 {
-		id = ""
-	}
-	at := t0.Add(time.Duration(i) * time.Minute)
-	if r.coin() {
+func genCommand(c *fuzzinput.Choices, s State, i int) Command {
+	r := choices{c}
+	id, at := machine.FuzzCommandStamp(c, i)
+	if r.Coin() {
 		if s.CancelRequested {
 			if evs, err := Decide(s, ConfirmCancelled{ID: id, At: at}); err == nil && len(evs) > 0 {
 				return ConfirmCancelled{ID: id, At: at}
@@ -319,74 +235,46 @@ func genCommand(r *choices, s State, i int) Command {
 		}
 	}
 	step := func() events.NodeState {
-		if r.coin() {
+		if r.Coin() {
 			return ""
 		}
-		return fuzzNodeStates[r.pick(len(fuzzNodeStates))]
+		return fuzzNodeStates[r.Pick(len(fuzzNodeStates))]
 	}
-	switch r.pick(8) {
+	switch r.Pick(8) {
 	case 0:
 		c := cmdStart
 		c.ID, c.At = id, at
-		if r.pick(4) == 0 {
-			c.Attempt = r.pick(3)
+		if r.Pick(4) == 0 {
+			c.Attempt = r.Pick(3)
 		}
 		return c
 	case 1:
-		return CompleteStep{ID: id, At: at, From: r.nodeState(s), Message: r.str("done")}
+		return CompleteStep{ID: id, At: at, From: r.nodeState(s), Message: r.OrEmpty("done")}
 	case 2:
-		return SetVolumeState{ID: id, At: at, Volume: fuzzVolumes[r.pick(len(fuzzVolumes))],
-			To: fuzzVolStates[r.pick(len(fuzzVolStates))], TargetNode: fuzzTargets[r.pick(len(fuzzTargets))], Message: r.str("m")}
+		return SetVolumeState{ID: id, At: at, Volume: fuzzVolumes[r.Pick(len(fuzzVolumes))],
+			To: fuzzVolStates[r.Pick(len(fuzzVolStates))], TargetNode: fuzzTargets[r.Pick(len(fuzzTargets))], Message: r.OrEmpty("m")}
 	case 3:
-		return ReportStall{ID: id, At: at, Step: step(), Volume: r.str("vol-a"), Reason: r.str("Blocked"), Message: r.str(fmt.Sprint("blocked ", r.pick(3)))}
+		return ReportStall{ID: id, At: at, Step: step(), Volume: r.OrEmpty("vol-a"), Reason: r.OrEmpty("Blocked"), Message: r.OrEmpty(fmt.Sprint("blocked ", r.Pick(3)))}
 	case 4:
-		return ReportProgress{ID: id, At: at, Step: step(), Message: r.str("moving")}
+		return ReportProgress{ID: id, At: at, Step: step(), Message: r.OrEmpty("moving")}
 	case 5:
-		return Fail{ID: id, At: at, Step: step(), Reason: r.str("Boom"), Message: r.str("failed")}
+		return Fail{ID: id, At: at, Step: step(), Reason: r.OrEmpty("Boom"), Message: r.OrEmpty("failed")}
 	case 6:
-		return RequestCancel{ID: id, At: at, Reason: r.str("deleted")}
+		return RequestCancel{ID: id, At: at, Reason: r.OrEmpty("deleted")}
 	}
-	return ConfirmCancelled{ID: id, At: at, Message: r.str("safe")}
+	return ConfirmCancelled{ID: id, At: at, Message: r.OrEmpty("safe")}
 }
 
-// FuzzDecideNodeUpgrade drives the node upgrade with random commands:
-// whatever Decide accepts must evolve, encode, and be idempotent; whatever it
-// refuses must be a typed refusal.
-func FuzzDecideNodeUpgrade(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r := &choices{b: data}
-		var s State
-		for i := 0; !r.done() && i < 64; i++ {
-			cmd := genCommand(r, s, i)
-			before := cloneState(s)
-			evs, err := Decide(s, cmd)
-			require.Equal(t, before, s, "Decide modified its input")
-			if err != nil {
-				require.Nil(t, evs)
-				require.ErrorIs(t, err, ErrIllegalCommand)
-				var ce *CommandError
-				require.True(t, errors.As(err, &ce))
-				continue
-			}
-			for _, e := range events.New(agg, source, cmd.CommandID(), cmd.CommandTime(), evs...) {
-				_, err := e.ToCloudEvent()
-				require.NoError(t, err, "%T decided an event that does not encode", cmd)
-				s, err = Evolve(s, e)
-				require.NoError(t, err, "%T decided an event Evolve refuses", cmd)
-			}
-			checkInvariants(t, s)
-			if s.State == events.NodeCompleted {
-				require.Empty(t, s.VolumesWhere(func(v Volume) bool { return v.State != events.VolumeCompleted }),
-					"a node completed with volumes not completed")
-			}
-			if s.State == events.NodeCancelled {
-				require.Empty(t, s.VolumesWhere(Volume.TargetAway), "a node cancelled with a target away")
-			}
-			again, err := Decide(s, cmd)
-			require.NoError(t, err, "re-deciding %T", cmd)
-			require.Empty(t, again, "re-deciding %T is not idempotent", cmd)
-		}
-	})
+// checkDecided holds for every state a decision leads to: the invariants,
+// and no node ends with its volume work undone.
+func checkDecided(t testing.TB, s State) {
+	t.Helper()
+	checkInvariants(t, s)
+	if s.State == events.NodeCompleted {
+		require.Empty(t, s.VolumesWhere(func(v Volume) bool { return v.State != events.VolumeCompleted }),
+			"a node completed with volumes not completed")
+	}
+	if s.State == events.NodeCancelled {
+		require.Empty(t, s.VolumesWhere(Volume.TargetAway), "a node cancelled with a target away")
+	}
 }

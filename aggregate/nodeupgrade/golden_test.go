@@ -1,16 +1,10 @@
 package nodeupgrade
 
 import (
-	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/switchback-dev/switchback/aggregate/internal/history"
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
 
@@ -25,20 +19,20 @@ var (
 type walker struct{ h *harness }
 
 func (w walker) step(from events.NodeState, msg string) {
-	w.h.do(CompleteStep{ID: "step-" + string(from), From: from, Message: msg})
+	w.h.Do(CompleteStep{ID: "step-" + string(from), From: from, Message: msg})
 }
 
 func (w walker) vol(name string, to events.VolumeState, target, msg string) {
-	w.h.do(SetVolumeState{ID: "vol-" + name + "-" + string(to), Volume: name, To: to, TargetNode: target, Message: msg})
+	w.h.Do(SetVolumeState{ID: "vol-" + name + "-" + string(to), Volume: name, To: to, TargetNode: target, Message: msg})
 }
 
 func (w walker) toSwitchingOver() {
-	w.h.do(cmdStart)
+	w.h.Do(cmdStart)
 	w.step(events.NodePending, "node is Ready")
-	w.h.do(RecordScheduling{ID: "scheduling", AllowScheduling: true})
+	w.h.Do(RecordScheduling{ID: "scheduling", AllowScheduling: true})
 	w.vol("vol-a", events.VolumePending, node, "attached; snapshot taken")
 	w.vol("vol-b", events.VolumePending, "", "detached")
-	w.h.do(RecordSnapshots{ID: "snapshots", Snapshot: "switchback-upgrade-v2", Volumes: []string{"vol-a"}})
+	w.h.Do(RecordSnapshots{ID: "snapshots", Snapshot: "switchback-upgrade-v2", Volumes: []string{"vol-a"}})
 	w.step(events.NodeInitializing, "replica scheduling turned off on the node; volumes recorded and snapshotted")
 	w.step(events.NodeFailingReplicas, "the node's replicas of attached v2 volumes failed and stopped")
 }
@@ -49,7 +43,7 @@ func (w walker) switchOver() {
 }
 
 func (w walker) switchBack() {
-	w.h.do(ConfirmSchedulingRestored{ID: "scheduling-restored"})
+	w.h.Do(ConfirmSchedulingRestored{ID: "scheduling-restored"})
 	w.vol("vol-a", events.VolumeSwitchingBack, node, "moving target back")
 	w.vol("vol-a", events.VolumeSwitchedBack, node, "target runs on "+node)
 }
@@ -60,93 +54,54 @@ func (w walker) fromUpgradingToEnd() {
 	w.step(events.NodeSwitchingBack, "replica scheduling restored; every moved target is back where it was")
 	w.step(events.NodeRebuildingReplica, "volumes are healthy again")
 	w.vol("vol-a", events.VolumeCompleted, "", "volume done")
-	w.h.do(ConfirmSnapshotsRemoved{ID: "snapshots-removed"})
+	w.h.Do(ConfirmSnapshotsRemoved{ID: "snapshots-removed"})
 	w.vol("vol-b", events.VolumeCompleted, "", "volume done")
 	w.step(events.NodeFinalizing, "node upgrade completed")
 }
 
-var scenarios = []struct {
-	name string
-	run  func(w walker)
-}{
-	{"complete", func(w walker) {
+var scenarios = []machinetest.Scenario[State, Command]{
+	{Name: "complete", Run: func(h *harness) {
+		w := walker{h}
 		w.toSwitchingOver()
 		w.switchOver()
 		w.step(events.NodeSwitchingOver, "every attached target moved")
 		w.fromUpgradingToEnd()
 	}},
-	{"stalled-then-resumed", func(w walker) {
+	{Name: "stalled-then-resumed", Run: func(h *harness) {
+		w := walker{h}
 		w.toSwitchingOver()
 		w.vol("vol-a", events.VolumeSwitchingOver, "node-2", "moving target to node-2")
 		stall := ReportStall{ID: "stall-1", Volume: "vol-a", Reason: "TargetNotReady", Message: "vol-a: new target on node-2 is not ready"}
-		w.h.do(stall)
-		w.h.do(ReportStall{ID: "stall-2", Volume: "vol-a", Reason: "TargetNotReady", Message: stall.Message}) // same stall: no event
-		w.h.do(ReportStall{ID: "stall-3", Volume: "vol-a", Reason: "TargetNotReady", Message: "vol-a: new target on node-2 is not ready after 10m"})
-		w.h.do(ReportProgress{ID: "progress", Message: "node-2 is Ready again"})
+		w.h.Do(stall)
+		w.h.Do(ReportStall{ID: "stall-2", Volume: "vol-a", Reason: "TargetNotReady", Message: stall.Message}) // same stall: no event
+		w.h.Do(ReportStall{ID: "stall-3", Volume: "vol-a", Reason: "TargetNotReady", Message: "vol-a: new target on node-2 is not ready after 10m"})
+		w.h.Do(ReportProgress{ID: "progress", Message: "node-2 is Ready again"})
 		w.vol("vol-a", events.VolumeSwitchedOver, "node-2", "target runs on node-2")
 		w.step(events.NodeSwitchingOver, "every attached target moved")
 		w.fromUpgradingToEnd()
 	}},
-	{"cancel-mid-node", func(w walker) {
+	{Name: "cancel-mid-node", Run: func(h *harness) {
+		w := walker{h}
 		w.toSwitchingOver()
 		w.switchOver()
-		w.h.do(RequestCancel{ID: "cancel", Reason: "DataEngineUpgradeManager deleted"})
+		w.h.Do(RequestCancel{ID: "cancel", Reason: "DataEngineUpgradeManager deleted"})
 		w.switchBack()
-		w.h.do(ConfirmCancelled{ID: "confirm-cancel"})
+		w.h.Do(ConfirmCancelled{ID: "confirm-cancel"})
 	}},
-	{"node-error", func(w walker) {
+	{Name: "node-error", Run: func(h *harness) {
+		w := walker{h}
 		w.toSwitchingOver()
 		w.switchOver()
 		w.step(events.NodeSwitchingOver, "every attached target moved")
-		w.h.do(ReportStall{ID: "stall-im", Reason: "InstanceManagerNotRunning", Message: "instance manager with image " + image + " is starting for 5m"})
-		w.h.do(Fail{ID: "fail-im", Reason: "InstanceManagerNotRunning", Message: "instance manager with image " + image + " did not start within 10m"})
+		w.h.Do(ReportStall{ID: "stall-im", Reason: "InstanceManagerNotRunning", Message: "instance manager with image " + image + " is starting for 5m"})
+		w.h.Do(Fail{ID: "fail-im", Reason: "InstanceManagerNotRunning", Message: "instance manager with image " + image + " did not start within 10m"})
 	}},
 }
 
 func TestRecordedHistoriesMatchDecide(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			h := newHarness(t)
-			sc.run(walker{h})
-			got, err := history.Marshal(h.history)
-			require.NoError(t, err)
-			path := filepath.Join("testdata", sc.name+".history.json")
-			if *record {
-				require.NoError(t, os.WriteFile(path, got, 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run go test -record to create it")
-			require.JSONEq(t, string(want), string(got), "Decide no longer produces the recorded history")
-		})
-	}
+	machinetest.RecordedHistoriesMatchDecide(t, machine, scenarios, *record)
 }
 
 func TestGoldenReplay(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join("testdata", "*.history.json"))
-	require.NoError(t, err)
-	require.Len(t, paths, len(scenarios))
-	for _, path := range paths {
-		name := strings.TrimSuffix(filepath.Base(path), ".history.json")
-		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(path)
-			require.NoError(t, err)
-			envs, err := history.Unmarshal(raw)
-			require.NoError(t, err)
-			s, err := Fold(State{}, envs...)
-			require.NoError(t, err, "a recorded history must fold without refusals")
-			got, err := json.MarshalIndent(s, "", "  ")
-			require.NoError(t, err)
-			got = append(got, '\n')
-			golden := filepath.Join("testdata", name+".golden.json")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, got, 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "run go test -update to create it")
-			require.JSONEq(t, string(want), string(got))
-			var back State
-			require.NoError(t, json.Unmarshal(want, &back))
-			require.Equal(t, s, back, "the golden state must load back as the folded state (snapshots)")
-		})
-	}
+	machinetest.GoldenReplay(t, machine, len(scenarios), *update)
 }

@@ -1,13 +1,11 @@
 package nodeupgrade
 
 import (
-	"errors"
 	"maps"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
 
@@ -32,19 +30,18 @@ func envAt(id events.AggregateID, at time.Time, data events.Event) events.Envelo
 
 // envs wraps payloads in envelopes one second apart.
 func envs(data ...events.Event) []events.Envelope {
-	out := make([]events.Envelope, len(data))
-	for i, d := range data {
-		out[i] = envAt(agg, t0.Add(time.Duration(i)*time.Second), d)
-	}
-	return out
+	return machinetest.Envelopes(agg, source, t0, data...)
 }
 
 // fold folds payloads from the zero state and fails the test on any refusal.
-func fold(t testing.TB, data ...events.Event) State {
-	t.Helper()
-	s, err := Fold(State{}, envs(data...)...)
-	require.NoError(t, err)
-	return s
+var fold = machine.FoldPayloads
+
+// machine is the node upgrade as the shared checks drive it: a worker sends
+// every command, on its own node's aggregate.
+var machine = machinetest.Machine[State, Command]{
+	Name: Machine, Decide: Decide, Evolve: Evolve, Fold: Fold, Wrap: envs, Clone: cloneState,
+	StateName: State.stateName, Start: t0, Address: func(State, Command) (events.AggregateID, string) { return agg, source },
+	Stamp: func(s State) (time.Time, int) { return s.UpdatedAt, s.Transitions },
 }
 
 // Canonical payloads.
@@ -99,73 +96,6 @@ func cloneState(s State) State {
 }
 
 // harness drives the node upgrade through commands as a worker does.
-type harness struct {
-	t       testing.TB
-	s       State
-	history []events.Envelope
-	now     time.Time
-}
+type harness = machinetest.Harness[State, Command]
 
-func newHarness(t testing.TB) *harness { return &harness{t: t, now: t0} }
-
-// do decides cmd, applies its events and checks the contract of every
-// decision: input untouched, every event evolves and encodes, and deciding
-// the same command again yields nothing.
-func (h *harness) do(cmd Command) []events.Event {
-	h.t.Helper()
-	before := cloneState(h.s)
-	evs, err := Decide(h.s, cmd)
-	require.NoError(h.t, err)
-	require.Equal(h.t, before, h.s, "Decide modified its input")
-	at := cmd.CommandTime()
-	if at.IsZero() {
-		at = h.now
-	}
-	for _, e := range events.New(agg, source, cmd.CommandID(), at, evs...) {
-		_, err := e.ToCloudEvent()
-		require.NoError(h.t, err, "decided event does not encode")
-		h.s, err = Evolve(h.s, e)
-		require.NoError(h.t, err, "decided event refused by Evolve")
-		h.history = append(h.history, e)
-	}
-	again, err := Decide(h.s, cmd)
-	require.NoError(h.t, err, "re-deciding %T", cmd)
-	require.Empty(h.t, again, "re-deciding %T is not idempotent", cmd)
-	h.now = h.now.Add(time.Minute)
-	return evs
-}
-
-func types(evs []events.Event) []events.Type {
-	if len(evs) == 0 {
-		return nil
-	}
-	out := make([]events.Type, len(evs))
-	for i, e := range evs {
-		out[i] = e.EventType()
-	}
-	return out
-}
-
-func requireTransitionError(t testing.TB, err error, state string, typ events.Type) {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, ErrIllegalTransition)
-	var te *TransitionError
-	require.ErrorAs(t, err, &te)
-	require.Equal(t, Machine, te.Machine)
-	require.Equal(t, state, te.State)
-	require.Equal(t, typ, te.Event)
-	require.NotEmpty(t, te.Reason)
-}
-
-func requireCommandError(t testing.TB, err error, kind error) {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, ErrIllegalCommand)
-	var ce *CommandError
-	require.ErrorAs(t, err, &ce)
-	require.Equal(t, Machine, ce.Machine)
-	if kind != nil {
-		require.True(t, errors.Is(err, kind), "want kind %v, got %v", kind, err)
-	}
-}
+func newHarness(t testing.TB) *harness { return machinetest.NewHarness(t, machine, State{}) }

@@ -1,5 +1,3 @@
-// Package machinetest holds property checks shared by the state machines'
-// tests.
 package machinetest
 
 import (
@@ -9,15 +7,6 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 )
-
-// Machine is what the checks need of a state machine.
-type Machine[S, C any] struct {
-	Decide func(S, C) ([]events.Event, error)
-	// Wrap turns payloads into the machine's envelopes (aggregate, time).
-	Wrap func(...events.Event) []events.Envelope
-	// Fold applies stored events to a state.
-	Fold func(S, ...events.Envelope) (S, error)
-}
 
 // apply folds payloads onto s as a stored decision would be: wrapped, with
 // the ids their append derives.
@@ -36,7 +25,7 @@ func (m Machine[S, C]) apply(t *testing.T, s S, evs []events.Event) S {
 // events it decides on s produces exactly the rest: on a single-replica
 // stream a multi-event decision is appended one event at a time, and a
 // crash can store a prefix.
-func CompletesPrefix[S, C any](t *testing.T, m Machine[S, C], s S, cmd C) {
+func CompletesPrefix[S any, C Command](t *testing.T, m Machine[S, C], s S, cmd C) {
 	t.Helper()
 	all, err := m.Decide(s, cmd)
 	if err != nil || len(all) < 2 {
