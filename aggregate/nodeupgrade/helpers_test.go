@@ -2,7 +2,6 @@ package nodeupgrade
 
 import (
 	"maps"
-	"testing"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
@@ -97,5 +96,3 @@ func cloneState(s State) State {
 
 // harness drives the node upgrade through commands as a worker does.
 type harness = machinetest.Harness[State, Command]
-
-func newHarness(t testing.TB) *harness { return machinetest.NewHarness(t, machine, State{}) }
