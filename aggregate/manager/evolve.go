@@ -19,7 +19,7 @@ func Fold(s State, history ...events.Envelope) (State, error) {
 // aggregate, malformed payload, or a transition the machine does not allow)
 // leaves s unchanged and returns a *TransitionError.
 func Evolve(s State, e events.Envelope) (State, error) {
-	if err := s.subject().Admit(e, foreign(s, e)); err != nil {
+	if err := s.subject().Admit(e, foreign(&s, e)); err != nil {
 		return s, err
 	}
 	next, err := apply(s, e)
@@ -70,7 +70,7 @@ func apply(s State, e events.Envelope) (next State, err error) {
 
 // foreign says why e is not addressed to s, or "" when it is: a manager
 // event on the manager's own ref.
-func foreign(s State, e events.Envelope) string {
+func foreign(s *State, e events.Envelope) string {
 	if e.Aggregate.IsNode() {
 		return "node-upgrade event offered to the manager aggregate"
 	}

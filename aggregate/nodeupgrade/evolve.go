@@ -26,7 +26,7 @@ func Evolve(s State, e events.Envelope) (State, error) {
 // evolve is Evolve; owned says that no other state shares s's map, so a
 // volume change may write into it instead of copying it (see Folder).
 func evolve(s State, e events.Envelope, owned bool) (State, error) {
-	if err := s.subject().Admit(e, foreign(s, e)); err != nil {
+	if err := s.subject().Admit(e, foreign(&s, e)); err != nil {
 		return s, err
 	}
 	next, err := apply(s, e, owned)
@@ -123,7 +123,7 @@ func apply(s State, e events.Envelope, owned bool) (State, error) {
 
 // foreign says why e is not addressed to s, or "" when it is: an event of
 // this node of this manager.
-func foreign(s State, e events.Envelope) string {
+func foreign(s *State, e events.Envelope) string {
 	if !e.Aggregate.IsNode() {
 		return "manager event offered to a node-upgrade aggregate"
 	}
