@@ -27,13 +27,8 @@ func TestBuildConcernsOnlyV2(t *testing.T) {
 }
 
 func TestBuildWholePlan(t *testing.T) {
-	// node-2 hosts no target, node-3 one, node-1 two: that is the order.
-	c := cluster3(
-		attached("a", "node-1", "node-1", "node-3"),
-		attached("b", "node-1", "node-1", "node-2"),
-		attached("c", "node-3", "node-1", "node-3"),
-		detached("d", "node-2", "node-3"),
-	)
+	// node-2 hosts no target, node-3 one, node-1 two (wholeCluster): that is the order.
+	c := wholeCluster()
 	p := Build(c, nil, newIM)
 	assert.Equal(t, []string{"node-2", "node-3", "node-1"}, p.Order())
 	assert.True(t, p.Feasible())

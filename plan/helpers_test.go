@@ -2,35 +2,24 @@ package plan
 
 import (
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/dataplanetest"
 )
 
 const (
-	oldIM = "im:v1"
-	newIM = "im:v2"
+	oldIM = dataplanetest.OldIM
+	newIM = dataplanetest.NewIM
 )
 
-// v2node is a Ready v2 node with both images pulled.
-func v2node(name string) dataplane.Node {
-	return dataplane.Node{Name: name, Ready: true, V2: true, Images: []string{oldIM, newIM}}
-}
+var (
+	v2node    = dataplanetest.V2Node
+	runningIM = dataplanetest.RunningIM
+)
 
-func runningIM(node, image string) dataplane.InstanceManager {
-	return dataplane.InstanceManager{
-		Name: "im-" + node, Node: node, Image: image,
-		DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning,
-	}
-}
-
-// attached is a healthy attached v2 volume whose target runs on node, with one
-// running replica on each of replicaNodes.
+// attached is a healthy attached v2 volume on a block device whose target
+// runs on node, with one running replica on each of replicaNodes.
 func attached(name, node string, replicaNodes ...string) dataplane.Volume {
-	v := dataplane.Volume{
-		Name: name, DataEngine: dataplane.DataEngineV2, NumberOfReplicas: len(replicaNodes),
-		AttachedNode: node, TargetNode: node, Frontend: dataplane.FrontendBlockdev, Robustness: dataplane.RobustnessHealthy,
-	}
-	for _, n := range replicaNodes {
-		v.Replicas = append(v.Replicas, dataplane.Replica{Name: name + "-r-" + n, Node: n, State: dataplane.ReplicaRunning})
-	}
+	v := dataplanetest.Volume(name, node, replicaNodes...)
+	v.Frontend = dataplane.FrontendBlockdev
 	return v
 }
 
@@ -59,4 +48,16 @@ func cluster3(vols ...dataplane.Volume) Cluster {
 		Volumes:          vols,
 		DefaultImage:     newIM,
 	}
+}
+
+// wholeCluster is cluster3 with three attached volumes and a detached one:
+// node-2 hosts no target, node-3 one and node-1 two, and every node holds
+// replicas, so that a plan of it has every part.
+func wholeCluster() Cluster {
+	return cluster3(
+		attached("a", "node-1", "node-1", "node-3"),
+		attached("b", "node-1", "node-1", "node-2"),
+		attached("c", "node-3", "node-1", "node-3"),
+		detached("d", "node-2", "node-3"),
+	)
 }

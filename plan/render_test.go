@@ -9,12 +9,7 @@ import (
 )
 
 func TestPlanString(t *testing.T) {
-	c := cluster3(
-		attached("a", "node-1", "node-1", "node-3"),
-		attached("b", "node-1", "node-1", "node-2"),
-		attached("c", "node-3", "node-1", "node-3"),
-		detached("d", "node-2", "node-3"),
-	)
+	c := wholeCluster()
 	want := `Longhorn: in-place: initiators survive their node's instance-manager update: every node can be upgraded live once its targets moved away
 Plan: 3 node(s) to instance-manager image im:v2
 

@@ -4,37 +4,22 @@ import (
 	"fmt"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/dataplanetest"
 	"github.com/switchback-dev/switchback/plan"
 )
 
 const (
-	oldIM = "im:v1"
-	newIM = "im:v2"
+	oldIM = dataplanetest.OldIM
+	newIM = dataplanetest.NewIM
 )
 
-func v2node(name string) dataplane.Node {
-	return dataplane.Node{Name: name, Ready: true, V2: true, Images: []string{oldIM, newIM}}
-}
-
-func runningIM(node, image string) dataplane.InstanceManager {
-	return dataplane.InstanceManager{
-		Name: "im-" + node, Node: node, Image: image,
-		DataEngine: dataplane.DataEngineV2, State: dataplane.IMRunning,
-	}
-}
-
-// vol is a healthy attached v2 volume with its engine (target) on engine and
-// one running replica on each of replicaNodes.
-func vol(name, engine string, replicaNodes ...string) dataplane.Volume {
-	v := dataplane.Volume{
-		Name: name, DataEngine: dataplane.DataEngineV2, NumberOfReplicas: len(replicaNodes),
-		AttachedNode: engine, TargetNode: engine, Robustness: dataplane.RobustnessHealthy,
-	}
-	for _, n := range replicaNodes {
-		v.Replicas = append(v.Replicas, dataplane.Replica{Name: name + "-r-" + n, Node: n, State: dataplane.ReplicaRunning})
-	}
-	return v
-}
+var (
+	v2node    = dataplanetest.V2Node
+	runningIM = dataplanetest.RunningIM
+	// vol is a healthy attached v2 volume with its engine (target) on engine
+	// and one running replica on each of replicaNodes.
+	vol = dataplanetest.Volume
+)
 
 // cluster is n Ready v2 nodes named node-1..node-n, every IM on oldIM.
 func cluster(n int, vols ...dataplane.Volume) plan.Cluster {
