@@ -114,25 +114,9 @@ func TestFastDecodeAgrees(t *testing.T) {
 // FuzzFastDecodeAgrees: for any message, Decode (fast path first) and the
 // general path alone give the same envelope or the same refusal.
 func FuzzFastDecodeAgrees(f *testing.F) {
-	for _, env := range samples() {
-		msg, err := events.Encode(env)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var hdr strings.Builder
-		for k, v := range msg.Header {
-			hdr.WriteString(k + ":" + v[0] + "\n")
-		}
-		f.Add(msg.Subject, hdr.String(), msg.Data)
-	}
+	addSampleSeeds(f)
 	f.Fuzz(func(t *testing.T, subject, headers string, data []byte) {
-		hdr := nats.Header{}
-		for _, line := range strings.Split(headers, "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok {
-				hdr[k] = append(hdr[k], v)
-			}
-		}
-		requireAgrees(t, subject, hdr, data)
+		requireAgrees(t, subject, seedHeaders(headers), data)
 	})
 }
 

@@ -63,26 +63,9 @@ func FuzzTokenRoundTrip(f *testing.F) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, env := range samples() {
-		msg, err := events.Encode(env)
-		if err != nil {
-			f.Fatal(err)
-		}
-		var hdr strings.Builder
-		for k, v := range msg.Header {
-			hdr.WriteString(k + ":" + v[0] + "\n")
-		}
-		f.Add(msg.Subject, hdr.String(), msg.Data)
-	}
+	addSampleSeeds(f)
 	f.Fuzz(func(t *testing.T, subject, headers string, data []byte) {
-		hdr := map[string][]string{}
-		for _, line := range strings.Split(headers, "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if ok {
-				hdr[k] = append(hdr[k], v)
-			}
-		}
-		env, err := events.Decode(subject, hdr, data, 1)
+		env, err := events.Decode(subject, seedHeaders(headers), data, 1)
 		if err != nil {
 			var de *events.DecodeError
 			if !assert.ErrorAs(t, err, &de) {
