@@ -14,10 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
 
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/topology"
 )
@@ -148,15 +146,7 @@ func deadLetters(t *testing.T, ctx context.Context, js jetstream.JetStream) map[
 // subject names it); projection and orchestration go on; the upgrade
 // completes; the status is still exactly the fold of the valid history.
 func TestPoisonOnTheEventStream(t *testing.T) {
-	cluster := threeNodes(t)
-	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // hold n1 in switching-over
-	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-	w.startProjector()
-	ref := w.createManager("poisoned")
-	w.e.Request(ref)
-	w.e.WaitNode(ref, "n1", 20*time.Second, "stalled in switching-over", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeSwitchingOver
-	})
+	w, ref := stalledUpgrade(t, "poisoned")
 
 	ps := poisons()
 	for i, p := range ps {
@@ -172,11 +162,11 @@ func TestPoisonOnTheEventStream(t *testing.T) {
 		require.NoError(t, err, p.name)
 		p.seq = ack.Sequence
 	}
-	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 	st := w.finish(ref, 30*time.Second)
 	require.Equal(t, events.ManagerCompleted, st.State, "the upgrade completes despite the poison: %s", st.Message)
 	w.onceEach(ref)
-	assert.Zero(t, cluster.IOStats().Failed)
+	assert.Zero(t, w.sim.IOStats().Failed)
 	w.assertStatusIsReplay(ref)
 
 	parked := waitFor(t, 20*time.Second, "every poison message dead-lettered", func() (map[uint64]*jetstream.RawStreamMsg, error) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/testenv"
 )
 
@@ -116,6 +117,7 @@ func clip(s string, n int) string {
 type kube struct {
 	env *testenv.Env
 	cs  kubernetes.Interface
+	kc  *kubeclient.Client
 	ns  string
 }
 
@@ -126,12 +128,14 @@ func newKube(t *testing.T, ctx context.Context) *kube {
 	env := testenv.Get(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
+	kc, err := kubeclient.New(env.Config)
+	require.NoError(t, err)
 	// Namespaces are never deleted: without a namespace controller they
 	// would stay Terminating, and the apiserver is thrown away anyway.
 	ns := fmt.Sprintf("bad-%d", nsSeq.Add(1))
 	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return &kube{env: env, cs: cs, ns: ns}
+	return &kube{env: env, cs: cs, kc: kc, ns: ns}
 }
 
 // apply runs `kubectl apply` on manifest (NAMESPACE replaced by the test's

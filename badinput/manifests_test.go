@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/topology"
 )
 
@@ -52,8 +51,6 @@ func TestBadManifests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	k := newKube(t, ctx)
-	kc, err := kubeclient.New(k.env.Config)
-	require.NoError(t, err)
 
 	cases := []struct {
 		name, expected, spec string
@@ -90,7 +87,7 @@ func TestBadManifests(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, out, w)
 			}
-			_, gerr := kc.Managers(k.ns).Get(ctx, name)
+			_, gerr := k.kc.Managers(k.ns).Get(ctx, name)
 			assert.True(t, isNotFound(gerr), "nothing was stored: %v", gerr)
 			c.Got("refused: %s", lineWith(out, tc.want[0]))
 		})
@@ -125,8 +122,6 @@ func TestChangesToAnExistingManager(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	k := newKube(t, ctx)
-	kc, err := kubeclient.New(k.env.Config)
-	require.NoError(t, err)
 
 	t.Run("spec.nodes changed", func(t *testing.T) {
 		c := newCase(t, "CR: spec.nodes changed after creation", "refused: spec.nodes is immutable; spec unchanged")
@@ -135,7 +130,7 @@ func TestChangesToAnExistingManager(t *testing.T) {
 		out, err := k.apply(ctx, manifest("immutable", "  dataEngine: v2\n  nodes: [n1, n3]\n", ""))
 		require.Error(t, err)
 		assert.Contains(t, out, "spec.nodes: Forbidden: spec.nodes is immutable")
-		obj, err := kc.Managers(k.ns).Get(ctx, "immutable")
+		obj, err := k.kc.Managers(k.ns).Get(ctx, "immutable")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"n1", "n2"}, obj.Spec.Nodes, "the stored spec is unchanged")
 		assert.Equal(t, int64(1), obj.Generation)
@@ -147,19 +142,19 @@ func TestChangesToAnExistingManager(t *testing.T) {
 			"ignored: apply succeeds, the status stays the controller's")
 		_, err := k.apply(ctx, manifest("status-main", "  dataEngine: v2\n", ""))
 		require.NoError(t, err)
-		before, err := kc.Managers(k.ns).Get(ctx, "status-main")
+		before, err := k.kc.Managers(k.ns).Get(ctx, "status-main")
 		require.NoError(t, err)
 		out, err := k.apply(ctx, manifest("status-main", "  dataEngine: v2\n",
 			"status:\n  state: completed\n  message: done by hand\n  streamSequence: 999\n"))
 		require.NoError(t, err, out)
-		after, err := kc.Managers(k.ns).Get(ctx, "status-main")
+		after, err := k.kc.Managers(k.ns).Get(ctx, "status-main")
 		require.NoError(t, err)
 		assert.Equal(t, before.Status, after.Status, "the status subresource ignores status in writes of the main resource")
 		assert.Empty(t, after.Status.State)
 		// A plain update through the typed client, too.
 		upd := after.DeepCopy()
 		upd.Status.State = v1beta2.UpgradeStateCompleted
-		got, err := kc.Managers(k.ns).Update(ctx, upd)
+		got, err := k.kc.Managers(k.ns).Update(ctx, upd)
 		require.NoError(t, err)
 		assert.Empty(t, got.Status.State, "an update of the main resource drops the status")
 		c.Got("kubectl said %q; status unchanged (state %q)", lastLine(out), after.Status.State)

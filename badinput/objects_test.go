@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -27,13 +26,7 @@ import (
 // node has finished there is no next event, and the manager's status keeps
 // the node's outcome.
 func TestNodeUpgradeDeletedByHand(t *testing.T) {
-	cluster := threeNodes(t)
-	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // hold n1 in switching-over
-	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-	w.startProjector()
-	ref := w.createManager("hand-deleted")
-	w.e.Request(ref)
-	w.e.WaitNode(ref, "n1", 20*time.Second, "stalled in switching-over", func(n nodeupgrade.State) bool { return n.Stalled })
+	w, ref := stalledUpgrade(t, "hand-deleted")
 	name := projector.NodeUpgradeName(ref.Name, "n1")
 	get := func() (*v1beta2.NodeDataEngineUpgrade, error) { return w.kc.NodeUpgrades(w.ns).Get(w.ctx, name) }
 
@@ -47,7 +40,7 @@ func TestNodeUpgradeDeletedByHand(t *testing.T) {
 		mgr, err := w.kc.Managers(w.ns).Get(w.ctx, ref.Name)
 		require.NoError(t, err)
 		assert.Equal(t, v1beta2.NodeUpgradeStateSwitchingOver, mgr.Status.UpgradeNodes["n1"].State, "the manager still shows the node")
-		require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+		require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 		again := waitFor(t, 20*time.Second, "n1's object recreated with a status", get, func(o *v1beta2.NodeDataEngineUpgrade) bool {
 			return o.UID != old.UID && o.Status.State != ""
 		})
@@ -87,13 +80,7 @@ func TestNodeUpgradeDeletedByHand(t *testing.T) {
 func TestStatusForgedBySubresource(t *testing.T) {
 	c := newCase(t, "objects: manager status forged via the status subresource",
 		"overwritten by the projector at the next event; status = fold of history")
-	cluster := threeNodes(t)
-	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0"))
-	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-	w.startProjector()
-	ref := w.createManager("forged")
-	w.e.Request(ref)
-	w.e.WaitNode(ref, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
+	w, ref := stalledUpgrade(t, "forged")
 	waitFor(t, 20*time.Second, "status shows n1 upgrading", w.getManager(ref.Name), func(o *v1beta2.DataEngineUpgradeManager) bool {
 		return o.Status.UpgradingNode == "n1"
 	})
@@ -101,7 +88,7 @@ func TestStatusForgedBySubresource(t *testing.T) {
 		"-p", `{"status":{"state":"error","message":"forged by hand","streamSequence":1099511627776}}`)
 	require.NoError(t, err, errOut)
 	t.Logf("kubectl: %s", strings.TrimSpace(out))
-	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 	st := w.e.WaitManager(ref, 30*time.Second, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, st.State)
 	// Wait until the projector has handled the upgrade's last event, then

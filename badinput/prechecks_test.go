@@ -176,13 +176,7 @@ func TestOneNodeCluster(t *testing.T) {
 func TestSecondActiveManager(t *testing.T) {
 	c := newCase(t, "prechecks: a second active manager",
 		"webhook refuses naming the active one; controller: second fails SingleActiveUpgrade; first completes")
-	cluster := threeNodes(t)
-	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // keeps the first upgrade active
-	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-	w.startProjector()
-	first := w.createManager("first")
-	w.e.Request(first)
-	w.e.WaitNode(first, "n1", 20*time.Second, "stalled on vol-0", func(n nodeupgrade.State) bool { return n.Stalled })
+	w, first := stalledUpgrade(t, "first")
 
 	second := w.createManager("second")
 	obj, err := w.kc.Managers(w.ns).Get(w.ctx, second.Name)
@@ -198,11 +192,11 @@ func TestSecondActiveManager(t *testing.T) {
 	require.True(t, ok)
 	assert.Contains(t, p.Message, w.ns+"/first")
 
-	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 	st1 := w.finish(first, 30*time.Second)
 	assert.Equal(t, events.ManagerCompleted, st1.State, st1.Message)
 	w.onceEach(first)
-	assert.Zero(t, cluster.IOStats().Failed)
+	assert.Zero(t, w.sim.IOStats().Failed)
 	w.assertStatusIsReplay(first)
 	w.assertStatusIsReplay(second)
 	c.Got("webhook: %s; second: %s (%s); first: %s", denial(resp.Result.Message), st2.State, p.Check, st1.State)

@@ -64,15 +64,8 @@ func scheduled(node string) func(h []events.Envelope) (events.Envelope, bool) {
 // history. The same copy with its original Nats-Msg-Id is dropped by
 // JetStream's deduplication.
 func TestReplayedOldEvents(t *testing.T) {
-	cluster := threeNodes(t)
-	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // hold n1 (planned last) in switching-over
-	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-	w.startProjector()
-	ref := w.createManager("replayed")
-	w.e.Request(ref)
-	n1 := w.e.WaitNode(ref, "n1", 20*time.Second, "stalled in switching-over", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeSwitchingOver
-	})
+	w, ref := stalledUpgrade(t, "replayed")
+	n1 := w.e.Node(ref, "n1")
 	before := w.e.Manager(ref)
 	require.Equal(t, events.NodeCompleted, before.Nodes["n2"].State, "n2 went first")
 
@@ -133,10 +126,10 @@ func TestReplayedOldEvents(t *testing.T) {
 	assert.Equal(t, before.Prechecks, after.Prechecks, "no precheck ran again")
 	assert.Equal(t, before.Nodes, after.Nodes)
 
-	require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+	require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 	st := w.finish(ref, 30*time.Second)
 	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
-	assert.Zero(t, cluster.IOStats().Failed)
+	assert.Zero(t, w.sim.IOStats().Failed)
 	w.assertStatusIsReplay(ref)
 	var original []events.Envelope
 	for _, e := range w.history(ref) {

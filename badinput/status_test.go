@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/topology"
 )
@@ -53,15 +52,7 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newCase(t, "event stream: status lookalike "+tc.name,
 				"parked like undecodable events by every reader; upgrade completes; replay parks it")
-			cluster := threeNodes(t)
-			require.NoError(t, cluster.InjectTargetMoveFailure("vol-0")) // hold n1 in switching-over
-			w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
-			w.startProjector()
-			ref := w.createManager(fmt.Sprintf("status-%d", i))
-			w.e.Request(ref)
-			w.e.WaitNode(ref, "n1", 20*time.Second, "stalled in switching-over", func(n nodeupgrade.State) bool {
-				return n.Stalled && n.State == events.NodeSwitchingOver
-			})
+			w, ref := stalledUpgrade(t, fmt.Sprintf("status-%d", i))
 			agg := events.NodeAggregate(ref, "n1")
 			m := nats.NewMsg(agg.Subject())
 			for k, v := range tc.hdrs {
@@ -81,17 +72,17 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 			require.NotEmpty(t, h.Parked)
 			assert.Equal(t, seq, h.Parked[len(h.Parked)-1].Sequence, "parked at its sequence")
 
-			require.NoError(t, cluster.HealTargetMoveFailure("vol-0"))
+			require.NoError(t, w.sim.HealTargetMoveFailure("vol-0"))
 			done := poll(30*time.Second, func() bool { return w.e.Manager(ref).Terminal() })
 			if !done {
-				orch := consumerDelivered(t, w, topology.OrchestratorConsumer)
+				orch := consumerInfo(t, w, topology.OrchestratorConsumer).Delivered.Stream
 				b.Got("upgrade stuck in %s; orchestrator consumer delivered up to seq %d (lookalike %d)", w.e.Manager(ref).State, orch, seq)
 				b.Bug("the upgrade does not complete: the orchestrator's consumer (nats.go Messages) takes a 409/400 lookalike for a status and stops for good; orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")
 			}
 			st := w.finish(ref, 30*time.Second)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 			w.onceEach(ref)
-			assert.Zero(t, cluster.IOStats().Failed)
+			assert.Zero(t, w.sim.IOStats().Failed)
 			w.assertStatusIsReplay(ref)
 
 			// Replay (an ordered read of the whole range) parks it and
@@ -121,7 +112,7 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 				b.Bug("the projector's consumer (nats.go FetchNoWait/Next) drops the lookalike unacknowledged, redelivered and dropped every AckWait: projector.fetch must read with eventstore.Store.Fetch")
 			}
 			kind := deadLetters(t, w.ctx, w.e.JS)[seq].Header.Get(topology.HeaderDeadKind)
-			acked := poll(10*time.Second, func() bool { return consumerAckFloor(t, w, topology.OrchestratorConsumer) >= seq })
+			acked := poll(10*time.Second, func() bool { return consumerInfo(t, w, topology.OrchestratorConsumer).AckFloor.Stream >= seq })
 			if !acked {
 				b.Got("upgrade %s; replay parks seq %d; projector dead-letters it (%s); orchestrator leaves it unacked", st.State, seq, kind)
 				b.Bug("the orchestrator's consumer (nats.go Messages) drops the lookalike unacknowledged, redelivered every AckWait forever: orchestrator.Orchestrator.Run must read with eventstore.Store.Fetch")
@@ -131,24 +122,14 @@ func TestStatusLookalikeOnTheEventStream(t *testing.T) {
 	}
 }
 
-// consumerDelivered is the last stream sequence the durable consumer name
-// of the event stream delivered.
-func consumerDelivered(t *testing.T, w *world, name string) uint64 {
+// consumerInfo is what the event stream's durable consumer name reports:
+// the last stream sequence it delivered (Delivered.Stream) and the one up to
+// which it acknowledged everything (AckFloor.Stream).
+func consumerInfo(t *testing.T, w *world, name string) *jetstream.ConsumerInfo {
 	t.Helper()
 	c, err := w.e.JS.Consumer(w.ctx, w.e.Store.Stream(), name)
 	require.NoError(t, err)
 	info, err := c.Info(w.ctx)
 	require.NoError(t, err)
-	return info.Delivered.Stream
-}
-
-// consumerAckFloor is the stream sequence up to which the durable consumer
-// name of the event stream acknowledged everything.
-func consumerAckFloor(t *testing.T, w *world, name string) uint64 {
-	t.Helper()
-	c, err := w.e.JS.Consumer(w.ctx, w.e.Store.Stream(), name)
-	require.NoError(t, err)
-	info, err := c.Info(w.ctx)
-	require.NoError(t, err)
-	return info.AckFloor.Stream
+	return info
 }

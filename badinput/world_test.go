@@ -16,12 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/internal/managertest"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
 )
@@ -34,7 +35,6 @@ type world struct {
 	t   *testing.T
 	ctx context.Context
 	*kube
-	kc   *kubeclient.Client
 	e    *enginetest.Engine
 	sim  *sim.Sim
 	proj *projector.Projector
@@ -44,10 +44,7 @@ func newWorld(t *testing.T, cluster *sim.Sim, opts enginetest.Options) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 	t.Cleanup(cancel)
-	k := newKube(t, ctx)
-	kc, err := kubeclient.New(k.env.Config)
-	require.NoError(t, err)
-	return &world{t: t, ctx: ctx, kube: k, kc: kc, e: enginetest.Start(t, cluster, opts), sim: cluster}
+	return &world{t: t, ctx: ctx, kube: newKube(t, ctx), e: enginetest.Start(t, cluster, opts), sim: cluster}
 }
 
 // threeNodes is a 3-node v2 cluster whose every node hosts targets, plus a
@@ -73,16 +70,30 @@ func threeNodes(t *testing.T) *sim.Sim {
 	return s
 }
 
+// stalledUpgrade is where most cases start: threeNodes with vol-0's target
+// move failing, a world with a projector, and the upgrade name requested
+// and running until n1 (which holds vol-0's target and is planned last)
+// stalls in switching-over. It stays there until the test heals the move
+// (w.sim.HealTargetMoveFailure("vol-0")).
+func stalledUpgrade(t *testing.T, name string) (*world, events.ManagerRef) {
+	t.Helper()
+	cluster := threeNodes(t)
+	require.NoError(t, cluster.InjectTargetMoveFailure("vol-0"))
+	w := newWorld(t, cluster, enginetest.Options{StallAfter: 200 * time.Millisecond})
+	w.startProjector()
+	ref := w.createManager(name)
+	w.e.Request(ref)
+	w.e.WaitNode(ref, "n1", 20*time.Second, "stalled in switching-over", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.State == events.NodeSwitchingOver
+	})
+	return w, ref
+}
+
 // createManager creates the DataEngineUpgradeManager in Kubernetes and
 // returns its identity as the intake would record it.
 func (w *world) createManager(name string, nodes ...string) events.ManagerRef {
 	w.t.Helper()
-	obj, err := w.kc.Managers(w.ns).Create(w.ctx, &v1beta2.DataEngineUpgradeManager{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: nodes},
-	})
-	require.NoError(w.t, err)
-	return events.ManagerRef{Namespace: w.ns, Name: name, UID: string(obj.UID)}
+	return managertest.Create(w.t, w.ctx, w.kc, w.ns, name, nodes...)
 }
 
 // startProjector runs a projector until the test ends.
@@ -146,15 +157,7 @@ func (w *world) getManager(name string) func() (*v1beta2.DataEngineUpgradeManage
 // or corrupted on the way.
 func (w *world) assertStatusIsReplay(ref events.ManagerRef) {
 	w.t.Helper()
-	want, err := projector.Replay(w.ctx, w.e.Store, ref)
-	require.NoError(w.t, err)
-	obj, err := w.kc.Managers(w.ns).Get(w.ctx, ref.Name)
-	require.NoError(w.t, err)
-	wm := want.Manager
-	wm.ObservedGeneration = obj.Generation
-	for i := range wm.Conditions {
-		wm.Conditions[i].ObservedGeneration = obj.Generation
-	}
+	wm, obj, _ := managertest.ReplayedStatus(w.t, w.ctx, w.e.Store, w.kc, ref)
 	assert.JSONEq(w.t, toJSON(wm), toJSON(obj.Status), "the manager's status is the fold of its history (replay --verify)")
 }
 

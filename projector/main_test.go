@@ -28,6 +28,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/internal/managertest"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
@@ -82,12 +83,7 @@ var slow = sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 20 *
 // as the intake records it.
 func (h *harness) createManager(name string, nodes ...string) events.ManagerRef {
 	h.t.Helper()
-	obj, err := h.kc.Managers(h.ns).Create(h.ctx, &v1beta2.DataEngineUpgradeManager{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: nodes},
-	})
-	require.NoError(h.t, err)
-	return events.ManagerRef{Namespace: h.ns, Name: name, UID: string(obj.UID)}
+	return managertest.Create(h.t, h.ctx, h.kc, h.ns, name, nodes...)
 }
 
 // running is a projector running in the background.
@@ -194,13 +190,7 @@ func (h *harness) nodeUpgrades(manager string) []v1beta2.NodeDataEngineUpgrade {
 // of the stream, as projector.Replay computes it offline.
 func (h *harness) assertMatchesReplay(ref events.ManagerRef) {
 	h.t.Helper()
-	want, err := projector.Replay(h.ctx, h.e.Store, ref)
-	require.NoError(h.t, err)
-	obj, err := h.kc.Managers(h.ns).Get(h.ctx, ref.Name)
-	require.NoError(h.t, err)
-	wm := want.Manager
-	wm.ObservedGeneration = obj.Generation
-	wm.Conditions = withGeneration(wm.Conditions, obj.Generation)
+	wm, obj, want := managertest.ReplayedStatus(h.t, h.ctx, h.e.Store, h.kc, ref)
 	assert.JSONEq(h.t, toJSON(wm), toJSON(obj.Status), "the manager's status is the fold of its history")
 
 	nodes := h.nodeUpgrades(ref.Name)
