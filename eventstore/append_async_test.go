@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
 // TestAppendBatch: one batch to distinct aggregates stores every event with
@@ -18,9 +17,7 @@ import (
 // (same event ids) is recognised as the earlier success; a multi-event
 // request and an aggregate listed twice are handled like Append would.
 func TestAppendBatch(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	c := ctx(t)
 
 	const n = 8
@@ -76,9 +73,7 @@ func TestAppendBatch(t *testing.T) {
 // TestAppendAsyncRefusesForeignEvents: an event of another aggregate is
 // refused before anything is published, as Append refuses it.
 func TestAppendAsyncRefusesForeignEvents(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	a, b := events.NodeAggregate(mgr, "a"), events.NodeAggregate(mgr, "b")
 	_, err := s.AppendAsync(a, 0, resumed(b, "x")).Wait(ctx(t))
 	require.Error(t, err)

@@ -52,12 +52,7 @@ func TestCheckHistoryNamesLostEvents(t *testing.T) {
 	s := openStore(t, js, eventstore.Config{})
 	c := ctx(t)
 	agg := events.NodeAggregate(mgr, "n1")
-	var v uint64
-	var err error
-	for i := range 5 {
-		v, err = s.Append(c, agg, v, resumed(agg, fmt.Sprintf("e%d", i)))
-		require.NoError(t, err)
-	}
+	v := appendNumbered(t, c, s, agg, 0, 0, 5)
 	g, err := s.CheckHistory(c)
 	require.NoError(t, err)
 	assert.Empty(t, g.Missing, "a healthy stream")

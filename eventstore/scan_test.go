@@ -17,9 +17,7 @@ import (
 )
 
 func TestEveryTypeRoundTripsThroughTheStore(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	c := ctx(t)
 	samples := eventstest.Samples(mgr, "node.with.dots", t0)
 	versions := map[events.AggregateID]uint64{}
@@ -107,17 +105,10 @@ func foldCounter(s counter, e events.Envelope) (counter, error) {
 }
 
 func TestLoadStateWithSnapshots(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	c := ctx(t)
 	agg := events.NodeAggregate(mgr, "n1")
-	var v uint64
-	var err error
-	for i := range 30 {
-		v, err = s.Append(c, agg, v, resumed(agg, fmt.Sprintf("e%d", i)))
-		require.NoError(t, err)
-	}
+	v := appendNumbered(t, c, s, agg, 0, 0, 30)
 	snap := &eventstore.Snapshotting{Schema: "counter/v1", Every: 10}
 
 	full, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, nil)
@@ -130,10 +121,7 @@ func TestLoadStateWithSnapshots(t *testing.T) {
 	assert.Equal(t, full.State, first.State)
 	assert.Zero(t, first.SnapshotSeq, "no snapshot yet; this load writes one")
 
-	for i := 30; i < 35; i++ {
-		v, err = s.Append(c, agg, v, resumed(agg, fmt.Sprintf("e%d", i)))
-		require.NoError(t, err)
-	}
+	v = appendNumbered(t, c, s, agg, v, 30, 35)
 	second, err := eventstore.LoadState(c, s, agg, counter{}, foldCounter, snap)
 	require.NoError(t, err)
 	assert.Equal(t, counter{N: 35, Last: "e34"}, second.State)
@@ -160,9 +148,7 @@ func TestLoadStateWithSnapshots(t *testing.T) {
 // tell a node's from a manager's), a node worker's store refreshes no
 // snapshot but reads them, and a value of the old layout is ignored.
 func TestSnapshotKeysAndOwnership(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	ctl := openStore(t, js, eventstore.Config{})
+	ctl, js := newStore(t)
 	worker := openStore(t, js, eventstore.Config{ReadOnlySnapshots: true})
 	c := ctx(t)
 	own := events.NodeAggregate(mgr, "node-1.example.com")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
 // statusLookalikes are stored messages the nats.go consumers take for
@@ -45,17 +44,24 @@ func publishLookalike(t *testing.T, js jetstream.JetStream, subject string, hdrs
 	return ack.Sequence
 }
 
+// n1Store is where most tests here start: a fresh store (newStore), its
+// JetStream, the test's context and the aggregate they store lookalikes
+// on, n1 of mgr.
+func n1Store(t *testing.T) (*eventstore.Store, jetstream.JetStream, context.Context, events.AggregateID) {
+	t.Helper()
+	s, js := newStore(t)
+	return s, js, ctx(t), events.NodeAggregate(mgr, "n1")
+}
+
 // lookalikeStream stores good-1, a lookalike, good-2 on agg and, when last,
 // one more lookalike at the very end (nothing after it to reveal a gap). It
 // returns the lookalikes' sequences and agg's version.
 func lookalikeStream(t *testing.T, s *eventstore.Store, js jetstream.JetStream, agg events.AggregateID, hdrs map[string]string, last bool) ([]uint64, uint64) {
 	t.Helper()
 	c := ctx(t)
-	_, err := s.Append(c, agg, 0, resumed(agg, "good-1"))
-	require.NoError(t, err)
+	appendResumed(t, c, s, agg, 0, "good-1")
 	bad := []uint64{publishLookalike(t, js, agg.Subject(), hdrs)}
-	v, err := s.Append(c, agg, bad[0], resumed(agg, "good-2"))
-	require.NoError(t, err)
+	v := appendResumed(t, c, s, agg, bad[0], "good-2")
 	if last {
 		bad = append(bad, publishLookalike(t, js, agg.Subject(), hdrs))
 		v = bad[1]
@@ -67,15 +73,11 @@ func TestScanParksStatusLookalikes(t *testing.T) {
 	other := events.ManagerRef{Namespace: "ns", Name: "other", UID: "uid-2"}
 	for _, hdrs := range statusLookalikes {
 		t.Run(fmt.Sprint(hdrs), func(t *testing.T) {
-			_, js := natstest.Connect(t, natstest.Start(t))
-			s := openStore(t, js, eventstore.Config{})
-			c := ctx(t)
-			agg := events.NodeAggregate(mgr, "n1")
+			s, js, c, agg := n1Store(t)
 			// Another manager's event in between, so that a filtered read
 			// has gaps of its own.
 			oa := events.NodeAggregate(other, "n1")
-			_, err := s.Append(c, oa, 0, resumed(oa, "other"))
-			require.NoError(t, err)
+			appendResumed(t, c, s, oa, 0, "other")
 			bad, _ := lookalikeStream(t, s, js, agg, hdrs, true)
 
 			for _, subjects := range [][]string{nil, {agg.Subject()}, {events.ManagerSubjectPrefix(mgr) + ".>", "sb.evt.none.>"}} {
@@ -100,10 +102,7 @@ func TestScanParksStatusLookalikes(t *testing.T) {
 func TestLoadParksStatusLookalikes(t *testing.T) {
 	for _, hdrs := range statusLookalikes {
 		t.Run(fmt.Sprint(hdrs), func(t *testing.T) {
-			_, js := natstest.Connect(t, natstest.Start(t))
-			s := openStore(t, js, eventstore.Config{})
-			c := ctx(t)
-			agg := events.NodeAggregate(mgr, "n1")
+			s, js, c, agg := n1Store(t)
 			_, version := lookalikeStream(t, s, js, agg, hdrs, true)
 			h, err := s.Load(c, agg)
 			require.NoError(t, err)
@@ -117,11 +116,7 @@ func TestLoadParksStatusLookalikes(t *testing.T) {
 }
 
 func TestScanBoundsWithLookalikes(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
-	c := ctx(t)
-	agg := events.NodeAggregate(mgr, "n1")
+	s, js, c, agg := n1Store(t)
 	bad, _ := lookalikeStream(t, s, js, agg, map[string]string{"Status": "404"}, false)
 	cases := []struct {
 		name       string
@@ -149,14 +144,7 @@ func TestScanBoundsWithLookalikes(t *testing.T) {
 }
 
 func TestScanOnR3ClusterWithLookalike(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test in -short mode")
-	}
-	cl := natstest.StartCluster(t, 3)
-	_, js := natstest.Connect(t, cl)
-	// StartCluster returns once the meta leader knows every peer, so the
-	// R3 stream places at once.
-	s := openStore(t, js, eventstore.Config{Replicas: 3})
+	s, js := newR3Store(t)
 	agg := events.NodeAggregate(mgr, "n1")
 	bad, _ := lookalikeStream(t, s, js, agg, map[string]string{"Status": "408", "Description": "Request Timeout"}, true)
 	var n int
@@ -169,10 +157,7 @@ func TestScanOnR3ClusterWithLookalike(t *testing.T) {
 func TestFetchDeliversStatusLookalikes(t *testing.T) {
 	for _, hdrs := range statusLookalikes {
 		t.Run(fmt.Sprint(hdrs), func(t *testing.T) {
-			_, js := natstest.Connect(t, natstest.Start(t))
-			s := openStore(t, js, eventstore.Config{})
-			c := ctx(t)
-			agg := events.NodeAggregate(mgr, "n1")
+			s, js, c, agg := n1Store(t)
 			bad, _ := lookalikeStream(t, s, js, agg, hdrs, true)
 			cons, err := js.CreateOrUpdateConsumer(c, s.Stream(), jetstream.ConsumerConfig{
 				Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
@@ -221,11 +206,7 @@ func TestFetchDeliversStatusLookalikes(t *testing.T) {
 }
 
 func TestFetchAcksNaksAndErrors(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
-	c := ctx(t)
-	agg := events.NodeAggregate(mgr, "n1")
+	s, js, c, agg := n1Store(t)
 	_, err := s.Append(c, agg, 0, resumed(agg, "one"))
 	require.NoError(t, err)
 	_, err = js.CreateOrUpdateConsumer(c, s.Stream(), jetstream.ConsumerConfig{
@@ -261,11 +242,7 @@ func TestFetchAcksNaksAndErrors(t *testing.T) {
 // Fetch work around; should it fail after an upgrade of nats.go, the client
 // was fixed and the consumer API can be used again.
 func TestNatsClientDropsStatusLookalikes(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
-	c := ctx(t)
-	agg := events.NodeAggregate(mgr, "n1")
+	s, js, c, agg := n1Store(t)
 	bad, _ := lookalikeStream(t, s, js, agg, map[string]string{"Status": "404"}, false)
 	stream, err := js.Stream(c, s.Stream())
 	require.NoError(t, err)
@@ -314,13 +291,9 @@ func TestNatsClientDropsStatusLookalikes(t *testing.T) {
 }
 
 func TestFollowGoesPastStatusLookalikes(t *testing.T) {
-	_, js := natstest.Connect(t, natstest.Start(t))
-	s := openStore(t, js, eventstore.Config{})
-	c := ctx(t)
-	agg := events.NodeAggregate(mgr, "n1")
+	s, js, c, agg := n1Store(t)
 	other := events.NodeAggregate(mgr, "n2")
-	_, err := s.Append(c, other, 0, resumed(other, "other"))
-	require.NoError(t, err)
+	appendResumed(t, c, s, other, 0, "other")
 	bad, version := lookalikeStream(t, s, js, agg, map[string]string{"Status": "404", "Description": "No Messages"}, true)
 
 	type seen struct {
@@ -330,7 +303,7 @@ func TestFollowGoesPastStatusLookalikes(t *testing.T) {
 	var got []seen
 	var parked []uint64
 	appended := make(chan error, 1)
-	err = s.Follow(c, []string{agg.Subject()}, 0, func(e events.Envelope, pending uint64) bool {
+	err := s.Follow(c, []string{agg.Subject()}, 0, func(e events.Envelope, pending uint64) bool {
 		msg := e.Data.(events.NodeResumed).Message
 		got = append(got, seen{msg, pending})
 		if msg == "good-2" {

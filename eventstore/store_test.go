@@ -44,9 +44,7 @@ func resumed(agg events.AggregateID, cmd string) events.Envelope {
 }
 
 func TestAppendConcurrencyOneWinner(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	raceOneWinner(t, s)
 	// Multi-event decisions go through an atomic batch on replicated streams.
 	appendSeveral(t, s)
@@ -110,9 +108,7 @@ func raceOneWinner(t *testing.T, s *eventstore.Store) {
 }
 
 func TestAppendIsIdempotent(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	c := ctx(t)
 	agg := events.ManagerAggregate(mgr)
 	ev := events.New(agg, events.SourceIntake, "create/uid-1", t0, events.UpgradeRequested{Namespace: mgr.Namespace, Name: mgr.Name, UID: mgr.UID, Generation: 1, DataEngine: "v2"})[0]
@@ -182,9 +178,7 @@ func appendSeveral(t *testing.T, s *eventstore.Store) {
 }
 
 func TestAppendRejectsForeignEvents(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, _ := newStore(t)
 	a := events.NodeAggregate(mgr, "a")
 	_, err := s.Append(ctx(t), events.NodeAggregate(mgr, "b"), 0, resumed(a, "x"))
 	assert.ErrorContains(t, err, "belongs to")
@@ -269,9 +263,7 @@ func TestLoadParksUndecodableMessages(t *testing.T) {
 }
 
 func TestStreamConfig(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := natstest.Connect(t, srv)
-	s := openStore(t, js, eventstore.Config{})
+	s, js := newStore(t)
 	st, err := js.Stream(ctx(t), s.Stream())
 	require.NoError(t, err)
 	cfg := st.CachedInfo().Config
@@ -288,14 +280,7 @@ func TestStreamConfig(t *testing.T) {
 }
 
 func TestAppendConcurrencyOnR3Cluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test in -short mode")
-	}
-	cl := natstest.StartCluster(t, 3)
-	_, js := natstest.Connect(t, cl)
-	// StartCluster returns once the meta leader knows every peer, so the
-	// R3 stream places at once.
-	s := openStore(t, js, eventstore.Config{Replicas: 3})
+	s, _ := newR3Store(t)
 	raceOneWinner(t, s)
 	// Multi-event decisions go through an atomic batch on replicated streams.
 	appendSeveral(t, s)
