@@ -2,9 +2,9 @@ package integration_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/testenv"
 	"github.com/switchback-dev/switchback/webhook"
@@ -33,12 +32,7 @@ func deployDir(t *testing.T, elem ...string) string {
 // (see deploy/webhook/kustomization.yaml): the field is optional, so the
 // server-side dry run validates it anyway.
 func TestDeployManifestsDryRun(t *testing.T) {
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ensureNamespaces(ctx, t, cs, installNS)
+	env, ctx, _ := apiserver(t, testTimeout)
 
 	tests := []struct {
 		dir  string
@@ -103,12 +97,7 @@ func TestWebhookServiceTargetsTheServerPort(t *testing.T) {
 // authorizer what each service account may do: everything its component
 // needs, and a sample of what it must not do.
 func TestRBACIsLeastPrivilege(t *testing.T) {
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ensureNamespaces(ctx, t, cs, installNS)
+	env, ctx, cs := apiserver(t, testTimeout)
 	_, stderr, err := env.Kubectl(ctx, nil, "apply", "-k", deployDir(t, "rbac"))
 	require.NoError(t, err, stderr)
 
@@ -122,86 +111,70 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		sa, verb, group, resource, sub, ns, name string
 		allowed                                  bool
 	}
-	can := func(sa, verb, group, resource, ns string) access {
-		return access{sa: sa, verb: verb, group: group, resource: resource, ns: ns, allowed: true}
+	// rule is what sa may (allowed) or may not do in group and ns: each of
+	// what is "verb resource" or "verb resource/subresource".
+	rule := func(allowed bool, sa, group, ns string, what ...string) []access {
+		var out []access
+		for _, w := range what {
+			verb, res, ok := strings.Cut(w, " ")
+			require.True(t, ok, "%q is not \"verb resource\"", w)
+			res, sub, _ := strings.Cut(res, "/")
+			out = append(out, access{sa: sa, verb: verb, group: group, resource: res, sub: sub, ns: ns, allowed: allowed})
+		}
+		return out
 	}
-	cannot := func(sa, verb, group, resource, ns string) access {
-		return access{sa: sa, verb: verb, group: group, resource: resource, ns: ns}
+	can := func(sa, group, ns string, what ...string) []access { return rule(true, sa, group, ns, what...) }
+	cannot := func(sa, group, ns string, what ...string) []access { return rule(false, sa, group, ns, what...) }
+	named := func(name string, as []access) []access {
+		for i := range as {
+			as[i].name = name
+		}
+		return as
 	}
-	sub := func(a access, sub string) access { a.sub = sub; return a }
-	named := func(a access, name string) access { a.name = name; return a }
-	tests := []access{
+	tests := slices.Concat(
 		// The controller: the Switchback resources in any namespace...
-		can(controller, "list", lh, "dataengineupgrademanagers", anyNS),
-		can(controller, "watch", lh, "dataengineupgrademanagers", "team-b"),
-		can(controller, "patch", lh, "dataengineupgrademanagers", installNS),
-		sub(can(controller, "update", lh, "dataengineupgrademanagers", installNS), "finalizers"),
-		sub(can(controller, "patch", lh, "dataengineupgrademanagers", installNS), "status"),
-		can(controller, "create", lh, "nodedataengineupgrades", installNS),
-		can(controller, "delete", lh, "nodedataengineupgrades", installNS),
-		sub(can(controller, "update", lh, "nodedataengineupgrades", installNS), "status"),
-		can(controller, "create", "events.k8s.io", "events", "default"),
-		can(controller, "patch", "events.k8s.io", "events", installNS),
-		can(controller, "watch", "", "nodes", anyNS),
+		can(controller, lh, anyNS, "list dataengineupgrademanagers"),
+		can(controller, lh, "team-b", "watch dataengineupgrademanagers"),
+		can(controller, lh, installNS, "patch dataengineupgrademanagers", "update dataengineupgrademanagers/finalizers",
+			"patch dataengineupgrademanagers/status",
+			"create nodedataengineupgrades", "delete nodedataengineupgrades", "update nodedataengineupgrades/status"),
+		can(controller, "events.k8s.io", "default", "create events"),
+		can(controller, "events.k8s.io", installNS, "patch events"),
+		can(controller, "", anyNS, "watch nodes"),
 		// ... Longhorn read-only in its namespace, and its lease.
-		can(controller, "list", lh, "volumes", installNS),
-		can(controller, "watch", lh, "settings", installNS),
-		can(controller, "list", lh, "instancemanagers", installNS),
-		can(controller, "get", lh, "settings", installNS),
-		can(controller, "watch", lh, "enginefrontends", installNS),
-		can(controller, "list", "", "events", installNS),
+		can(controller, lh, installNS, "list volumes", "watch settings", "list instancemanagers", "get settings", "watch enginefrontends"),
+		can(controller, "", installNS, "list events"),
 		// Longhorn's own upgrader, listed live by the NoOtherUpgrader
 		// precheck: list only, in Longhorn's namespace.
-		can(controller, "list", lh, "instancemanagerupgrades", installNS),
-		can(controller, "list", lh, "instancemanagerupgradecontrols", installNS),
-		can(controller, "create", "coordination.k8s.io", "leases", installNS),
-		named(can(controller, "update", "coordination.k8s.io", "leases", installNS), "switchback-controller"),
+		can(controller, lh, installNS, "list instancemanagerupgrades", "list instancemanagerupgradecontrols"),
+		can(controller, "coordination.k8s.io", installNS, "create leases"),
+		named("switchback-controller", can(controller, "coordination.k8s.io", installNS, "update leases")),
 		// Not for the controller: users create and delete managers; Longhorn
 		// changes are the workers'; no Secrets.
-		cannot(controller, "create", lh, "dataengineupgrademanagers", installNS),
-		cannot(controller, "delete", lh, "dataengineupgrademanagers", installNS),
-		cannot(controller, "get", "", "secrets", installNS),
-		cannot(controller, "patch", lh, "volumes", installNS),
-		cannot(controller, "delete", lh, "instancemanagers", installNS),
-		cannot(controller, "list", lh, "volumes", "team-b"),
-		cannot(controller, "patch", "", "nodes", anyNS),
+		cannot(controller, lh, installNS, "create dataengineupgrademanagers", "delete dataengineupgrademanagers"),
+		cannot(controller, "", installNS, "get secrets"),
+		cannot(controller, lh, installNS, "patch volumes", "delete instancemanagers"),
+		cannot(controller, lh, "team-b", "list volumes"),
+		cannot(controller, "", anyNS, "patch nodes"),
 		// Longhorn's own upgrader is listed, never watched nor changed.
-		cannot(controller, "watch", lh, "instancemanagerupgrades", installNS),
-		cannot(controller, "patch", lh, "instancemanagerupgrades", installNS),
-		cannot(controller, "delete", lh, "instancemanagerupgradecontrols", installNS),
-		sub(cannot(controller, "update", lh, "instancemanagerupgradecontrols", installNS), "status"),
-		cannot(controller, "list", lh, "instancemanagerupgrades", "team-b"),
-		named(cannot(controller, "update", "coordination.k8s.io", "leases", installNS), "someone-else"),
+		cannot(controller, lh, installNS, "watch instancemanagerupgrades", "patch instancemanagerupgrades",
+			"delete instancemanagerupgradecontrols", "update instancemanagerupgradecontrols/status"),
+		cannot(controller, lh, "team-b", "list instancemanagerupgrades"),
+		named("someone-else", cannot(controller, "coordination.k8s.io", installNS, "update leases")),
 		// The worker: the node steps' changes in Longhorn...
-		can(worker, "patch", lh, "nodes", installNS),
-		can(worker, "get", lh, "nodes", installNS),
-		can(worker, "patch", lh, "volumes", installNS),
-		can(worker, "watch", lh, "volumes", installNS),
-		can(worker, "patch", lh, "replicas", installNS),
-		can(worker, "delete", lh, "instancemanagers", installNS),
-		can(worker, "patch", lh, "instancemanagers", installNS),
-		can(worker, "list", lh, "instancemanagers", installNS),
-		can(worker, "create", lh, "snapshots", installNS),
-		can(worker, "delete", lh, "snapshots", installNS),
-		can(worker, "watch", lh, "enginefrontends", installNS),
-		can(worker, "list", "", "events", installNS),
+		can(worker, lh, installNS, "patch nodes", "get nodes", "patch volumes", "watch volumes", "patch replicas",
+			"delete instancemanagers", "patch instancemanagers", "list instancemanagers",
+			"create snapshots", "delete snapshots", "watch enginefrontends"),
+		can(worker, "", installNS, "list events"),
 		// ... and nothing else.
-		cannot(worker, "list", lh, "dataengineupgrademanagers", installNS),
-		cannot(worker, "get", lh, "nodedataengineupgrades", installNS),
-		sub(cannot(worker, "patch", lh, "dataengineupgrademanagers", installNS), "status"),
-		cannot(worker, "delete", lh, "volumes", installNS),
-		cannot(worker, "create", lh, "replicas", installNS),
-		cannot(worker, "delete", lh, "replicas", installNS),
-		cannot(worker, "patch", lh, "engines", installNS),
-		cannot(worker, "patch", lh, "enginefrontends", installNS),
-		cannot(worker, "patch", lh, "settings", installNS),
-		cannot(worker, "delete", lh, "snapshots", "team-b"),
-		cannot(worker, "patch", lh, "volumes", "team-b"),
-		cannot(worker, "list", lh, "instancemanagerupgrades", installNS),
-		cannot(worker, "list", lh, "instancemanagerupgradecontrols", installNS),
-		cannot(worker, "get", "", "secrets", installNS),
-		cannot(worker, "create", "events.k8s.io", "events", installNS),
-	}
+		cannot(worker, lh, installNS, "list dataengineupgrademanagers", "get nodedataengineupgrades",
+			"patch dataengineupgrademanagers/status", "delete volumes", "create replicas", "delete replicas",
+			"patch engines", "patch enginefrontends", "patch settings"),
+		cannot(worker, lh, "team-b", "delete snapshots", "patch volumes"),
+		cannot(worker, lh, installNS, "list instancemanagerupgrades", "list instancemanagerupgradecontrols"),
+		cannot(worker, "", installNS, "get secrets"),
+		cannot(worker, "events.k8s.io", installNS, "create events"),
+	)
 	for _, tt := range tests {
 		name := tt.sa + " " + tt.verb + " " + tt.resource
 		if tt.sub != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/longhorntest"
 	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/longhorn"
-	"github.com/switchback-dev/switchback/testenv"
 	"github.com/switchback-dev/switchback/webhook"
 )
 
@@ -38,19 +36,9 @@ const switchbackWorker = "system:serviceaccount:" + installNS + ":switchback-wor
 // n2's upgrade is over, and with the server down Longhorn keeps working
 // (failurePolicy Ignore).
 func TestGuardOnTheAPIServer(t *testing.T) {
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
-	defer cancel()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ensureNamespaces(ctx, t, cs, installNS)
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	require.NoError(t, testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "test", "longhorn-crds")))
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
+	env, ctx, cs := apiserver(t, 2*testTimeout)
+	require.NoError(t, longhorntest.InstallCRDs(ctx, env.Config))
+	dyn := longhorntest.Dynamic(t, env.Config)
 	kc, err := kubeclient.New(env.Config)
 	require.NoError(t, err)
 
@@ -172,13 +160,12 @@ func TestGuardOnTheAPIServer(t *testing.T) {
 		require.NoError(t, moveEngine(volumes, "n3"))
 	})
 	t.Run("Switchback's worker moves an engine back onto the node", func(t *testing.T) {
-		wcfg := rest.CopyConfig(cfg)
+		wcfg := rest.CopyConfig(env.Config)
 		// n2's worker: the worker admission policy ties its writes to the
 		// node its token names.
 		wcfg.Impersonate = rest.ImpersonationConfig{UserName: switchbackWorker, Groups: []string{"system:masters"},
 			Extra: map[string][]string{"authentication.kubernetes.io/node-name": {"n2"}}}
-		wdyn, err := dynamic.NewForConfig(wcfg)
-		require.NoError(t, err)
+		wdyn := longhorntest.Dynamic(t, wcfg)
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), "n2"))
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), ""))
 	})

@@ -27,6 +27,20 @@ const testTimeout = 60 * time.Second
 // installNS is the namespace of the manifests in deploy/.
 const installNS = "longhorn-system"
 
+// apiserver is what every test here starts with: the package's apiserver,
+// a context for the test's calls that ends after timeout or with the test,
+// and a clientset, with installNS and namespaces created.
+func apiserver(t *testing.T, timeout time.Duration, namespaces ...string) (*testenv.Env, context.Context, kubernetes.Interface) {
+	t.Helper()
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	ensureNamespaces(ctx, t, cs, append([]string{installNS}, namespaces...)...)
+	return env, ctx, cs
+}
+
 // ensureNamespaces creates the namespaces if they do not exist yet. They are
 // never deleted: with no namespace controller they would stay Terminating.
 func ensureNamespaces(ctx context.Context, t *testing.T, cs kubernetes.Interface, names ...string) {

@@ -76,12 +76,7 @@ func (f *fixture) waitSeen(t *testing.T, name string, state v1beta2.UpgradeState
 // the CA as caBundle, and waits until the apiserver calls it.
 func startWebhook(t *testing.T) *fixture {
 	t.Helper()
-	env := testenv.Get(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	cs, err := kubernetes.NewForConfig(env.Config)
-	require.NoError(t, err)
-	ensureNamespaces(ctx, t, cs, installNS, otherNS)
+	env, ctx, cs := apiserver(t, testTimeout, otherNS)
 	// The controller's client, counted: admission must not use it.
 	calls := &atomic.Int64{}
 	kcfg := rest.CopyConfig(env.Config)
