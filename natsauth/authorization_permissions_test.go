@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/consumertest"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/replay"
@@ -97,12 +98,7 @@ func TestPermissions(t *testing.T) {
 	require.NoError(t, err)
 	own, err := n1.js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer("n1"))
 	require.NoError(t, err, "consumer info on its own consumer")
-	batch, err := own.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
+	msgs := consumertest.Fetch(t, own, 1, 5*time.Second)
 	require.Len(t, msgs, 1, "pulls its own node's command")
 	require.NoError(t, msgs[0].DoubleAck(ctx), "acks its own node's command")
 	const pullN1 = "pull + ack node n1's commands (worker-n1)"
@@ -171,12 +167,7 @@ func TestPermissions(t *testing.T) {
 	// dead-letter stream.
 	_, err = d.queue.Publish(ctx, command("n1", "cmd-n1-bad"))
 	require.NoError(t, err)
-	batch, err = own.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	msgs = msgs[:0]
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
+	msgs = consumertest.Fetch(t, own, 1, 5*time.Second)
 	require.Len(t, msgs, 1)
 	require.NoError(t, nodequeue.Terminate(msgs[0], errors.New("test")), "refuses its node's command")
 	m.allowed(worker.who, "refuse node n1's command (+TERM on worker-n1)")
@@ -253,13 +244,9 @@ func TestPermissions(t *testing.T) {
 	// the delivery's ack subject. The command must come back to n2.
 	c2, err := n2.js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer("n2"))
 	require.NoError(t, err)
-	b2, err := c2.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var pending jetstream.Msg
-	for m := range b2.Messages() {
-		pending = m
-	}
-	require.NotNil(t, pending, "n2 got its command")
+	got := consumertest.Fetch(t, c2, 1, 5*time.Second)
+	require.NotEmpty(t, got, "n2 got its command")
+	pending := got[len(got)-1]
 	ackSubj := pending.Reply()
 	require.True(t, strings.HasPrefix(ackSubj, "$JS.ACK."+topology.CommandStream+"."+topology.NodeConsumer("n2")+"."))
 	for _, u := range both {
@@ -268,13 +255,9 @@ func TestPermissions(t *testing.T) {
 			return err
 		}))
 	}
-	redelivered, err := c2.Fetch(1, jetstream.FetchMaxWait(3*queueConfig.AckWait))
-	require.NoError(t, err)
-	var again jetstream.Msg
-	for m := range redelivered.Messages() {
-		again = m
-	}
-	require.NotNil(t, again, "the command the others tried to ack came back to n2 after AckWait: nothing was acked")
+	redelivered := consumertest.Fetch(t, c2, 1, 3*queueConfig.AckWait)
+	require.NotEmpty(t, redelivered, "the command the others tried to ack came back to n2 after AckWait: nothing was acked")
+	again := redelivered[len(redelivered)-1]
 	meta, err := again.Metadata()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), meta.NumDelivered)

@@ -65,6 +65,16 @@ func runUpgrade(t *testing.T, d *deployment, c *sim.Sim, ref events.ManagerRef, 
 	return st, workers
 }
 
+// requireCompleted checks that the upgrade completed and that no worker was
+// refused anything it needed on the way.
+func requireCompleted(t *testing.T, st manager.State, workers []*worker) {
+	t.Helper()
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	for _, w := range workers {
+		assert.Empty(t, w.viol.All(), "worker %s was refused nothing it needed", w.node)
+	}
+}
+
 func history(t *testing.T, d *deployment, ref events.ManagerRef) []events.Envelope {
 	t.Helper()
 	var out []events.Envelope
@@ -95,11 +105,7 @@ func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 		_, err = d.js.Publish(d.ctx, topology.CommandSubject("n1"), mustJSON(t, misrouted))
 		require.NoError(t, err)
 	})
-	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
-
-	for _, w := range workers {
-		assert.Empty(t, w.viol.All(), "worker %s was refused nothing it needed", w.node)
-	}
+	requireCompleted(t, st, workers)
 	assert.Empty(t, d.viol.All(), "the controller was refused nothing")
 	for key, n := range enginetest.Transitions(history(t, d, ref)) {
 		assert.Equal(t, 1, n, "transition %q appears once", key)
@@ -135,10 +141,7 @@ func TestPasswordUsersInAnAccount(t *testing.T) {
 	c := cluster(t, nodes...)
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "pw", UID: "uid-pw"}
 	st, workers := runUpgrade(t, d, c, ref, nil)
-	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
-	for _, w := range workers {
-		assert.Empty(t, w.viol.All(), "worker %s", w.node)
-	}
+	requireCompleted(t, st, workers)
 	// A worker's password does not open another worker's door.
 	wa, _ := d.auth.Worker("a")
 	wb, _ := d.auth.Worker("b")
@@ -163,10 +166,7 @@ func TestWholeUpgradeOnAClusterUnderAuthorization(t *testing.T) {
 	c := cluster(t, nodes...)
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "authz-r3", UID: "uid-authz-r3"}
 	st, workers := runUpgrade(t, d, c, ref, nil)
-	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
-	for _, w := range workers {
-		assert.Empty(t, w.viol.All(), "worker %s was refused nothing it needed", w.node)
-	}
+	requireCompleted(t, st, workers)
 	assert.Empty(t, d.viol.All())
 	h := history(t, d, ref)
 	for key, n := range enginetest.Transitions(h) {

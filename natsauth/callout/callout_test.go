@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
+	"github.com/switchback-dev/switchback/internal/consumertest"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
@@ -157,12 +158,7 @@ func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
 	require.NoError(t, err, "appends its node's event on %s", agg.Subject())
 	cons, err := js.Consumer(ctx, topology.CommandStream, topology.NodeConsumer(node))
 	require.NoError(t, err, "looks its consumer up")
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	require.NoError(t, err)
-	var got []jetstream.Msg
-	for m := range batch.Messages() {
-		got = append(got, m)
-	}
+	got := consumertest.Fetch(t, cons, 1, 5*time.Second)
 	require.Len(t, got, 1, "pulls its node's command")
 	require.NoError(t, got[0].DoubleAck(ctx), "acks it")
 }
