@@ -3,6 +3,8 @@ package plan
 import (
 	"testing"
 
+	"github.com/switchback-dev/switchback/internal/dataplanetest"
+
 	"github.com/stretchr/testify/assert"
 
 	"github.com/switchback-dev/switchback/dataplane"
@@ -10,21 +12,21 @@ import (
 
 func TestInstanceManagerImage(t *testing.T) {
 	stopped := func(node, image string) dataplane.InstanceManager {
-		im := runningIM(node, image)
+		im := dataplanetest.RunningIM(node, image)
 		im.State = dataplane.IMStopped
 		return im
 	}
 	starting := func(node, image string) dataplane.InstanceManager {
-		im := runningIM(node, image)
+		im := dataplanetest.RunningIM(node, image)
 		im.State = dataplane.IMStarting
 		return im
 	}
-	otherEngine := runningIM("n5", "im:v1-engine")
+	otherEngine := dataplanetest.RunningIM("n5", "im:v1-engine")
 	otherEngine.DataEngine = "v1"
 	c := Cluster{InstanceManagers: []dataplane.InstanceManager{
-		runningIM("n1", "im:b"), stopped("n1", "im:a"), // the running one counts
-		stopped("n2", "im:a"),                            // none running: the one it has
-		runningIM("n3", "im:b"), runningIM("n3", "im:a"), // caught between two
+		dataplanetest.RunningIM("n1", "im:b"), stopped("n1", "im:a"), // the running one counts
+		stopped("n2", "im:a"),                                                        // none running: the one it has
+		dataplanetest.RunningIM("n3", "im:b"), dataplanetest.RunningIM("n3", "im:a"), // caught between two
 		otherEngine,                                   // not a v2 IM
 		stopped("n6", "im:a"), starting("n6", "im:b"), // the replacement counts
 	}}
@@ -60,7 +62,7 @@ func TestConcerned(t *testing.T) {
 }
 
 func TestV2NodesAndNode(t *testing.T) {
-	c := Cluster{Nodes: []dataplane.Node{v2node("b"), {Name: "v1-only"}, v2node("a"), v2node("b")}}
+	c := Cluster{Nodes: []dataplane.Node{dataplanetest.V2Node("b"), {Name: "v1-only"}, dataplanetest.V2Node("a"), dataplanetest.V2Node("b")}}
 	assert.Equal(t, []string{"a", "b"}, c.V2Nodes())
 	n, ok := c.Node("a")
 	assert.True(t, ok)

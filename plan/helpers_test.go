@@ -10,11 +10,6 @@ const (
 	newIM = dataplanetest.NewIM
 )
 
-var (
-	v2node    = dataplanetest.V2Node
-	runningIM = dataplanetest.RunningIM
-)
-
 // attached is a healthy attached v2 volume on a block device whose target
 // runs on node, with one running replica on each of replicaNodes.
 func attached(name, node string, replicaNodes ...string) dataplane.Volume {
@@ -43,8 +38,8 @@ var inPlace = dataplane.Platform{Profile: dataplane.ProfileInPlace}
 func cluster3(vols ...dataplane.Volume) Cluster {
 	return Cluster{
 		Platform:         inPlace,
-		Nodes:            []dataplane.Node{v2node("node-1"), v2node("node-2"), v2node("node-3")},
-		InstanceManagers: []dataplane.InstanceManager{runningIM("node-1", oldIM), runningIM("node-2", oldIM), runningIM("node-3", oldIM)},
+		Nodes:            []dataplane.Node{dataplanetest.V2Node("node-1"), dataplanetest.V2Node("node-2"), dataplanetest.V2Node("node-3")},
+		InstanceManagers: []dataplane.InstanceManager{dataplanetest.RunningIM("node-1", oldIM), dataplanetest.RunningIM("node-2", oldIM), dataplanetest.RunningIM("node-3", oldIM)},
 		Volumes:          vols,
 		DefaultImage:     newIM,
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/switchback-dev/switchback/internal/dataplanetest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -13,8 +15,8 @@ import (
 func TestChooseTemporaryTargetPreferences(t *testing.T) {
 	base := func() Cluster {
 		c := cluster3()
-		c.Nodes = append(c.Nodes, v2node("node-4"))
-		c.InstanceManagers = append(c.InstanceManagers, runningIM("node-4", oldIM))
+		c.Nodes = append(c.Nodes, dataplanetest.V2Node("node-4"))
+		c.InstanceManagers = append(c.InstanceManagers, dataplanetest.RunningIM("node-4", oldIM))
 		return c
 	}
 	tests := []struct {
@@ -26,7 +28,7 @@ func TestChooseTemporaryTargetPreferences(t *testing.T) {
 		{
 			name: "the target image beats locality and load",
 			setup: func(c *Cluster) dataplane.Volume {
-				c.InstanceManagers[3] = runningIM("node-4", newIM)
+				c.InstanceManagers[3] = dataplanetest.RunningIM("node-4", newIM)
 				c.Volumes = []dataplane.Volume{attached("busy", "node-4", "node-2")}
 				return attached("vol", "node-1", "node-1", "node-2", "node-3")
 			},
@@ -76,10 +78,10 @@ func TestChooseTemporaryTargetPreferences(t *testing.T) {
 				c.Nodes[1].Ready = false // node-2
 				c.Nodes[2].Ready = false // node-3
 				c.Nodes[3].V2 = false    // node-4
-				c.Nodes = append(c.Nodes, v2node("node-5"), v2node("node-6"))
+				c.Nodes = append(c.Nodes, dataplanetest.V2Node("node-5"), dataplanetest.V2Node("node-6"))
 				c.InstanceManagers = append(c.InstanceManagers, dataplane.InstanceManager{
 					Name: "im-node-5", Node: "node-5", Image: newIM, DataEngine: dataplane.DataEngineV2, State: dataplane.IMStarting,
-				}, runningIM("node-6", oldIM))
+				}, dataplanetest.RunningIM("node-6", oldIM))
 				return attached("vol", "node-1", "node-1", "node-2", "node-3")
 			},
 			want:   "node-6",
@@ -114,7 +116,7 @@ func TestChooseTemporaryTargetNoCandidate(t *testing.T) {
 		},
 		{
 			name:   "single node",
-			c:      Cluster{Nodes: []dataplane.Node{v2node("node-1")}, InstanceManagers: []dataplane.InstanceManager{runningIM("node-1", newIM)}},
+			c:      Cluster{Nodes: []dataplane.Node{dataplanetest.V2Node("node-1")}, InstanceManagers: []dataplane.InstanceManager{dataplanetest.RunningIM("node-1", newIM)}},
 			vol:    vol,
 			reason: "no node can host the target of vol while node-1 is upgraded: node-1 is the node being upgraded",
 		},
@@ -126,12 +128,12 @@ func TestChooseTemporaryTargetNoCandidate(t *testing.T) {
 				c.Nodes[2].V2 = false
 				c.Nodes = append(c.Nodes,
 					dataplane.Node{Name: "node-4", Ready: true},
-					v2node("node-5"), v2node("node-6"), v2node("node-7"))
-				stopped := runningIM("node-5", newIM)
+					dataplanetest.V2Node("node-5"), dataplanetest.V2Node("node-6"), dataplanetest.V2Node("node-7"))
+				stopped := dataplanetest.RunningIM("node-5", newIM)
 				stopped.State = dataplane.IMStopped
-				crashed := runningIM("node-7", newIM)
+				crashed := dataplanetest.RunningIM("node-7", newIM)
 				crashed.State = dataplane.IMError
-				c.InstanceManagers = append(c.InstanceManagers, runningIM("node-4", newIM), stopped, crashed)
+				c.InstanceManagers = append(c.InstanceManagers, dataplanetest.RunningIM("node-4", newIM), stopped, crashed)
 				return c
 			}(),
 			vol: vol,
@@ -145,7 +147,7 @@ func TestChooseTemporaryTargetNoCandidate(t *testing.T) {
 			c: func() Cluster {
 				c := cluster3()
 				c.Nodes = c.Nodes[:2]
-				c.InstanceManagers = []dataplane.InstanceManager{runningIM("node-1", oldIM), runningIM("node-2", oldIM)}
+				c.InstanceManagers = []dataplane.InstanceManager{dataplanetest.RunningIM("node-1", oldIM), dataplanetest.RunningIM("node-2", oldIM)}
 				c.InstanceManagers[1].DataEngine = "v1"
 				return c
 			}(),
