@@ -132,21 +132,33 @@ func checkEveryRender(t *testing.T, r rendered) {
 	}
 }
 
+// spreadWorkloads are the workloads whose pods the chart spreads over
+// nodes with a pod anti-affinity: the controllers and the NATS servers.
+var spreadWorkloads = []struct{ kind, name string }{{"Deployment", "switchback-controller"}, {"StatefulSet", "switchback-nats"}}
+
+// antiAffinity is the pod anti-affinity of the pods of workload kind/name;
+// the test fails when they have none.
+func (r rendered) antiAffinity(t *testing.T, kind, name string) *corev1.PodAntiAffinity {
+	t.Helper()
+	pod := r.pod(t, kind, name)
+	require.NotNil(t, pod.Affinity)
+	require.NotNil(t, pod.Affinity.PodAntiAffinity)
+	return pod.Affinity.PodAntiAffinity
+}
+
 // checkDefault: what the defaults add to the base: the workers tolerate
 // every taint, the controllers and the NATS servers prefer different nodes
 // and have PDBs selecting exactly their pods, the webhook's certificate
 // comes from cert-manager.
 func checkDefault(t *testing.T, r rendered) {
 	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, r.worker(t).Tolerations, "a worker on every node, tainted or not")
-	for _, w := range []struct{ kind, name string }{{"Deployment", "switchback-controller"}, {"StatefulSet", "switchback-nats"}} {
-		pod := r.pod(t, w.kind, w.name)
-		require.NotNil(t, pod.Affinity)
-		require.NotNil(t, pod.Affinity.PodAntiAffinity)
-		terms := pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	for _, w := range spreadWorkloads {
+		aa := r.antiAffinity(t, w.kind, w.name)
+		terms := aa.PreferredDuringSchedulingIgnoredDuringExecution
 		require.Len(t, terms, 1, w.name)
 		assert.Equal(t, "kubernetes.io/hostname", terms[0].PodAffinityTerm.TopologyKey)
 		assert.Equal(t, map[string]string{"app.kubernetes.io/name": w.name}, terms[0].PodAffinityTerm.LabelSelector.MatchLabels)
-		assert.Empty(t, pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, "soft by default: a small cluster still schedules them")
+		assert.Empty(t, aa.RequiredDuringSchedulingIgnoredDuringExecution, "soft by default: a small cluster still schedules them")
 
 		selector, _, err := unstructured.NestedStringMap(r.object(t, w.kind, w.name).Object, "spec", "selector", "matchLabels")
 		require.NoError(t, err)
@@ -295,14 +307,12 @@ func checkNamespace(t *testing.T, r rendered) {
 // pull Secrets on every pod, the NATS StorageClass and the NetworkPolicy
 // values reach the objects.
 func checkHardAndPinned(t *testing.T, r rendered) {
-	for _, w := range []struct{ kind, name string }{{"Deployment", "switchback-controller"}, {"StatefulSet", "switchback-nats"}} {
-		pod := r.pod(t, w.kind, w.name)
-		require.NotNil(t, pod.Affinity)
-		require.NotNil(t, pod.Affinity.PodAntiAffinity)
-		terms := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	for _, w := range spreadWorkloads {
+		aa := r.antiAffinity(t, w.kind, w.name)
+		terms := aa.RequiredDuringSchedulingIgnoredDuringExecution
 		require.Len(t, terms, 1, w.name)
 		assert.Equal(t, map[string]string{"app.kubernetes.io/name": w.name}, terms[0].LabelSelector.MatchLabels)
-		assert.Empty(t, pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		assert.Empty(t, aa.PreferredDuringSchedulingIgnoredDuringExecution)
 	}
 	image := "registry.example/switchback:v9@sha256:" + strings.Repeat("ab", 32)
 	for _, pod := range []corev1.PodSpec{r.controller(t), r.worker(t), r.pod(t, "StatefulSet", "switchback-nats")} {
