@@ -12,9 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchback-dev/switchback/internal/proctest"
 
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -169,15 +170,7 @@ func resume(b *testing.B, env *testenv.Env, bin string, hist []events.Envelope, 
 	must(b, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	defer proctest.Stop(cmd.Process, exited)
 	fail := func(format string, args ...any) {
 		b.Helper()
 		b.Fatalf("%s\ncontroller output:\n%s", fmt.Sprintf(format, args...), out.String())

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchback-dev/switchback/internal/proctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,7 +135,7 @@ type process struct {
 // the test binary dies first.
 func startProcess(t *testing.T, ctx context.Context, bin, logs, name string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, health: freeAddr(t), log: filepath.Join(logs, name+".log")}
+	p := &process{name: name, health: proctest.FreeAddr(t), log: filepath.Join(logs, name+".log")}
 	f, err := os.Create(p.log)
 	require.NoError(t, err)
 	cmd := exec.CommandContext(ctx, bin, append(args, "--health-addr", p.health)...)
@@ -146,13 +147,7 @@ func startProcess(t *testing.T, ctx context.Context, bin, logs, name string, arg
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		proctest.Stop(cmd.Process, done)
 		if t.Failed() {
 			t.Logf("---- %s: last lines of %s\n%s", p.name, p.log, p.tail())
 		}
@@ -203,12 +198,4 @@ func (p *process) tail() string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-30):], "\n")
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
