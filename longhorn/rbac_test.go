@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/plan"
@@ -45,8 +44,7 @@ func TestDeployedRBACSuffices(t *testing.T) {
 	e := enginetest.Start(t, worker, enginetest.Options{})
 	m := ref("rbac")
 	e.Request(m, storage...)
-	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	completed(t, e, m)
 	was.restored(t, c)
 
 	err := controller.SetReplicaScheduling(c.ctx, "n1", false)

@@ -103,14 +103,10 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 
 	require.NoError(t, s.HealTargetMoveFailure("vol-0"))
 	c.mgr.Kick()
-	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	completed(t, e, m)
 	_, resumed := enginetest.LastOf[events.NodeResumed](e.History(m))
 	assert.True(t, resumed, "history shows the resume")
-	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
-	assert.Empty(t, s.Unsafe(""))
-	c.waitInStep("after the upgrade")
-	was.restored(t, c)
+	was.leftClean(t, s, c)
 }
 
 // TestInstanceManagerThatNeverStartsStallsThenFails: the new IM on n1 goes
@@ -144,23 +140,16 @@ func TestInstanceManagerThatNeverStartsStallsThenFails(t *testing.T) {
 func TestCancelReachesASafePoint(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			s, storage := storageLayout(t, latencies)
-			c := newCluster(t, s)
-			was := recordBefore(t, c)
-			e := enginetest.Start(t, c.plane, enginetest.Options{})
-			m := ref("cancel-" + string(step))
-			e.Request(m, storage...)
-			first := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
-			e.WaitNode(m, first, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
-			e.Cancel(m)
-			st := e.WaitManager(m, 20*time.Second, "a terminal state", terminal)
+			u := upgradeToStep(t, "cancel-", step, enginetest.Options{})
+			u.e.Cancel(u.m)
+			st := u.e.WaitManager(u.m, 20*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
-			eventually(t, 5*time.Second, "the safe point", func() bool { return len(s.Unsafe("")) == 0 })
-			c.waitInStep("after the cancel")
-			was.restored(t, c)
-			_, cancelled := enginetest.LastOf[events.UpgradeCancelled](e.History(m))
+			eventually(t, 5*time.Second, "the safe point", func() bool { return len(u.s.Unsafe("")) == 0 })
+			u.c.waitInStep("after the cancel")
+			u.was.restored(t, u.c)
+			_, cancelled := enginetest.LastOf[events.UpgradeCancelled](u.e.History(u.m))
 			assert.True(t, cancelled)
-			assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
+			assert.Zero(t, u.s.IOStats().Failed, "%s", u.s.IOStats())
 		})
 	}
 }
@@ -171,26 +160,16 @@ func TestCancelReachesASafePoint(t *testing.T) {
 func TestWorkerKilledAtEveryStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			s, storage := storageLayout(t, latencies)
-			c := newCluster(t, s)
-			was := recordBefore(t, c)
-			e := enginetest.Start(t, c.plane, enginetest.Options{AckWait: 300 * time.Millisecond})
-			m := ref("kill-" + string(step))
-			e.Request(m, storage...)
-			victim := e.WaitManager(m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
-			e.WaitNode(m, victim, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
-			e.StopWorker(victim)
-			e.StartWorker(victim)
+			u := upgradeToStep(t, "kill-", step, enginetest.Options{AckWait: 300 * time.Millisecond})
+			u.e.StopWorker(u.node)
+			u.e.StartWorker(u.node)
 
-			final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-			require.Equal(t, events.ManagerCompleted, final.State, final.Message)
-			for key, n := range enginetest.Transitions(e.History(m)) {
-				assert.Equal(t, 1, n, "transition %q appears once", key)
-			}
+			completed(t, u.e, u.m)
+			transitionsOnce(t, u.e, u.m)
 			// Side effects that must happen once per upgrade reached the
 			// simulator once: a retried step found its own snapshot object.
 			done := map[string]int{}
-			actions, _ := s.ActionLog()
+			actions, _ := u.s.ActionLog()
 			for _, a := range actions {
 				if !a.NoOp && a.Err == "" && (a.Action == "CreateSnapshot" || a.Action == "DeleteSnapshot") {
 					done[a.Action+" "+a.Object+" "+a.Arg]++
@@ -200,12 +179,34 @@ func TestWorkerKilledAtEveryStep(t *testing.T) {
 			for key, n := range done {
 				assert.Equal(t, 1, n, "%s done once", key)
 			}
-			assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
-			assert.Empty(t, s.Unsafe(""))
-			c.waitInStep("after the upgrade")
-			was.restored(t, c)
+			u.was.leftClean(t, u.s, u.c)
 		})
 	}
+}
+
+// inFlight is an upgrade of the storage nodes of storageLayout through the
+// adapter, with its first node in flight.
+type inFlight struct {
+	s    *sim.Sim
+	c    *cluster
+	was  before
+	e    *enginetest.Engine
+	m    events.ManagerRef
+	node string // the first node in flight
+}
+
+// upgradeToStep starts the upgrade prefix+step of the storage nodes of
+// storageLayout, its engine run with opts, and returns once the first node
+// in flight is at or past step.
+func upgradeToStep(t *testing.T, prefix string, step events.NodeState, opts enginetest.Options) inFlight {
+	t.Helper()
+	s, storage := storageLayout(t, latencies)
+	c := newCluster(t, s)
+	u := inFlight{s: s, c: c, was: recordBefore(t, c), e: enginetest.Start(t, c.plane, opts), m: ref(prefix + string(step))}
+	u.e.Request(u.m, storage...)
+	u.node = u.e.WaitManager(u.m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
+	u.e.WaitNode(u.m, u.node, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
+	return u
 }
 
 // TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode: Longhorn's own
@@ -232,8 +233,7 @@ func TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode(t *testing.T) {
 
 	s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"false"}`}})
 	c.mgr.Kick()
-	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	completed(t, e, m)
 	_, released := enginetest.LastOf[events.UpgradeReleased](e.History(m))
 	assert.True(t, released)
 	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())

@@ -34,6 +34,34 @@ func ref(name string) events.ManagerRef {
 
 func terminal(s manager.State) bool { return s.Terminal() }
 
+// completed waits until the upgrade m ends and requires that it completed.
+func completed(t *testing.T, e *enginetest.Engine, m events.ManagerRef) manager.State {
+	t.Helper()
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	return st
+}
+
+// transitionsOnce asserts that every transition of the upgrade m appears
+// exactly once in its history: nothing was done twice.
+func transitionsOnce(t *testing.T, e *enginetest.Engine, m events.ManagerRef) {
+	t.Helper()
+	for key, n := range enginetest.Transitions(e.History(m)) {
+		assert.Equal(t, 1, n, "transition %q appears once", key)
+	}
+}
+
+// leftClean checks what an upgrade must leave once it completed: no I/O
+// failed, no volume left unsafe, nothing in a step any more, and Longhorn's
+// objects as they were before.
+func (b before) leftClean(t *testing.T, s *sim.Sim, c *cluster) {
+	t.Helper()
+	assert.Zero(t, s.IOStats().Failed, "%s", s.IOStats())
+	assert.Empty(t, s.Unsafe(""))
+	c.waitInStep("after the upgrade")
+	b.restored(t, c)
+}
+
 // latencies make every Longhorn reaction take a little time, so steps
 // really wait on the objects.
 var latencies = sim.Config{TargetMoveLatency: 20 * time.Millisecond, IMStartLatency: 30 * time.Millisecond, RebuildLatency: 20 * time.Millisecond}
@@ -242,11 +270,8 @@ func TestProposalTestPlan(t *testing.T) {
 				}
 				c.mgr.Kick()
 			}
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
-			for key, n := range enginetest.Transitions(e.History(m)) {
-				assert.Equal(t, 1, n, "transition %q appears once", key)
-			}
+			st := completed(t, e, m)
+			transitionsOnce(t, e, m)
 			io := s.IOStats()
 			assert.NotZero(t, io.Issued, "the I/O checker ran")
 			assert.Zero(t, io.Failed, "no I/O failed: %s", io)

@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/sim"
 )
 
@@ -28,14 +25,7 @@ import (
 // scheduling restored, engines moved back, snapshots removed. Run with
 // -update to rewrite testdata/inplace-writes.golden.
 func TestInPlaceWriteSequence(t *testing.T) {
-	cfg := latencies
-	cfg.Profile = dataplane.ProfileInPlace
-	s := sim.New(cfg)
-	for _, n := range []string{"n1", "n2"} {
-		require.NoError(t, s.AddNode(n))
-	}
-	require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
-	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
+	s := inPlaceLayout(t)
 	writes := &writeLog{}
 	c := newClusterWith(t, s, clusterOptions{
 		platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"},
@@ -45,27 +35,33 @@ func TestInPlaceWriteSequence(t *testing.T) {
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("in-place")
 	e.Request(m, "n1")
-	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	completed(t, e, m)
 	was.restored(t, c)
 	assert.Zero(t, s.IOStats().Failed, "the in-place physics the simulator assumes: %s", s.IOStats())
 
-	got := writes.String()
-	path := filepath.Join("testdata", "inplace-writes.golden")
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	goldentest.Compare(t, filepath.Join("testdata", "inplace-writes.golden"), writes.String(), *update, "the writes the upgrade made, in order")
+}
+
+// inPlaceLayout is the simulated cluster of the in-place write sequence:
+// a Longhorn that updates IMs in place, two nodes, vol-a attached on n1
+// with its engine there, vol-b attached on n2 with its engine on n1.
+func inPlaceLayout(t *testing.T) *sim.Sim {
+	t.Helper()
+	cfg := latencies
+	cfg.Profile = dataplane.ProfileInPlace
+	s := sim.New(cfg)
+	for _, n := range []string{"n1", "n2"} {
+		require.NoError(t, s.AddNode(n))
 	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -update to create it")
-	assert.Equal(t, string(want), got, "the writes the upgrade made, in order")
+	require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
+	return s
 }
 
 // writeLog is a slog handler keeping the adapter's write lines (resource,
 // object, action) in order.
 type writeLog struct {
-	mu    sync.Mutex
-	lines []string
+	goldentest.Lines
 }
 
 func (w *writeLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -92,16 +88,8 @@ func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
 	if verb == "create" {
 		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lines = append(w.lines, line)
+	w.Add(line)
 	return nil
-}
-
-func (w *writeLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.lines, "\n") + "\n"
 }
 
 // schedulingProbe records, at each replica-scheduling write the upgrade
@@ -148,8 +136,7 @@ func TestSchedulingOffExactlyUntilTheNewIMRuns(t *testing.T) {
 	e := enginetest.Start(t, probe, enginetest.Options{})
 	m := ref("scheduling")
 	e.Request(m, storage...)
-	final := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
-	require.Equal(t, events.ManagerCompleted, final.State, final.Message)
+	completed(t, e, m)
 
 	byNode := map[string][]schedulingCall{}
 	for _, call := range probe.calls {

@@ -310,15 +310,7 @@ func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
 		}},
 		{name: "in-place", golden: filepath.Join("testdata", "inplace-writes.golden"), build: func(t *testing.T) (*cluster, []string) {
 			// The cluster of TestInPlaceWriteSequence.
-			cfg := latencies
-			cfg.Profile = dataplane.ProfileInPlace
-			s := sim.New(cfg)
-			for _, n := range []string{"n1", "n2"} {
-				require.NoError(t, s.AddNode(n))
-			}
-			require.NoError(t, s.AddVolume("vol-a", sim.EngineV2, []string{"n1", "n2"}, "n1"))
-			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-b", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n2", EngineOn: "n1"}))
-			return newClusterWith(t, s, clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}}), []string{"n1"}
+			return newClusterWith(t, inPlaceLayout(t), clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}}), []string{"n1"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

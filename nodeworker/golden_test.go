@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/sim"
 )
 
@@ -30,8 +28,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // the timing makes it) is written once.
 type recorder struct {
 	dataplane.DataPlane
-	mu    sync.Mutex
-	lines []string
+	goldentest.Lines
 }
 
 func (r *recorder) log(err error, format string, args ...any) error {
@@ -39,18 +36,8 @@ func (r *recorder) log(err error, format string, args ...any) error {
 	if err != nil {
 		line += " → refused: " + err.Error()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n := len(r.lines); n == 0 || r.lines[n-1] != line {
-		r.lines = append(r.lines, line)
-	}
+	r.AddUnlessRepeated(line)
 	return err
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.lines, "\n") + "\n"
 }
 
 func (r *recorder) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
@@ -85,6 +72,20 @@ func ref(name string) events.ManagerRef {
 	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
 }
 
+// stalledOnVol0 has the move of vol-0's target hang, requests the upgrade
+// name of n1 (which holds that target), and returns it once n1 stalls in
+// switching-over.
+func stalledOnVol0(t *testing.T, s *sim.Sim, e *enginetest.Engine, name string) events.ManagerRef {
+	t.Helper()
+	require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
+	m := ref(name)
+	e.Request(m, "n1")
+	e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.State == events.NodeSwitchingOver
+	})
+	return m
+}
+
 // TestGoldenActionLogs runs whole scenarios on the simulated cluster and
 // compares the exact sequence of data-plane changes with
 // testdata/<scenario>.golden (go test -run TestGoldenActionLogs -update
@@ -101,10 +102,7 @@ func TestGoldenActionLogs(t *testing.T) {
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 		}},
 		{"stuck-volume-healed", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
-			require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
-			m := ref("stuck")
-			e.Request(m, "n1")
-			e.WaitNode(m, "n1", 20*time.Second, "stalled", func(n nodeupgrade.State) bool { return n.Stalled })
+			m := stalledOnVol0(t, s, e, "stuck")
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
 			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
@@ -112,12 +110,7 @@ func TestGoldenActionLogs(t *testing.T) {
 		{"cancel-at-switching-over", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
 			// The move of vol-0 hangs, so the cancel finds the node in
 			// switching-over whatever the timing.
-			require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
-			m := ref("cancel")
-			e.Request(m, "n1")
-			e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
-				return n.Stalled && n.State == events.NodeSwitchingOver
-			})
+			m := stalledOnVol0(t, s, e, "cancel")
 			e.Cancel(m)
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
 			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
@@ -139,15 +132,7 @@ func TestGoldenActionLogs(t *testing.T) {
 			tc.run(t, s, e)
 			assert.Zero(t, s.IOStats().FailedByActions(), "no I/O failed because of an action")
 
-			got := rec.String()
-			path := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				require.NoError(t, os.MkdirAll("testdata", 0o755))
-				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run with -update to create it")
-			assert.Equal(t, string(want), got, "the data-plane changes, in order")
+			goldentest.Compare(t, filepath.Join("testdata", tc.name+".golden"), rec.String(), *update, "the data-plane changes, in order")
 		})
 	}
 }

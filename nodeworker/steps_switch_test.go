@@ -25,6 +25,27 @@ func TestDecideSwitchOver(t *testing.T) {
 	storage := volume("vol-s", "c1", "n1", "n1", "n2")
 	storage.Replicas[0].State = dataplane.ReplicaStopped // failed by the previous step
 	storage.Robustness = dataplane.RobustnessDegraded
+	// changed is what the worker observes of storage as change leaves it.
+	changed := func(change func(v *dataplane.Volume)) func() observation {
+		return func() observation {
+			v := storage
+			change(&v)
+			return observed(dataplane.ProfileV112, v)
+		}
+	}
+	// toPlace is changed with the cluster the placement chooses the
+	// destination in: the move is still to be asked.
+	toPlace := func(change func(v *dataplane.Volume)) func() observation {
+		return func() observation {
+			o := changed(change)()
+			placement(&o)
+			return o
+		}
+	}
+	pending := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}
+	// moveRecorded: the move of vol-s to n3 is recorded, with the engine
+	// node it had.
+	moveRecorded := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}}
 	tests := []struct {
 		name    string
 		o       func() observation
@@ -35,64 +56,39 @@ func TestDecideSwitchOver(t *testing.T) {
 		done    bool
 	}{
 		{name: "a pending volume: destination and engine node before recorded, then asked for",
-			o:       func() observation { o := observed(dataplane.ProfileV112, storage); placement(&o); return o },
-			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}},
+			o:       toPlace(func(*dataplane.Volume) {}),
+			st:      pending,
 			volumes: []string{"vol-s->switching-over@n3 before=n1"}, actions: []string{"SetEngineNode vol-s n3"}},
 		{name: "redelivered after the move was asked: waits, asks nothing again",
-			o: func() observation {
-				v := storage
+			o: changed(func(v *dataplane.Volume) {
 				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverPreparing, false
-				return observed(dataplane.ProfileV112, v)
-			},
-			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
-			reason: "TargetNotMoved"},
+			}),
+			st: moveRecorded, reason: "TargetNotMoved"},
 		{name: "settled on the destination: switched over",
-			o: func() observation {
-				v := storage
-				v.EngineNode, v.TargetNode = "n3", "n3"
-				return observed(dataplane.ProfileV112, v)
-			},
-			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
-			volumes: []string{"vol-s->switched-over@n3"}, done: true},
+			o:  changed(func(v *dataplane.Volume) { v.EngineNode, v.TargetNode = "n3", "n3" }),
+			st: moveRecorded, volumes: []string{"vol-s->switched-over@n3"}, done: true},
 		{name: "Longhorn keeps reverting: a stall naming the state and the Warning's text",
-			o: func() observation {
-				v := storage
+			o: changed(func(v *dataplane.Volume) {
 				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverReverting, false
 				v.SwitchoverError = "Failed to switch over target to 10.0.0.3:20001: boom"
-				return observed(dataplane.ProfileV112, v)
-			},
-			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
-			reason: "SwitchoverFailing"},
+			}),
+			st: moveRecorded, reason: "SwitchoverFailing"},
 		{name: "never changes the engine node while the path is switched",
-			o: func() observation {
-				v := storage
+			o: changed(func(v *dataplane.Volume) {
 				v.EngineNode, v.Switchover, v.TargetReady = "n2", dataplane.SwitchoverSwitchingOver, false
-				return observed(dataplane.ProfileV112, v)
-			},
-			st:     map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}},
-			reason: "SwitchoverInProgress"},
+			}),
+			st: moveRecorded, reason: "SwitchoverInProgress"},
 		{name: "a rebuilding replica: Longhorn would revert, so the move waits",
-			o: func() observation {
-				v := storage
+			o: toPlace(func(v *dataplane.Volume) {
 				v.Replicas = append(v.Replicas, replica("vol-s", "n3", dataplane.ReplicaRebuilding))
-				o := observed(dataplane.ProfileV112, v)
-				placement(&o)
-				return o
-			},
-			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "VolumeRebuilding"},
+			}),
+			st: pending, reason: "VolumeRebuilding"},
 		{name: "ublk has no switch-over path",
-			o: func() observation {
-				v := storage
-				v.Frontend = dataplane.FrontendUblk
-				o := observed(dataplane.ProfileV112, v)
-				placement(&o)
-				return o
-			},
-			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "FrontendCannotSwitch"},
+			o:  toPlace(func(v *dataplane.Volume) { v.Frontend = dataplane.FrontendUblk }),
+			st: pending, reason: "FrontendCannotSwitch"},
 		{name: "no temporary target",
 			o: func() observation {
-				o := observed(dataplane.ProfileV112, storage)
-				placement(&o)
+				o := toPlace(func(*dataplane.Volume) {})()
 				for i := range o.placement.Nodes {
 					if o.placement.Nodes[i].Name != "n1" {
 						o.placement.Nodes[i].Ready = false
@@ -100,7 +96,7 @@ func TestDecideSwitchOver(t *testing.T) {
 				}
 				return o
 			},
-			st: map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}, reason: "NoTemporaryTarget"},
+			st: pending, reason: "NoTemporaryTarget"},
 		{name: "a volume attached elsewhere with its target elsewhere needs no switch-over",
 			o:  func() observation { return observed(dataplane.ProfileV112, volume("vol-r", "c1", "n2", "n1", "n2")) },
 			st: map[string]nodeupgrade.Volume{"vol-r": {State: events.VolumePending}}, done: true},
