@@ -270,9 +270,7 @@ func TestSetEngineNode_RevertsWhileAReplicaRebuilds(t *testing.T) {
 // An injected failure makes every attempt fail the way Longhorn reports it;
 // the old engine serves until the fault is healed.
 func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
-	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
-	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	s := failingSwitchover(t)
 	s.Settle()
 	v := vol(t, s, "vol-1")
 	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
@@ -289,9 +287,7 @@ func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
 // A failing switch-over given up (the engine node set back) reports no
 // error any more: the error is that of the switch-over under way.
 func TestSetEngineNode_GivingUpAFailingSwitchoverClearsItsError(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
-	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
-	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	s := failingSwitchover(t)
 	s.Settle()
 	require.NotEmpty(t, vol(t, s, "vol-1").SwitchoverError)
 	require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))

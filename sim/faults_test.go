@@ -33,9 +33,7 @@ func TestFault_NeverHealthy(t *testing.T) {
 	require.NoError(t, s.InjectNeverHealthy("vol-1"))
 	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
 	s.Advance(24 * time.Hour)
-	v := vol(t, s, "vol-1")
-	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
-	require.Equal(t, dataplane.ReplicaRebuilding, replicaOnNode(t, v, "node-1").State)
+	requireDegraded(t, s, "vol-1", "node-1", dataplane.ReplicaRebuilding)
 
 	require.NoError(t, s.HealNeverHealthy("vol-1"))
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
@@ -120,9 +118,7 @@ func TestFault_NodeDeleted(t *testing.T) {
 }
 
 func TestFault_TargetMoveFailure(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
-	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
-	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	s := failingSwitchover(t)
 	s.Advance(time.Hour)
 	v := vol(t, s, "vol-1")
 	require.Equal(t, "node-1", v.TargetNode)
@@ -220,9 +216,7 @@ func TestBuilder_ReplicaOnANotReadyNodeIsFailed(t *testing.T) {
 	require.NoError(t, s.AddNodeSpec(NodeSpec{Name: "node-1", NotReady: true}))
 	require.NoError(t, s.AddNode("node-2"))
 	require.NoError(t, s.AddVolume("vol-1", EngineV2, []string{"node-1", "node-2"}, "node-2"))
-	v := vol(t, s, "vol-1")
-	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
-	require.Equal(t, dataplane.ReplicaError, replicaOnNode(t, v, "node-1").State)
+	requireDegraded(t, s, "vol-1", "node-1", dataplane.ReplicaError)
 	require.NoError(t, s.HealNodeNotReady("node-1"))
 	require.Equal(t, dataplane.RobustnessHealthy, vol(t, s, "vol-1").Robustness)
 }

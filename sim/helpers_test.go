@@ -65,6 +65,26 @@ func replicaNodes(v dataplane.Volume) map[string]dataplane.ReplicaState {
 	return out
 }
 
+// requireDegraded requires volume name of s degraded, its replica on node
+// in state.
+func requireDegraded(t testing.TB, s *Sim, name, node string, state dataplane.ReplicaState, msgAndArgs ...any) {
+	t.Helper()
+	v := vol(t, s, name)
+	require.Equal(t, dataplane.RobustnessDegraded, v.Robustness)
+	require.Equal(t, state, replicaOnNode(t, v, node).State, msgAndArgs...)
+}
+
+// failingSwitchover is three nodes with vol-1 attached to node-1 and a
+// replica on each, its target's move failing (injected) and a switch-over
+// to node-2 asked for.
+func failingSwitchover(t testing.TB) *Sim {
+	t.Helper()
+	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+	require.NoError(t, s.InjectTargetMoveFailure("vol-1"))
+	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
+	return s
+}
+
 func replicaOnNode(t testing.TB, v dataplane.Volume, node string) dataplane.Replica {
 	t.Helper()
 	for _, r := range v.Replicas {
