@@ -4,6 +4,8 @@ package faults
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,40 +51,42 @@ const (
 func TestKillWorkerAtEachStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			if step == events.NodePending {
-				killWorkerScheduled(t, scWorkerKill, options{})
-				return
-			}
-			w := newWorld(t, scWorkerKill, options{gateStep: step})
-			w.startController("c0")
-			workers := w.startWorkers()
-			w.createManager()
-
-			held := w.waitHeld()
-			workers[held.node].kill9(t)
-			// Only the node's worker appends its node's events: the last
-			// one says where the kill landed.
-			require.Equal(t, step, w.nodeState(held.node), "the kill landed inside the step")
-			t.Logf("worker of %s killed in %s, held at its %s call", held.node, step, held.method)
-			workers[held.node] = w.startWorker(held.node)
-			w.gate.open()
-			w.checkInvariants()
+			killWorkerAtStep(t, scWorkerKill, options{}, step, (*world).waitHeld)
 		})
 	}
+}
+
+// killWorkerAtStep kills, with SIGKILL, the worker of the node the gate
+// stops in step once waitIn says the node is there (for pending, see
+// killWorkerScheduled), starts a fresh process in its place and checks the
+// upgrade to its end.
+func killWorkerAtStep(t *testing.T, scenario string, opts options, step events.NodeState, waitIn func(*world) heldCall) {
+	if step == events.NodePending {
+		killWorkerScheduled(t, scenario, opts)
+		return
+	}
+	opts.gateStep = step
+	w := newWorld(t, scenario, opts)
+	w.startController("c0")
+	workers := w.startWorkers()
+	w.createManager()
+
+	held := waitIn(w)
+	workers[held.node].kill9(t)
+	// Only the node's worker appends its node's events: the last one says
+	// where the kill landed.
+	require.Equal(t, step, w.nodeState(held.node), "the kill landed inside the step")
+	t.Logf("worker of %s killed in %s (held: %q)", held.node, step, held.method)
+	workers[held.node] = w.startWorker(held.node)
+	w.gate.open()
+	w.checkInvariants()
 }
 
 func killWorkerScheduled(t *testing.T, scenario string, opts options) {
 	w := newWorld(t, scenario, opts)
 	w.startController("c0")
 	workers := w.startWorkers()
-	w.eventually("every worker connected", 30*time.Second, func() bool {
-		for _, p := range workers {
-			if !p.ready() {
-				return false
-			}
-		}
-		return true
-	})
+	w.eventually("every worker connected", 30*time.Second, func() bool { return readyCount(maps.Values(workers)) == len(workers) })
 	for _, p := range workers {
 		p.signal(t, syscall.SIGSTOP)
 	}
@@ -114,22 +118,7 @@ func killWorkerScheduled(t *testing.T, scenario string, opts options) {
 func TestLonghornKillWorkerAtEachStep(t *testing.T) {
 	for _, step := range events.NodeSteps {
 		t.Run(string(step), func(t *testing.T) {
-			if step == events.NodePending {
-				killWorkerScheduled(t, scLonghornWorkerKill, options{longhorn: true})
-				return
-			}
-			w := newWorld(t, scLonghornWorkerKill, options{longhorn: true, gateStep: step})
-			w.startController("c0")
-			workers := w.startWorkers()
-			w.createManager()
-
-			held := w.waitInStep()
-			workers[held.node].kill9(t)
-			require.Equal(t, step, w.nodeState(held.node), "the kill landed inside the step")
-			t.Logf("worker of %s killed in %s (held: %s)", held.node, step, held.method)
-			workers[held.node] = w.startWorker(held.node)
-			w.gate.open()
-			w.checkInvariants()
+			killWorkerAtStep(t, scLonghornWorkerKill, options{longhorn: true}, step, (*world).waitInStep)
 		})
 	}
 }
@@ -151,20 +140,7 @@ func TestLonghornAPIServerStoppedMidUpgrade(t *testing.T) {
 	w.createManager()
 
 	w.waitStep(events.NodeSwitchingOver)
-	require.NoError(t, kenv.StopAPIServer())
-	stopped := true
-	t.Cleanup(func() {
-		if stopped {
-			require.NoError(t, kenv.StartAPIServer(w.ctx), "restart the shared apiserver")
-		}
-	})
-	t.Log("kube-apiserver stopped")
-	w.eventually("the controller stops leading: it cannot renew its lease", stepTimeout,
-		func() bool { return countLines(c.logPath, "stopped leading") > 0 })
-	require.NoError(t, kenv.StartAPIServer(w.ctx))
-	stopped = false
-	t.Log("kube-apiserver started again")
-	w.eventually("the controller leads again", stepTimeout, c.leading)
+	w.apiServerOutage(c, nil)
 	w.checkInvariants()
 }
 
@@ -241,28 +217,14 @@ func TestNATSRestartMidUpgrade(t *testing.T) {
 	w.srv = nil
 	w.srvMu.Unlock()
 	t.Log("NATS server shut down")
-	w.eventually("every process sees NATS gone", 30*time.Second, func() bool {
-		for _, p := range procs {
-			if p.ready() {
-				return false
-			}
-		}
-		return true
-	})
+	w.eventually("every process sees NATS gone", 30*time.Second, func() bool { return readyCount(slices.Values(procs)) == 0 })
 	srv, err := natsembed.Start(w.natsOpts)
 	require.NoError(t, err)
 	w.srvMu.Lock()
 	w.srv = srv
 	w.srvMu.Unlock()
 	t.Log("NATS server restarted on the same port and store")
-	w.eventually("every process reconnects", 30*time.Second, func() bool {
-		for _, p := range procs {
-			if !p.ready() {
-				return false
-			}
-		}
-		return true
-	})
+	w.eventually("every process reconnects", 30*time.Second, func() bool { return readyCount(slices.Values(procs)) == len(procs) })
 	w.gate.open()
 	w.checkInvariants()
 }
@@ -338,25 +300,12 @@ func TestAPIServerStoppedMidUpgrade(t *testing.T) {
 	w.createManager()
 
 	w.waitStep(events.NodeSwitchingOver)
-	began := time.Now()
-	require.NoError(t, kenv.StopAPIServer())
-	stopped := true
-	t.Cleanup(func() {
-		if stopped {
-			require.NoError(t, kenv.StartAPIServer(w.ctx), "restart the shared apiserver")
+	w.apiServerOutage(c, func() {
+		for _, v := range held {
+			require.NoError(t, w.sim.HealTargetMoveFailure(v))
 		}
+		w.waitProgress("the worker finishes its step without the apiserver", 1)
 	})
-	t.Logf("kube-apiserver stopped (stop took %s)", time.Since(began).Round(time.Millisecond))
-	for _, v := range held {
-		require.NoError(t, w.sim.HealTargetMoveFailure(v))
-	}
-	w.waitProgress("the worker finishes its step without the apiserver", 1)
-	w.eventually("the controller stops leading: it cannot renew its lease", stepTimeout,
-		func() bool { return countLines(c.logPath, "stopped leading") > 0 })
-	require.NoError(t, kenv.StartAPIServer(w.ctx))
-	stopped = false
-	t.Log("kube-apiserver started again")
-	w.eventually("the controller leads again", stepTimeout, c.leading)
 	w.checkInvariants()
 }
 

@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
+	"iter"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchback-dev/switchback/internal/proctest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +37,7 @@ type proc struct {
 // start runs `switchback args...` with its output in a log file of the run.
 func (w *world) start(name string, args ...string) *proc {
 	w.t.Helper()
-	health := freeAddr(w.t)
+	health := proctest.FreeAddr(w.t)
 	logPath := filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	require.NoError(w.t, err)
@@ -131,6 +133,17 @@ func (p *proc) ready() bool {
 	return code == http.StatusOK
 }
 
+// readyCount is how many of ps report themselves ready.
+func readyCount(ps iter.Seq[*proc]) int {
+	n := 0
+	for p := range ps {
+		if p.ready() {
+			n++
+		}
+	}
+	return n
+}
+
 // countLines counts the lines of a log holding s.
 func countLines(path, s string) int {
 	b, err := os.ReadFile(path)
@@ -156,14 +169,6 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // kubeconfig is the controllers' kubeconfig.

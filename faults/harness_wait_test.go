@@ -218,3 +218,30 @@ func (w *world) eventually(what string, timeout time.Duration, cond func() bool)
 		time.Sleep(pollEvery)
 	}
 }
+
+// apiServerOutage stops the shared apiserver, runs during (when not nil)
+// without it, waits until controller c stops leading (it cannot renew its
+// lease), starts the apiserver again and waits until c leads again. When
+// the test fails before the apiserver is back, it is started again at the
+// test's end, for the scenarios after it.
+func (w *world) apiServerOutage(c *proc, during func()) {
+	w.t.Helper()
+	began := time.Now()
+	require.NoError(w.t, kenv.StopAPIServer())
+	stopped := true
+	w.t.Cleanup(func() {
+		if stopped {
+			require.NoError(w.t, kenv.StartAPIServer(w.ctx), "restart the shared apiserver")
+		}
+	})
+	w.t.Logf("kube-apiserver stopped (stop took %s)", time.Since(began).Round(time.Millisecond))
+	if during != nil {
+		during()
+	}
+	w.eventually("the controller stops leading: it cannot renew its lease", stepTimeout,
+		func() bool { return countLines(c.logPath, "stopped leading") > 0 })
+	require.NoError(w.t, kenv.StartAPIServer(w.ctx))
+	stopped = false
+	w.t.Log("kube-apiserver started again")
+	w.eventually("the controller leads again", stepTimeout, c.leading)
+}
