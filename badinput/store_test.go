@@ -187,7 +187,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	assert.Equal(t, gaps.Missing, after.Missing, "replay finds the same gaps in its scan")
 	require.Error(t, after.MissingErr())
 	var table strings.Builder
-	require.NoError(t, after.Write(&table, "table"))
+	require.NoError(t, after.WriteTable(&table))
 	assert.Contains(t, table.String(), "HISTORY INCOMPLETE")
 	// A replay of that manager alone (a filtered scan) reports them too.
 	one, err := replay.Run(ctx, second.store, replay.Options{Manager: ref.Name, Namespace: ref.Namespace})
