@@ -23,10 +23,10 @@ func TestHelpFollowsKubectlConventions(t *testing.T) {
 		sections []string
 		absent   []string
 	}{
-		{"controller", []string{"Flags:", "Kubernetes flags:", "Data plane flags:", "NATS flags:", "Embedded NATS flags:", "Health and metrics flags:", "Logging flags:"}, []string{"Simulated cluster flags:", "--nats-password "}},
-		{"worker", []string{"Flags:", "Kubernetes flags:", "Data plane flags:", "NATS flags:", "Logging flags:"}, []string{"Embedded NATS flags:"}},
+		{"controller", []string{"-n, --namespace", "      --longhorn-namespace", "Flags:", "Kubernetes flags:", "Data plane flags:", "NATS flags:", "Embedded NATS flags:", "Health and metrics flags:", "Logging flags:"}, []string{"Simulated cluster flags:", "--nats-password "}},
+		{"worker", []string{"Flags:", "Kubernetes flags:", "Data plane flags:", "NATS flags:", "Logging flags:", "-n, --longhorn-namespace"}, []string{"Embedded NATS flags:"}},
 		{"demo", []string{"Flags:", "Simulated cluster flags:", "Embedded NATS flags:", "Kubernetes flags:", "Examples:"}, nil},
-		{"plan", []string{"Flags:", "Kubernetes flags:", "Data plane flags:", "Examples:"}, []string{"Simulated cluster flags:", "--nodes int"}},
+		{"plan", []string{"Flags:", "Kubernetes flags:", "Data plane flags:", "Examples:", "-n, --longhorn-namespace"}, []string{"Simulated cluster flags:", "--nodes int"}},
 		{"replay", []string{"Flags:", "NATS flags:", "Kubernetes flags:"}, nil},
 		{"history", []string{"Usage:\n  switchback history MANAGER [flags]", "NATS flags:"}, nil},
 		{"uninstall", []string{"Flags:", "Kubernetes flags:", "-n, --namespace"}, nil},

@@ -76,8 +76,14 @@ func (f *dataPlaneFlags) workerExtraPublish() []string {
 // registerLonghorn registers the flags of --data-plane longhorn alone, for
 // a command whose other data plane is its own.
 func (f *dataPlaneFlags) registerLonghorn(fs *pflag.FlagSet) {
+	// -n, as kubectl's, on a command with no namespace of its own (the
+	// controller's -n is its managers').
+	short := "n"
+	if fs.ShorthandLookup(short) != nil {
+		short = ""
+	}
 	inSection(fs, flagsDataPlane, func() {
-		fs.StringVar(&f.namespace, "longhorn-namespace", longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
+		fs.StringVarP(&f.namespace, "longhorn-namespace", short, longhorn.DefaultNamespace, "with --data-plane longhorn: Longhorn's namespace")
 		fs.BoolVar(&f.allowExperimental, "allow-experimental-longhorn", false,
 			"with --data-plane longhorn: accept a Longhorn that updates instance managers in place (experimental: how attached volumes' initiators survive it is not established on any release)")
 	})
