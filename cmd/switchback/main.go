@@ -55,6 +55,7 @@ func newRoot(displayName string) *cobra.Command {
 	add(groupRun, "run a whole upgrade of a simulated cluster on embedded NATS and show it", demoCommand())
 	add(groupUpgrade, "dry run: node order, target moves and prechecks, appending nothing", planCommand())
 	add(groupUpgrade, "print the timeline of an upgrade", historyCommand())
+	add(groupUpgrade, "render an upgrade's timeline as one self-contained HTML page", reportCommand())
 	add(groupUpgrade, "rebuild upgrades from the event stream alone", replayCommand())
 	add(groupRun, "run the controller (intake, orchestrator, projector, webhook)", controllerCommand())
 	add(groupRun, "run the worker of one node", workerCommand())
