@@ -17,15 +17,20 @@ NATS := $(CURDIR)/.cache/bin/nats
 PROMETHEUS_VERSION := v0.316.0
 PROMTOOL := $(CURDIR)/.cache/bin/promtool
 
-.PHONY: help setup tools promtool test test-faults test-short lint fmt fuzz bench demo build image image-push chart-render
+.PHONY: help setup tools chromium promtool test test-faults test-short lint fmt fuzz bench demo build image image-push chart-render
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
-setup: testenv-bins tools ## download modules; build kube-apiserver, etcd, kubectl, the nats CLI and promtool into .cache/
+setup: testenv-bins tools chromium ## download modules; build kube-apiserver, etcd, kubectl, the nats CLI and promtool into .cache/; install chromium
 	$(GO) mod download
 
 tools: $(NATS) $(PROMTOOL) ## the nats CLI (for tailing the stream) and promtool (for the alerts' tests) into .cache/bin
+
+# The report's test (cmd/switchback/report_test.go) loads the page in it.
+chromium: ## headless Chromium (Debian package), for the report's browser test; installed only if missing
+	@command -v chromium >/dev/null || command -v chromium-headless-shell >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium; }
 
 $(NATS):
 	GOBIN=$(CURDIR)/.cache/bin $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
@@ -58,7 +63,7 @@ chart-render: ## render the Helm chart (default values) to stdout: make chart-re
 demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, shown live
 	$(GO) run ./cmd/switchback demo $(DEMO_FLAGS)
 
-test: testenv-bins tools ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver, then the fault suite
+test: testenv-bins tools chromium ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver, then the fault suite
 	@if [ "$${SKIP_APISERVER:-}" = 1 ]; then echo "WARNING: SKIP_APISERVER=1: tests that need kube-apiserver are SKIPPED"; fi
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/faults$$')
 	$(MAKE) test-faults
