@@ -22,7 +22,7 @@ func reportCommand() *cobra.Command {
 	var nf natsFlags
 	nf.register(fs, true)
 	namespace := fs.StringP("namespace", "n", "", "the manager's namespace (default: any)")
-	output := fs.StringP("output", "o", "-", "the HTML file to write (-: standard output)")
+	output := fs.StringP("output", "o", "-", "the HTML file to write (- for standard output)")
 	untilSeq := fs.Uint64("until-seq", 0, "stop after this stream sequence (the upgrade as it was then)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
