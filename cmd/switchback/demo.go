@@ -185,12 +185,14 @@ func demoCommand() *cobra.Command {
 			url := conn.server.ClientURL()
 			fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)
 			fmt.Fprintf(stdout, "its timeline:         switchback history %s --nats-url %s\n", ref.Name, url)
+			fmt.Fprintf(stdout, "its picture:          switchback report %s --nats-url %s -o upgrade.html\n", ref.Name, url)
 			fmt.Fprintf(stdout, "tail it:              nats --server %s stream view %s\n", url, topology.EventStream)
 			fmt.Fprintf(stdout, "NATS keeps serving at %s until interrupted (Ctrl-C)\n", url)
 			<-parent.Done()
 		} else {
 			fmt.Fprintf(stdout, "replay this history:  switchback replay --data-dir %s\n", nf.dataDir)
 			fmt.Fprintf(stdout, "its timeline:         switchback history %s --data-dir %s\n", ref.Name, nf.dataDir)
+			fmt.Fprintf(stdout, "its picture:          switchback report %s --data-dir %s -o upgrade.html\n", ref.Name, nf.dataDir)
 		}
 		if err != nil {
 			return err
