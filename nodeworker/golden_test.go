@@ -112,6 +112,10 @@ func TestGoldenActionLogs(t *testing.T) {
 			// switching-over whatever the timing.
 			m := stalledOnVol0(t, s, e, "cancel")
 			e.Cancel(m)
+			// Healed only once the node's history holds the cancel: the
+			// worker then sees it before any later step can act (its next
+			// append would conflict with it and load it).
+			e.WaitNode(m, "n1", 20*time.Second, "cancel requested", func(n nodeupgrade.State) bool { return n.CancelRequested })
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
 			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 			require.Equal(t, events.ManagerCancelled, st.State, st.Message)
