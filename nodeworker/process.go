@@ -183,8 +183,9 @@ var errUnknownManager = errors.New("unknown manager")
 
 // loop observes until observe reports done (then calls onDone), the node
 // leaves step, or a cancel arrives (then the cancel flow takes over; the
-// cancel flow itself runs with step ""). While blocked it polls; blocked for
-// StallAfter it reports a stall naming what blocks, and progress ends it.
+// cancel flow itself runs with step ""). While blocked it waits for a change
+// (wait); blocked for StallAfter it reports a stall naming what blocks, and
+// progress ends it.
 func (r *run) loop(ctx context.Context, step events.NodeState, observe func(context.Context) (outcome, error), onDone func(context.Context) error) error {
 	w := r.w
 	var blockedSince time.Time
@@ -201,6 +202,8 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			// Already past it (a redelivery or a re-issued command).
 			return nil
 		}
+		// Taken before observing: a change while observing wakes the wait.
+		changed := w.changes()
 		out, err := observe(ctx)
 		if err == nil {
 			err = r.flush(ctx)
@@ -231,8 +234,8 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 				return err
 			}
 		}
+		blocked := now.Sub(blockedSince)
 		if b := out.block; b != nil && !out.progressed {
-			blocked := now.Sub(blockedSince)
 			if b.permanent && blocked >= w.cfg.FailAfter {
 				if err := r.restoreBeforeFail(ctx); err != nil {
 					return err
@@ -250,13 +253,7 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			// Our own appends keep st current; act again at once.
 			continue
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(w.cfg.PollInterval):
-		}
-		// While waiting, look for what others appended: a cancel request.
-		if err := r.reload(ctx); err != nil {
+		if err := r.wait(ctx, changed, w.untilDeadline(out.block, blocked)); err != nil {
 			return err
 		}
 	}

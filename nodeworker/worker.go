@@ -41,7 +41,14 @@ type Config struct {
 	DataPlane dataplane.DataPlane
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// PollInterval spaces observations while a step waits; default 250ms.
+	// Resync is the longest a waiting step goes without observing again
+	// when the data plane signals its changes (dataplane.Watcher), a
+	// safety net for a lost signal; default 30s. The step wakes at once on
+	// a change, on another writer's event in the node's history and when
+	// its stall or failure is due.
+	Resync time.Duration
+	// PollInterval spaces observations while a step waits on a data plane
+	// without the change signal; default 250ms.
 	PollInterval time.Duration
 	// StallAfter: a step blocked this long is reported stalled; default 2m.
 	StallAfter time.Duration
@@ -70,6 +77,9 @@ type Worker struct {
 	// command usually starts from it without a load; anything appended by
 	// others since shows up as a concurrency conflict, which reloads.
 	last *run
+	// nodeEvents holds one pending wake: another writer appended to the
+	// node's history (watchNode).
+	nodeEvents chan struct{}
 }
 
 // New validates cfg and returns a worker.
@@ -80,12 +90,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.Resync = cmp.Or(cfg.Resync, 30*time.Second)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
 	cfg.StallAfter = cmp.Or(cfg.StallAfter, 2*time.Minute)
 	cfg.FailAfter = cmp.Or(cfg.FailAfter, 10*time.Minute)
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
-	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x}, nil
+	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x, nodeEvents: make(chan struct{}, 1)}, nil
 }
 
 // Run consumes commands until ctx ends. A command is acknowledged only after
@@ -101,6 +112,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
 		w.ackWait = info.Config.AckWait
 	}
+	unwatch, err := w.watchNode()
+	if err != nil {
+		return err
+	}
+	defer unwatch()
 	it, err := cons.Messages(jetstream.PullMaxMessages(1))
 	if err != nil {
 		return fmt.Errorf("nodeworker %s: consume: %w", w.cfg.Node, err)

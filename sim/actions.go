@@ -75,6 +75,7 @@ func (s *Sim) act(ctx context.Context, action, object, arg string, do func(now t
 	if changed {
 		s.checkIO()
 		s.react()
+		s.changes.Notify()
 	}
 	return err
 }

@@ -69,6 +69,7 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 	}
 	s.activateArmedFor(n.name)
 	s.unblock = true
+	s.changes.Notify()
 	return nil
 }
 
@@ -90,6 +91,7 @@ func (s *Sim) SetNodeImages(nodeName string, images []string) error {
 	images = slices.Clone(images)
 	slices.Sort(images)
 	n.images = slices.Compact(images)
+	s.changes.Notify()
 	return nil
 }
 
@@ -158,6 +160,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 	}
 	s.reconcile[v.name] = struct{}{}
 	s.io.mark(v.name)
+	s.changes.Notify()
 	return nil
 }
 
@@ -257,6 +260,7 @@ func (s *Sim) SetLonghornUpgrader(u dataplane.LonghornUpgrader) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.upgrader = cloneUpgrader(u)
+	s.changes.Notify()
 }
 
 func cloneUpgrader(u dataplane.LonghornUpgrader) dataplane.LonghornUpgrader {

@@ -138,6 +138,12 @@ type Sim struct {
 	// upgrader is what Longhorn's own instance-manager upgrader shows, as a
 	// test sets it; the simulated Longhorn never runs it.
 	upgrader dataplane.LonghornUpgrader
+
+	// changes signals every change to watchers (Changed); wake, due at
+	// wakeAt, applies the earliest pending completion on a wall clock.
+	changes dataplane.Changes
+	wake    *time.Timer
+	wakeAt  time.Time
 }
 
 type node struct {

@@ -153,6 +153,7 @@ func (s *Sim) Arm(f Fault) error {
 	}
 	s.checkIO()
 	s.react()
+	s.changes.Notify()
 	return nil
 }
 

@@ -21,6 +21,7 @@ func (s *Sim) Heal(kind FaultKind, object string) error {
 	if s.heal(kind, object) {
 		s.checkIO()
 		s.react()
+		s.changes.Notify()
 	}
 	return nil
 }
@@ -75,6 +76,7 @@ func (s *Sim) inject(f Fault) error {
 	s.activate(f, s.now())
 	s.checkIO()
 	s.react()
+	s.changes.Notify()
 	return nil
 }
 
@@ -98,6 +100,7 @@ func (s *Sim) healChecked(kind FaultKind, object string) error {
 	if s.heal(kind, object) {
 		s.checkIO()
 		s.react()
+		s.changes.Notify()
 	}
 	return nil
 }

@@ -79,6 +79,13 @@ func (s *Sim) react() { s.step(false) }
 
 func (s *Sim) step(timers bool) {
 	now := s.now()
+	// did: something was applied, which watchers must hear of.
+	did := false
+	defer func() {
+		if did {
+			s.changes.Notify()
+		}
+	}()
 	for range maxSteps {
 		switch {
 		case timers && len(s.timers) > 0 && !s.timers[0].due.After(now):
@@ -108,6 +115,7 @@ func (s *Sim) step(timers bool) {
 		default:
 			return
 		}
+		did = true
 	}
 }
 

@@ -116,7 +116,7 @@ func demoCommand() *cobra.Command {
 		}
 		for _, n := range nodes {
 			w, err := nodeworker.New(nodeworker.Config{Node: n.Name, Store: conn.store, Queue: conn.queue, DataPlane: cluster,
-				StallAfter: *stallAfter, FailAfter: 10 * *stallAfter, PollInterval: 20 * time.Millisecond, Log: log})
+				StallAfter: *stallAfter, FailAfter: 10 * *stallAfter, Log: log})
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,9 @@ func workerCommand() *cobra.Command {
 	kf.register(fs, "with --data-plane longhorn: ")
 	stallAfter := fs.Duration("stall-after", 2*time.Minute, "report a step stalled after this long without progress")
 	failAfter := fs.Duration("fail-after", 10*time.Minute, "fail the node when its new instance manager stays in error this long")
-	poll := fs.Duration("poll-interval", 250*time.Millisecond, "how often a waiting step looks at the cluster again")
+	resync := fs.Duration("resync-interval", 30*time.Second, "the longest a waiting step goes without looking at the cluster again: it wakes at once on a change of the cluster (Longhorn's watch, or the simulated cluster's notices) and on a cancel, so this is only a safety net for a lost notice")
+	fs.DurationVar(resync, "poll-interval", 30*time.Second, "the old name of --resync-interval, from when a waiting step looked at the cluster on a timer")
+	_ = fs.MarkDeprecated("poll-interval", "a waiting step wakes on the cluster's changes now: use --resync-interval, the safety re-read")
 	keepSnapshots := fs.Bool("keep-snapshots", false, "keep the snapshot the upgrade takes of each attached volume once its node completed (default: removed then; always kept on cancel and error)")
 	var hf healthFlags
 	hf.register(fs)
@@ -91,7 +93,7 @@ func workerCommand() *cobra.Command {
 		}
 		w, err := nodeworker.New(nodeworker.Config{
 			Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
-			StallAfter: *stallAfter, FailAfter: *failAfter, PollInterval: *poll, KeepSnapshots: *keepSnapshots, Log: log,
+			StallAfter: *stallAfter, FailAfter: *failAfter, Resync: *resync, KeepSnapshots: *keepSnapshots, Log: log,
 		})
 		if err != nil {
 			return err

@@ -33,11 +33,17 @@ import (
 // Options tune the engine for tests: short timeouts so stalls and failures
 // show within a test's patience.
 type Options struct {
-	PollInterval time.Duration // default 5ms
-	StallAfter   time.Duration // default 300ms
-	FailAfter    time.Duration // default 2s
-	AckWait      time.Duration // default 2s
-	MaxDeliver   int           // default 8
+	// PollInterval is how often a worker re-reads a data plane without the
+	// change signal (dataplane.Watcher); default 5ms.
+	PollInterval time.Duration
+	// Resync is a worker's safety re-read of a data plane with the signal;
+	// default an hour, so that a step a signal fails to wake shows as a
+	// test timing out instead of passing on the resync.
+	Resync     time.Duration
+	StallAfter time.Duration // default 300ms
+	FailAfter  time.Duration // default 2s
+	AckWait    time.Duration // default 2s
+	MaxDeliver int           // default 8
 	// NoWorkers starts no worker; call StartWorker.
 	NoWorkers bool
 	// HoldPoll is how often a held upgrade is re-checked (default 20ms).
@@ -73,6 +79,7 @@ type Engine struct {
 func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	t.Helper()
 	opts.PollInterval = cmp.Or(opts.PollInterval, 5*time.Millisecond)
+	opts.Resync = cmp.Or(opts.Resync, time.Hour)
 	opts.StallAfter = cmp.Or(opts.StallAfter, 300*time.Millisecond)
 	opts.FailAfter = cmp.Or(opts.FailAfter, 2*time.Second)
 	opts.AckWait = cmp.Or(opts.AckWait, 2*time.Second)
@@ -151,7 +158,7 @@ func (e *Engine) StartWorker(node string) {
 	}
 	w, err := nodeworker.New(nodeworker.Config{
 		Node: node, Store: store, Queue: q, DataPlane: e.Plane, Log: e.Log,
-		PollInterval: e.opts.PollInterval, StallAfter: e.opts.StallAfter, FailAfter: e.opts.FailAfter,
+		PollInterval: e.opts.PollInterval, Resync: e.opts.Resync, StallAfter: e.opts.StallAfter, FailAfter: e.opts.FailAfter,
 	})
 	if err != nil {
 		e.t.Fatalf("worker %s: %v", node, err)
