@@ -109,10 +109,14 @@ func DangerousAPI() []string {
 //     worker neither reads commands by sequence nor writes the dead-letter
 //     stream;
 //   - look the streams up (stream info) when binding to them;
-//   - subscribe under its own inbox prefix only.
+//   - subscribe under its own inbox prefix, and to its node's events (core
+//     NATS, no consumer): a waiting step wakes on a cancel request the
+//     orchestrator appends. It reads those events by direct get already,
+//     so this adds no capability.
 //
 // extraPublish is appended to the allow list (topology.SimSubjects for a
-// simulated cluster).
+// simulated cluster, whose workers then also subscribe to its change
+// notices, topology.SimChanged, to wake on them).
 func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPublish ...string) Permissions {
 	s := streams.withDefaults()
 	consumer := topology.NodeConsumer(node)
@@ -142,10 +146,14 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 	if sharedInbox {
 		inbox = "_INBOX.>"
 	}
+	subscribe := []string{inbox, events.NodeSubjects(node)}
+	if slices.Contains(extraPublish, topology.SimSubjects) {
+		subscribe = append(subscribe, topology.SimChanged)
+	}
 	return Permissions{
 		PublishAllow:   allow,
 		PublishDeny:    DangerousAPI(),
-		SubscribeAllow: []string{inbox},
+		SubscribeAllow: subscribe,
 	}
 }
 

@@ -41,7 +41,17 @@ const (
 	DeadEventPrefix = deadLetterPrefix + ".evt"
 	// SimPrefix is the simulated data plane's default subject prefix.
 	SimPrefix = "sb.sim"
+	// SimChanged is where the simulated data plane served on SimPrefix
+	// announces its changes (SimChangedSubject): what its workers
+	// subscribe to.
+	SimChanged      = SimPrefix + "." + simChangedToken
+	simChangedToken = "changed"
 )
+
+// SimChangedSubject is where a simulated data plane served on prefix
+// announces that it changed, so that steps waiting on it in other
+// processes wake (sim/simremote).
+func SimChangedSubject(prefix string) string { return prefix + "." + simChangedToken }
 
 // CommandSubject is node's command subject.
 func CommandSubject(node string) string { return commandPrefix + "." + events.EncodeToken(node) }

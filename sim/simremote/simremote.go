@@ -36,11 +36,16 @@ type reply struct {
 // Server answers calls for one data plane.
 type Server struct {
 	subs []*nats.Subscription
+	// stop ends the change notices; done is closed once they ended.
+	stop, done chan struct{}
 }
 
-// Serve answers calls on prefix.<method> with dp until Stop.
+// Serve answers calls on prefix.<method> with dp until Stop. When dp
+// signals its changes (dataplane.Watcher, as the simulator does), Serve
+// also announces them on topology.SimChangedSubject(prefix), which the
+// Client's Changed turns back into the signal.
 func Serve(nc *nats.Conn, prefix string, dp dataplane.DataPlane) (*Server, error) {
-	s := &Server{}
+	s := &Server{stop: make(chan struct{}), done: make(chan struct{})}
 	for method, h := range handlers(dp) {
 		sub, err := nc.QueueSubscribe(prefix+"."+method, "sim", func(m *nats.Msg) {
 			var req request
@@ -62,19 +67,36 @@ func Serve(nc *nats.Conn, prefix string, dp dataplane.DataPlane) (*Server, error
 			_ = m.Respond(b)
 		})
 		if err != nil {
+			close(s.done) // no announcing yet
 			s.Stop()
 			return nil, fmt.Errorf("simremote: serve %s: %w", method, err)
 		}
 		s.subs = append(s.subs, sub)
 	}
+	w, ok := dp.(dataplane.Watcher)
+	if !ok {
+		close(s.done)
+		return s, nil
+	}
+	go func() {
+		defer close(s.done)
+		announce(nc, prefix, w, s.stop)
+	}()
 	return s, nil
 }
 
-// Stop stops answering.
+// Stop stops answering and announcing; it may be called more than once.
 func (s *Server) Stop() {
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe()
 	}
+	s.subs = nil
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
 }
 
 type handler func(context.Context, request) (any, error)
@@ -114,6 +136,7 @@ type Client struct {
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
+	watch   watch
 }
 
 // NewClient returns a client calling prefix.<method> on nc.
