@@ -52,6 +52,8 @@ type Plane struct {
 	opts Options
 
 	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, events *watched
+	// changes signals every informer event (Changed).
+	changes dataplane.Changes
 }
 
 var _ dataplane.DataPlane = (*Plane)(nil)
@@ -118,6 +120,9 @@ func New(ctx context.Context, dyn dynamic.Interface, opts Options) (*Plane, erro
 		return nil, err
 	}
 	if err := p.buildInformers(); err != nil {
+		return nil, fmt.Errorf("longhorn: %w", err)
+	}
+	if err := p.signalChanges(); err != nil {
 		return nil, fmt.Errorf("longhorn: %w", err)
 	}
 	all := p.all()
