@@ -12,7 +12,7 @@ import (
 // left the node is back home with its engine node restored (waiting for the
 // node's IM to run again if it was being replaced), and the node's replica
 // scheduling is restored. The IM keeps whatever image it runs; replicas
-// failed earlier rebuild by themselves. Waiting uses the same poll/stall
+// failed earlier rebuild by themselves. Waiting uses the same wait/stall
 // loop as a step.
 func (r *run) cancel(ctx context.Context) error {
 	return r.loop(ctx, "", r.round(""), func(ctx context.Context) error {
