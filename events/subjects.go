@@ -76,6 +76,16 @@ func ManagerSubjectPrefix(m ManagerRef) string {
 	return SubjectPrefix + "." + EncodeToken(m.Namespace) + "." + EncodeToken(m.Name) + "." + EncodeToken(m.UID)
 }
 
+// ManagerNameSubjects selects the events of every incarnation (any UID) of
+// the manager name in namespace ("" = in any namespace), and their nodes'.
+func ManagerNameSubjects(namespace, name string) string {
+	ns := "*"
+	if namespace != "" {
+		ns = EncodeToken(namespace)
+	}
+	return SubjectPrefix + "." + ns + "." + EncodeToken(name) + ".>"
+}
+
 // ManagerSubjects selects every manager's subject (not their nodes').
 const ManagerSubjects = SubjectPrefix + ".*.*.*.mgr"
 

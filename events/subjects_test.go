@@ -82,3 +82,15 @@ func FuzzDecode(f *testing.F) {
 		assert.Equal(t, env.Aggregate, again.Aggregate)
 	})
 }
+
+func TestManagerNameSubjects(t *testing.T) {
+	for _, tc := range []struct{ namespace, name, want string }{
+		{"longhorn-system", "upgrade-v2", "sb.evt.longhorn-system.upgrade-v2.>"},
+		{"", "upgrade-v2", "sb.evt.*.upgrade-v2.>"},
+		{"ns", "a.b", "sb.evt.ns." + events.EncodeToken("a.b") + ".>"},
+	} {
+		assert.Equal(t, tc.want, events.ManagerNameSubjects(tc.namespace, tc.name))
+	}
+	ref := events.ManagerRef{Namespace: "ns", Name: "m", UID: "u1"}
+	assert.True(t, strings.HasPrefix(events.ManagerSubjectPrefix(ref), strings.TrimSuffix(events.ManagerNameSubjects("ns", "m"), ">")), "every incarnation's subjects match")
+}

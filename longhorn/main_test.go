@@ -74,10 +74,12 @@ type clusterOptions struct {
 	log *slog.Logger
 }
 
-func newClusterWith(t *testing.T, s *sim.Sim, o clusterOptions) *cluster {
-	t.Helper()
-	platform := o.platform
-	env := testenv.Get(t)
+// longhornNamespace installs Longhorn's test CRDs on the package's
+// apiserver (once) and returns a fresh namespace for one cluster, a
+// dynamic client and a context both end with the test.
+func longhornNamespace(tb testing.TB) (context.Context, *rest.Config, dynamic.Interface, string) {
+	tb.Helper()
+	env := testenv.Get(tb)
 	crdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -88,20 +90,27 @@ func newClusterWith(t *testing.T, s *sim.Sim, o clusterOptions) *cluster {
 		}
 		crdErr = testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "test", "longhorn-crds"))
 	})
-	require.NoError(t, crdErr, "install test/longhorn-crds")
+	require.NoError(tb, crdErr, "install test/longhorn-crds")
 
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	tb.Cleanup(cancel)
 	// Longhorn's finalizer "longhorn.io" draws a warning from the apiserver
 	// on every write of an object carrying it, as on a real cluster.
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = rest.NoWarnings{}
 	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	ns := fmt.Sprintf("lh-%d", nsSeq.Add(1))
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
 	_, err = dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, nsObj, metav1.CreateOptions{})
-	require.NoError(t, err)
+	require.NoError(tb, err)
+	return ctx, cfg, dyn, ns
+}
+
+func newClusterWith(t *testing.T, s *sim.Sim, o clusterOptions) *cluster {
+	t.Helper()
+	platform := o.platform
+	ctx, cfg, dyn, ns := longhornNamespace(t)
 
 	startCtx, stop := context.WithTimeout(ctx, 30*time.Second)
 	defer stop()

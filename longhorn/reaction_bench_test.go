@@ -5,18 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -27,7 +21,6 @@ import (
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
 )
 
 // BenchmarkReactionLatency measures how long a waiting step takes to react
@@ -189,28 +182,7 @@ func (p signalledPlane) Changed() <-chan struct{} { return p.w.Changed() }
 // test apiserver and returns the adapter over them, and a kick that makes
 // the simulated Longhorn write a change of s at once.
 func benchLonghorn(b *testing.B, s *sim.Sim) (dataplane.DataPlane, func(), func(time.Time) time.Time) {
-	env := testenv.Get(b)
-	crdOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			crdErr = err
-			return
-		}
-		crdErr = testenv.InstallCRDs(ctx, env.Config, filepath.Join(root, "test", "longhorn-crds"))
-	})
-	require.NoError(b, crdErr, "install test/longhorn-crds")
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(b, err)
-	ns := fmt.Sprintf("lh-%d", nsSeq.Add(1))
-	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
-	_, err = dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, nsObj, metav1.CreateOptions{})
-	require.NoError(b, err)
+	ctx, _, dyn, ns := longhornNamespace(b)
 	writes := &timedWrites{Interface: dyn}
 	mgr, err := longhornsim.Start(ctx, writes, s, longhornsim.Options{Namespace: ns, Log: testLog()})
 	require.NoError(b, err)

@@ -79,10 +79,7 @@ func stalledOnVol0(t *testing.T, s *sim.Sim, e *enginetest.Engine, name string) 
 	t.Helper()
 	require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
 	m := ref(name)
-	e.Request(m, "n1")
-	e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeSwitchingOver
-	})
+	e.StalledSwitchover(m, "n1")
 	return m
 }
 
@@ -104,8 +101,7 @@ func TestGoldenActionLogs(t *testing.T) {
 		{"stuck-volume-healed", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
 			m := stalledOnVol0(t, s, e, "stuck")
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
-			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+			e.Completes(m)
 		}},
 		{"cancel-at-switching-over", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
 			// The move of vol-0 hangs, so the cancel finds the node in

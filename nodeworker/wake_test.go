@@ -48,13 +48,9 @@ func TestStepWakesOnDataPlaneChange(t *testing.T) {
 			require.NoError(t, s.InjectTargetMoveFailure("vol-0"))
 			e := enginetest.Start(t, tc.plane(s), enginetest.Options{Resync: hour, PollInterval: tc.poll, StallAfter: 50 * time.Millisecond, FailAfter: hour})
 			m := ref("wake")
-			e.Request(m, "n1")
-			e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
-				return n.Stalled && n.State == events.NodeSwitchingOver
-			})
+			e.StalledSwitchover(m, "n1")
 			require.NoError(t, s.HealTargetMoveFailure("vol-0"))
-			st := e.WaitManager(m, 20*time.Second, "a terminal state", manager.State.Terminal)
-			assert.Equal(t, events.ManagerCompleted, st.State, st.Message)
+			e.Completes(m)
 		})
 	}
 }

@@ -70,7 +70,7 @@ type Options struct {
 // namespace, name and first appearance.
 func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, error) {
 	if opts.Manager != "" && opts.Namespace != "" && len(opts.Subjects) == 0 {
-		opts.Subjects = []string{fmt.Sprintf("%s.%s.%s.>", events.SubjectPrefix, events.EncodeToken(opts.Namespace), events.EncodeToken(opts.Manager))}
+		opts.Subjects = []string{events.ManagerNameSubjects(opts.Namespace, opts.Manager)}
 	}
 	byRef := map[events.ManagerRef]*Upgrade{}
 	var order []events.ManagerRef

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -28,11 +27,7 @@ func historyCommand() *cobra.Command {
 			return err
 		}
 		name := args[0]
-		ns := "*"
-		if *namespace != "" {
-			ns = events.EncodeToken(*namespace)
-		}
-		filter := fmt.Sprintf("%s.%s.%s.>", events.SubjectPrefix, ns, events.EncodeToken(name))
+		filter := events.ManagerNameSubjects(*namespace, name)
 
 		conn, err := nf.connect(ctx, "switchback-history", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: !*follow, readOnly: true})
 		if err != nil {

@@ -27,12 +27,7 @@ func reportCommand() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
 		name := args[0]
-		ns := "*"
-		if *namespace != "" {
-			ns = events.EncodeToken(*namespace)
-		}
-		// The subjects of every incarnation of the manager, as history reads them.
-		filter := fmt.Sprintf("%s.%s.%s.>", events.SubjectPrefix, ns, events.EncodeToken(name))
+		filter := events.ManagerNameSubjects(*namespace, name)
 		conn, err := nf.connect(ctx, "switchback-report", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true, readOnly: true})
 		if err != nil {
 			return err

@@ -49,3 +49,22 @@ func AtOrPast(step events.NodeState) func(nodeupgrade.State) bool {
 	}
 	return func(n nodeupgrade.State) bool { return n.Exists && index(n.State) >= index(step) }
 }
+
+// StalledSwitchover requests m on node and waits until the node stalls in
+// switching-over: the caller has made a volume's target move hang (e.g. the
+// simulator's InjectTargetMoveFailure).
+func (e *Engine) StalledSwitchover(m events.ManagerRef, node string) {
+	e.t.Helper()
+	e.Request(m, node)
+	e.WaitNode(m, node, 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.State == events.NodeSwitchingOver
+	})
+}
+
+// Completes waits until m ends and requires it completed.
+func (e *Engine) Completes(m events.ManagerRef) manager.State {
+	e.t.Helper()
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
+	require.Equal(e.t, events.ManagerCompleted, st.State, st.Message)
+	return st
+}

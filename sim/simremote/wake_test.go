@@ -4,11 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/aggregate/manager"
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -95,11 +92,7 @@ func TestRemoteStepWakesOnChange(t *testing.T) {
 	t.Cleanup(server.Stop)
 	e := enginetest.Start(t, simremote.NewClient(nc, topology.SimPrefix), enginetest.Options{Resync: time.Hour, StallAfter: 50 * time.Millisecond, FailAfter: time.Hour})
 	m := events.ManagerRef{Namespace: "ns", Name: "remote-wake", UID: "u"}
-	e.Request(m, "n1")
-	e.WaitNode(m, "n1", 20*time.Second, "stalled at switching-over", func(n nodeupgrade.State) bool {
-		return n.Stalled && n.State == events.NodeSwitchingOver
-	})
+	e.StalledSwitchover(m, "n1")
 	require.NoError(t, s.HealTargetMoveFailure("vol-0"))
-	st := e.WaitManager(m, 20*time.Second, "a terminal state", manager.State.Terminal)
-	assert.Equal(t, events.ManagerCompleted, st.State, st.Message)
+	e.Completes(m)
 }
