@@ -93,22 +93,29 @@ func (s *Store) SaveSnapshot(ctx context.Context, agg events.AggregateID, schema
 // request whose reply subject named the key: NATS checks no permission on
 // reply subjects) and is ignored, so no client can plant a state that way.
 func (s *Store) loadSnapshot(ctx context.Context, agg events.AggregateID, schema string, into any) (seq uint64, ok bool, err error) {
-	value, err := s.snapshotValue(ctx, SnapshotKey(agg))
+	var snap snapshot
+	found, err := s.readSnapshot(ctx, SnapshotKey(agg), &snap)
 	if err != nil {
 		return 0, false, fmt.Errorf("eventstore: snapshot %s: %w", agg, err)
 	}
-	if value == nil {
-		return 0, false, nil
-	}
-	var snap snapshot
-	if json.Unmarshal(value, &snap) != nil || snap.Format != snapshotFormat || snap.Schema != schema {
-		return 0, false, nil
-	}
-	if json.Unmarshal(snap.State, into) != nil {
+	if !found || !snap.is(schema) || json.Unmarshal(snap.State, into) != nil {
 		return 0, false, nil
 	}
 	return snap.Sequence, true, nil
 }
+
+// readSnapshot decodes the value of key (see snapshotValue) into snap;
+// found is false when there is none, or it does not decode.
+func (s *Store) readSnapshot(ctx context.Context, key string, snap any) (found bool, err error) {
+	value, err := s.snapshotValue(ctx, key)
+	if err != nil || value == nil {
+		return false, err
+	}
+	return json.Unmarshal(value, snap) == nil, nil
+}
+
+// is reports whether the snapshot has this layout and schema.
+func (s snapshot) is(schema string) bool { return s.Format == snapshotFormat && s.Schema == schema }
 
 // Loaded is an aggregate's folded state.
 type Loaded[S any] struct {

@@ -30,6 +30,14 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	holds, stopHolds := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Go(func() { o.watchHolds(holds, o.cfg.HoldPoll) })
+	// The first request after a start would otherwise bring the read model
+	// up to date itself; without a snapshot yet, that is every manager of
+	// the stream.
+	watching.Go(func() {
+		if err := o.WarmUp(holds); err != nil && holds.Err() == nil {
+			o.log.Warn("bring the upgrades in progress up to date", "error", err)
+		}
+	})
 	defer watching.Wait()
 	defer stopHolds()
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
@@ -54,6 +62,17 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.handleMsg(ctx, msg)
 		}
 	}
+}
+
+// WarmUp brings the read model of the upgrades in progress (which
+// prechecks and held upgrades consult) up to the stream's end and saves its
+// snapshot, so that the next start folds only the events after it. Run does
+// it when it starts.
+func (o *Orchestrator) WarmUp(ctx context.Context) error {
+	if err := o.active.warm(ctx); err != nil {
+		return fmt.Errorf("orchestrator: upgrades in progress: %w", err)
+	}
+	return nil
 }
 
 func (o *Orchestrator) handleMsg(ctx context.Context, msg jetstream.Msg) {

@@ -74,9 +74,10 @@ func New(cfg Config) (*Orchestrator, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	o := &Orchestrator{cfg: cfg, log: cfg.Log.With("component", "orchestrator"), plans: map[string]manager.State{},
+	log := cfg.Log.With("component", "orchestrator")
+	o := &Orchestrator{cfg: cfg, log: log, plans: map[string]manager.State{},
 		x:      commands.New(commands.Config{Store: cfg.Store, Source: events.SourceController, Now: cfg.Now}),
-		active: &activeUpgrades{store: cfg.Store}}
+		active: &activeUpgrades{store: cfg.Store, log: log}}
 	if o.cfg.ActiveUpgrades == nil {
 		o.cfg.ActiveUpgrades = o.active.except
 	}

@@ -14,10 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/commands"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/orchestrator"
+	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/topology"
 )
 
@@ -66,7 +69,7 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	must(b, err)
 	store, err := eventstore.Open(ctx, js, eventstore.Config{})
 	must(b, err)
-	_, err = nodequeue.Open(ctx, js, nodequeue.Config{})
+	queue, err := nodequeue.Open(ctx, js, nodequeue.Config{})
 	must(b, err)
 	count := loadFinished(ctx, b, js, hist, "perf-done", n)
 	last, err := store.LastSequence(ctx)
@@ -101,6 +104,14 @@ func writeGolden(b *testing.B, dir string, hist []events.Envelope, n int) int {
 	for err := range errs {
 		must(b, err)
 	}
+	// The previous controller's read model of the upgrades in progress,
+	// saved as its orchestrator saves it: a restart folds only what the
+	// stream holds after it.
+	cluster, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
+	must(b, err)
+	o, err := orchestrator.New(orchestrator.Config{Store: store, Queue: queue, Cluster: cluster})
+	must(b, err)
+	must(b, o.WarmUp(ctx))
 	return count
 }
 
