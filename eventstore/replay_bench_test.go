@@ -126,59 +126,104 @@ func BenchmarkAppendConcurrentVsRawAsync(b *testing.B) {
 	b.ReportMetric(rawUnchecked.Seconds()/ours.Seconds(), "ratio-vs-unchecked")
 }
 
-// BenchmarkReplay1M folds a stream of 1M events (node histories of many
-// upgrades) with Scan (decode) and a nodeupgrade.Folder per aggregate (the
-// node machine's Evolve, in place), vs reading the same stream raw with an
-// ordered consumer. "ratio" is fold speed over raw read speed; peak-rss
-// is the process's high-water mark.
+// BenchmarkReplay1M folds a stream of REPLAY_EVENTS events (default 1M;
+// node histories of many upgrades) with Scan (decode) and a
+// nodeupgrade.Folder per aggregate (the node machine's Evolve, in place), vs
+// reading the same stream raw with an ordered consumer. It measures at a
+// quarter of the events first, then fills the stream to all of them and
+// measures again. "ratio" is fold speed over raw read speed at the full size
+// ("ratio@<size>" at the quarter). "replay-peak-rss-MiB@<size>" is the peak
+// resident set (the kernel's ru_maxrss, VmHWM) of a child process that runs
+// replay.Run over the whole stream, as `switchback replay` does: the
+// embedded server, the fill and this process's fold are not in it. The goal
+// is a flat replay peak; peak-rss-MiB is this process's high-water mark,
+// the server's included.
 func BenchmarkReplay1M(b *testing.B) {
 	total := benchenv.Int(b, "REPLAY_EVENTS", 1_000_000)
 	ctx := context.Background()
-	js, s := replayStream(b, total)
-	rawRead := func() { readOrdered(b, js, total, func(jetstream.Msg) {}) }
+	srv := natstest.Start(b)
+	_, js := natstest.Connect(b, srv)
+	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sizes := []int{total / 4, total}
+	filled, next := 0, 0
+	for b.Loop() {
+		for _, n := range sizes {
+			if n > filled {
+				b.StopTimer()
+				next = fillHistories(b, js, next, n-filled)
+				filled = n
+				b.StartTimer()
+			}
+			fold, raw := replayRound(b, s, js, n)
+			label := sizeLabel(n)
+			if n == total {
+				b.ReportMetric(float64(n)/fold.Seconds(), "fold-events/s")
+				b.ReportMetric(float64(n)/raw.Seconds(), "raw-events/s")
+				b.ReportMetric(raw.Seconds()/fold.Seconds(), "ratio")
+			} else {
+				b.ReportMetric(raw.Seconds()/fold.Seconds(), "ratio@"+label)
+			}
+			b.ReportMetric(replayPeakRSS(b, srv.URL(), n), "replay-peak-rss-MiB@"+label)
+		}
+	}
+	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+}
+
+// replayRound times one fold of the stream's n events and one raw read of
+// them.
+func replayRound(b *testing.B, s *eventstore.Store, js jetstream.JetStream, n int) (fold, raw time.Duration) {
+	rawRead := func() { readOrdered(b, js, n, func(jetstream.Msg) {}) }
 	// One untimed pass first: whichever read came first would otherwise pay
 	// for loading the stream's blocks into the server's cache (at 1M events
 	// the fill has evicted the early ones), which made the fold look slower.
 	rawRead()
-	b.ResetTimer()
-	var fold, raw time.Duration
-	for b.Loop() {
-		start := time.Now()
-		// A Folder per aggregate: the replay owns its states, so volume
-		// changes write in place instead of copying a node's volume map.
-		folders := map[events.AggregateID]*nodeupgrade.Folder{}
-		n := 0
-		err := s.Scan(ctx, eventstore.ScanOptions{}, func(e events.Envelope) error {
-			f := folders[e.Aggregate]
-			if f == nil {
-				f = nodeupgrade.NewFolder(nodeupgrade.State{})
-				folders[e.Aggregate] = f
-			}
-			_ = f.Apply(e)
-			n++
-			return nil
-		}, nil)
-		if err != nil || n != total {
-			b.Fatalf("folded %d of %d: %v", n, total, err)
+	start := time.Now()
+	// A Folder per aggregate: the replay owns its states, so volume
+	// changes write in place instead of copying a node's volume map.
+	folders := map[events.AggregateID]*nodeupgrade.Folder{}
+	folded := 0
+	err := s.Scan(context.Background(), eventstore.ScanOptions{}, func(e events.Envelope) error {
+		f := folders[e.Aggregate]
+		if f == nil {
+			f = nodeupgrade.NewFolder(nodeupgrade.State{})
+			folders[e.Aggregate] = f
 		}
-		fold += time.Since(start)
-
-		start = time.Now()
-		rawRead()
-		raw += time.Since(start)
+		_ = f.Apply(e)
+		folded++
+		return nil
+	}, nil)
+	if err != nil || folded != n {
+		b.Fatalf("folded %d of %d: %v", folded, n, err)
 	}
-	b.ReportMetric(float64(b.N*total)/fold.Seconds(), "fold-events/s")
-	b.ReportMetric(float64(b.N*total)/raw.Seconds(), "raw-events/s")
-	b.ReportMetric(raw.Seconds()/fold.Seconds(), "ratio")
-	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+	fold = time.Since(start)
+	start = time.Now()
+	rawRead()
+	return fold, time.Since(start)
+}
+
+// sizeLabel writes n as metric names do: 250k, 1M.
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1000 && n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
 }
 
 // fillHistories publishes total events: per node upgrade, a start, state
-// changes and volume changes, as a real history has.
-func fillHistories(b *testing.B, js jetstream.JetStream, total int) {
+// changes and volume changes, as a real history has. The upgrades are
+// numbered from first; it returns the number after the last one written, to
+// fill more later.
+func fillHistories(b *testing.B, js jetstream.JetStream, first, total int) (next int) {
 	b.Helper()
 	published := 0
-	for u := 0; published < total; u++ {
+	u := first
+	for ; published < total; u++ {
 		ref := events.ManagerRef{Namespace: "ns", Name: "m", UID: fmt.Sprintf("u%d", u)}
 		agg := events.NodeAggregate(ref, "n1")
 		data := []events.Event{events.NodeUpgradeStarted{Node: "n1", DataEngine: "v2", InstanceManagerImage: "im:2", Attempt: 1}}
@@ -212,6 +257,7 @@ func fillHistories(b *testing.B, js jetstream.JetStream, total int) {
 		}
 	}
 	<-js.PublishAsyncComplete()
+	return u
 }
 
 // peakRSSMiB reads the process's resident high-water mark (Linux).
@@ -237,7 +283,7 @@ func replayStream(b *testing.B, total int) (jetstream.JetStream, *eventstore.Sto
 	if err != nil {
 		b.Fatal(err)
 	}
-	fillHistories(b, js, total)
+	fillHistories(b, js, 0, total)
 	return js, s
 }
 
