@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/spf13/cobra"
 
@@ -208,11 +207,12 @@ func demoCommand() *cobra.Command {
 	return cmd
 }
 
-// demoKube returns the manager API and a clientset for Events: in memory,
-// or a real cluster's.
+// demoKube returns the manager API and a clientset for Events: a real
+// cluster's, or an in-memory API and no clientset (startProjector drops the
+// Events nothing could read).
 func demoKube(kf *kubeFlags) (*kubeclient.Client, kubernetes.Interface, string, error) {
 	if !kf.given() {
-		return kubeclient.NewFake(), k8sfake.NewClientset(), "in memory", nil
+		return kubeclient.NewFake(), nil, "in memory", nil
 	}
 	cfg, err := kf.config()
 	if err != nil {
