@@ -5,11 +5,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -41,41 +38,11 @@ func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int
 		e.Stop()
 		e.Server.Shutdown()
 	}()
-	m := ref(fmt.Sprintf("bench-%d", nodes))
-	// The end is seen on the manager's subject rather than by polling its
-	// state: a poll would add its own load to what is measured.
-	ended := make(chan struct{}, 1)
-	sub, err := e.NC.Subscribe(events.ManagerAggregate(m).Subject(), func(msg *nats.Msg) {
-		switch events.Type(msg.Header.Get(events.HeaderPrefix + "type")) {
-		case events.TypeUpgradeCompleted, events.TypeUpgradeFailed, events.TypeUpgradeCancelled:
-			select {
-			case ended <- struct{}{}:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := e.NC.Flush(); err != nil {
-		b.Fatal(err)
-	}
+	up := e.Time(ref(fmt.Sprintf("bench-%d", nodes)))
 	stopProfile := profileUpgrade(b, nodes)
-	start, cpuStart := time.Now(), processCPU()
-	e.Request(m)
-	select {
-	case <-ended:
-	case <-time.After(30 * time.Minute):
-		b.Fatalf("upgrade of %d nodes did not end", nodes)
-	}
-	elapsed, cpu = time.Since(start), processCPU()-cpuStart
+	up.Start()
+	elapsed, cpu = up.Wait(30 * time.Minute)
 	stopProfile()
-	// Our subscription may see the event before the stream stored it.
-	st := e.WaitManager(m, time.Minute, "a terminal state", terminal)
-	if st.State != events.ManagerCompleted {
-		b.Fatalf("upgrade of %d nodes ended %s: %s", nodes, st.State, st.Message)
-	}
 	return elapsed, cpu, nodes * len(events.NodeSteps)
 }
 
@@ -101,17 +68,6 @@ func profileUpgrade(b *testing.B, nodes int) (stop func()) {
 			b.Error(err)
 		}
 	}
-}
-
-// processCPU is the CPU time this process used so far (user + system): the
-// controller, workers, simulator and embedded NATS server all run in it.
-// Unlike wall time it hardly moves when other processes load the machine.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkStepOverhead: controller overhead per node step with a

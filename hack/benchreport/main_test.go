@@ -90,7 +90,9 @@ func TestGoals(t *testing.T) {
 		"BenchmarkLoad10k/stream-only" + cpu + "  10  130000000 ns/op\n" +
 		"BenchmarkLoad10k/snapshot+tail" + cpu + "  3000  368049 ns/op\n" +
 		"BenchmarkAppendVsRawPublish" + cpu + "  100  1 ns/op  0.762 ratio\n" +
-		"BenchmarkReplay1M" + cpu + "  1  1 ns/op  0.93 ratio  110 replay-peak-rss-MiB@1M  100 replay-peak-rss-MiB@250k\n"
+		"BenchmarkReplay1M" + cpu + "  1  1 ns/op  0.93 ratio  110 replay-peak-rss-MiB@1M  100 replay-peak-rss-MiB@250k\n" +
+		"pkg: github.com/switchback-dev/switchback/perf\n" +
+		"BenchmarkPerVolumeCost" + cpu + "  1  1 ns/op  1.2 ratio100/20\n"
 	all, _, err := parse(strings.NewReader(input))
 	require.NoError(t, err)
 	byWhat := map[string]goal{}
@@ -109,6 +111,7 @@ func TestGoals(t *testing.T) {
 		{"eventstore BenchmarkReplay1M ratio", 0.93, true, true},
 		{"eventstore BenchmarkReplay1M replay-peak-rss-MiB@1M", 1.1, true, true}, // flat: 110 MiB at 1M over 100 at 250k
 		{"perf BenchmarkControllerResume peak-rss-MiB", 0, false, false},
+		{"perf BenchmarkPerVolumeCost ratio100/20", 1.2, true, true}, // "≤": the limit itself meets it
 	} {
 		t.Run(tc.goal, func(t *testing.T) {
 			g, ok := byWhat[tc.goal]

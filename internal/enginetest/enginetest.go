@@ -48,6 +48,11 @@ type Options struct {
 	NoWorkers bool
 	// HoldPoll is how often a held upgrade is re-checked (default 20ms).
 	HoldPoll time.Duration
+	// Defaults runs every component with the product's own settings (each
+	// package's defaults: the worker's poll, resync and stall timers, the
+	// queue's AckWait) instead of the short ones above, for benchmarks of
+	// what a user gets; the fields above must then be zero.
+	Defaults bool
 }
 
 // Engine is a running engine.
@@ -78,12 +83,18 @@ type Engine struct {
 // node of plane unless opts.NoWorkers.
 func Start(t testing.TB, plane dataplane.DataPlane, opts Options) *Engine {
 	t.Helper()
-	opts.PollInterval = cmp.Or(opts.PollInterval, 5*time.Millisecond)
-	opts.Resync = cmp.Or(opts.Resync, time.Hour)
-	opts.StallAfter = cmp.Or(opts.StallAfter, 300*time.Millisecond)
-	opts.FailAfter = cmp.Or(opts.FailAfter, 2*time.Second)
-	opts.AckWait = cmp.Or(opts.AckWait, 2*time.Second)
-	opts.HoldPoll = cmp.Or(opts.HoldPoll, 20*time.Millisecond)
+	if opts.Defaults {
+		if opts != (Options{Defaults: true}) {
+			t.Fatalf("enginetest: Options.Defaults with other settings: %+v", opts)
+		}
+	} else {
+		opts.PollInterval = cmp.Or(opts.PollInterval, 5*time.Millisecond)
+		opts.Resync = cmp.Or(opts.Resync, time.Hour)
+		opts.StallAfter = cmp.Or(opts.StallAfter, 300*time.Millisecond)
+		opts.FailAfter = cmp.Or(opts.FailAfter, 2*time.Second)
+		opts.AckWait = cmp.Or(opts.AckWait, 2*time.Second)
+		opts.HoldPoll = cmp.Or(opts.HoldPoll, 20*time.Millisecond)
+	}
 	srv := natstest.Start(t)
 	nc, js := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
