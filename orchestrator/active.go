@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -88,9 +89,21 @@ func (a *activeUpgrades) held(ctx context.Context) ([]events.ManagerRef, error) 
 }
 
 // warm folds to the stream's end and saves the snapshot if anything was
-// folded since it was last saved or loaded.
+// folded since it was last saved or loaded. It logs (at Debug) how long
+// that took and how much it folded: what a start costs the first request,
+// which waits for it.
 func (a *activeUpgrades) warm(ctx context.Context) error {
-	return a.fold(ctx, true, func(events.ManagerRef, manager.State) {})
+	began := time.Now()
+	if err := a.fold(ctx, true, func(events.ManagerRef, manager.State) {}); err != nil {
+		return err
+	}
+	if a.log != nil {
+		a.mu.Lock()
+		folded, snapSeq := a.folded, a.snapSeq
+		a.mu.Unlock()
+		a.log.Debug("upgrades in progress up to date", "took", time.Since(began), "folded", folded, "snapshotSeq", snapSeq)
+	}
+	return nil
 }
 
 // fold extends the fold of the manager subjects to the stream's end, saves
