@@ -26,7 +26,7 @@ import (
 // -update to rewrite testdata/inplace-writes.golden.
 func TestInPlaceWriteSequence(t *testing.T) {
 	s := inPlaceLayout(t)
-	writes := &writeLog{}
+	writes := newWriteLog()
 	c := newClusterWith(t, s, clusterOptions{
 		platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"},
 		log:      slog.New(writes),
@@ -39,7 +39,7 @@ func TestInPlaceWriteSequence(t *testing.T) {
 	was.restored(t, c)
 	assert.Zero(t, s.IOStats().Failed, "the in-place physics the simulator assumes: %s", s.IOStats())
 
-	goldentest.Compare(t, filepath.Join("testdata", "inplace-writes.golden"), writes.String(), *update, "the writes the upgrade made, in order")
+	goldentest.Compare(t, filepath.Join("testdata", "inplace-writes.golden"), writes.String(), *update, "the writes the upgrade made, in order (each phase of snapshot writes sorted)")
 }
 
 // inPlaceLayout is the simulated cluster of the in-place write sequence:
@@ -59,9 +59,18 @@ func inPlaceLayout(t *testing.T) *sim.Sim {
 }
 
 // writeLog is a slog handler keeping the adapter's write lines (resource,
-// object, action) in order.
+// object, action) in order; the snapshot writes of one phase, made at once,
+// sorted.
 type writeLog struct {
 	goldentest.Lines
+}
+
+// newWriteLog returns an empty log headed by what its order means, as
+// testdata/inplace-writes.golden has it.
+func newWriteLog() *writeLog {
+	w := &writeLog{}
+	w.Add("# writes in order; the snapshot writes of one phase are made at once and listed sorted")
+	return w
 }
 
 func (w *writeLog) Enabled(context.Context, slog.Level) bool { return true }
@@ -88,7 +97,13 @@ func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
 	if verb == "create" {
 		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
 	}
-	w.Add(line)
+	if attrs["resource"] == "snapshots.longhorn.io" || verb == "create" {
+		// The worker takes and removes snapshots several at once: each such
+		// phase is recorded sorted, between the writes around it.
+		w.AddSorted(verb+" snapshots", line)
+	} else {
+		w.Add(line)
+	}
 	return nil
 }
 

@@ -317,7 +317,7 @@ func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
 			c, nodes := tc.build(t)
 			was := recordBefore(t, c)
 			sc := underWorkerPolicy(t, c)
-			writes := &writeLog{}
+			writes := newWriteLog()
 			e := enginetest.Start(t, c.plane, enginetest.Options{NoWorkers: true})
 			for _, n := range nodes {
 				e.Plane = sc.plane(t, sc.podToken(t, n), slog.New(writes))

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
 // apply carries a plan out: history first (what must be restored, then the
-// volume transitions), then the data-plane actions in order, then what
-// records their success. Every part is idempotent, so a crash anywhere
+// volume transitions), then the data-plane actions in order (a run of
+// snapshot calls at once, see actAll), then what records their success. Every part is idempotent, so a crash anywhere
 // redoes at most what did not take.
 func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 	out := outcome{done: p.done, block: p.block, fatal: p.fatal,
@@ -26,10 +27,8 @@ func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 	if err := r.flush(ctx); err != nil {
 		return outcome{}, err
 	}
-	for _, a := range p.actions {
-		if err := r.act(ctx, a); err != nil {
-			return outcome{}, err
-		}
+	if err := r.actAll(ctx, p.actions); err != nil {
+		return outcome{}, err
 	}
 	for _, c := range p.confirm {
 		if err := r.exec(ctx, c); err != nil {
@@ -37,6 +36,59 @@ func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// snapshotCalls bounds the snapshot calls of one round in flight at once.
+const snapshotCalls = 16
+
+// concurrent reports whether consecutive actions of kind may run at once:
+// taking or removing the upgrade's snapshot touches one volume and nothing
+// the other volumes' calls depend on, and the step records the phase only
+// once every call of it succeeded. Every other action keeps its order
+// (scheduling off before the snapshots, replicas failed one by one against
+// the observed health, moves before the IM is replaced).
+func concurrent(kind actionKind) bool { return kind == actSnapshot || kind == actDeleteSnapshot }
+
+// actAll runs actions in order, except that a run of consecutive snapshot
+// calls of one kind (one per volume; a node with 100 volumes otherwise waits
+// on 100 calls one after another, before its switch-over and at its end)
+// runs snapshotCalls at a time. The run ends before the next action starts.
+// Its errors are returned in plan order, so the outcome does not depend on
+// which call answered first.
+func (r *run) actAll(ctx context.Context, actions []action) error {
+	for i := 0; i < len(actions); {
+		j := i + 1
+		for concurrent(actions[i].kind) && j < len(actions) && actions[j].kind == actions[i].kind {
+			j++
+		}
+		if j == i+1 {
+			if err := r.act(ctx, actions[i]); err != nil {
+				return err
+			}
+		} else if err := r.actAtOnce(ctx, actions[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// actAtOnce runs actions with at most snapshotCalls in flight and joins
+// their errors in plan order. A failed call does not stop the others: each
+// is idempotent, and the next round redoes only what did not take.
+func (r *run) actAtOnce(ctx context.Context, actions []action) error {
+	errs := make([]error, len(actions))
+	sem := make(chan struct{}, snapshotCalls)
+	var wg sync.WaitGroup
+	for i, a := range actions {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = r.act(ctx, a)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // act runs one action. An object gone since it was observed is no error: a

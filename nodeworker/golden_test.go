@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,18 +26,34 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // recorder is a data plane that writes down every change the workers ask
 // of it, in order: the sequence a reviewer reads in testdata/*.golden. A
 // call repeating the line just before it (a wait asking again, as often as
-// the timing makes it) is written once.
+// the timing makes it) is written once. The one exception to the order: a
+// step takes or removes its volumes' snapshots several at once (apply.go,
+// actAll), so each such phase is written sorted by volume, between the calls
+// before and after it, which keep their order.
 type recorder struct {
 	dataplane.DataPlane
 	goldentest.Lines
 }
 
 func (r *recorder) log(err error, format string, args ...any) error {
+	r.AddUnlessRepeated(callLine(err, format, args...))
+	return err
+}
+
+// callLine is the line of one call, with its refusal if any.
+func callLine(err error, format string, args ...any) string {
 	line := fmt.Sprintf(format, args...)
 	if err != nil {
 		line += " → refused: " + err.Error()
 	}
-	r.AddUnlessRepeated(line)
+	return line
+}
+
+// logSorted records a call of a concurrent phase, named by its first word
+// (the call), in its sorted place within the phase.
+func (r *recorder) logSorted(err error, format string, args ...any) error {
+	call, _, _ := strings.Cut(format, " ")
+	r.AddSorted(call, callLine(err, format, args...))
 	return err
 }
 
@@ -45,11 +62,11 @@ func (r *recorder) SetReplicaScheduling(ctx context.Context, node string, allow 
 }
 
 func (r *recorder) CreateSnapshot(ctx context.Context, volume, name string) error {
-	return r.log(r.DataPlane.CreateSnapshot(ctx, volume, name), "CreateSnapshot %s %s", volume, name)
+	return r.logSorted(r.DataPlane.CreateSnapshot(ctx, volume, name), "CreateSnapshot %s %s", volume, name)
 }
 
 func (r *recorder) DeleteSnapshot(ctx context.Context, volume, name string) error {
-	return r.log(r.DataPlane.DeleteSnapshot(ctx, volume, name), "DeleteSnapshot %s %s", volume, name)
+	return r.logSorted(r.DataPlane.DeleteSnapshot(ctx, volume, name), "DeleteSnapshot %s %s", volume, name)
 }
 
 func (r *recorder) FailReplica(ctx context.Context, volume, replica string) error {
@@ -67,6 +84,10 @@ func (r *recorder) DeleteInstanceManager(ctx context.Context, name string) error
 func (r *recorder) SetInstanceManagerImage(ctx context.Context, name, image string) error {
 	return r.log(r.DataPlane.SetInstanceManagerImage(ctx, name, image), "SetInstanceManagerImage %s %s", name, image)
 }
+
+// sortedNote heads every golden log, so that a reader of it knows which
+// order is the workers' and which the recorder's.
+const sortedNote = "# data-plane calls in order; the snapshot calls of one phase run at once and are listed sorted by volume"
 
 func ref(name string) events.ManagerRef {
 	return events.ManagerRef{Namespace: "longhorn-system", Name: name, UID: "uid-" + name}
@@ -128,11 +149,12 @@ func TestGoldenActionLogs(t *testing.T) {
 			s, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 			require.NoError(t, err)
 			rec := &recorder{DataPlane: s}
+			rec.Add(sortedNote)
 			e := enginetest.Start(t, rec, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
 			tc.run(t, s, e)
 			assert.Zero(t, s.IOStats().FailedByActions(), "no I/O failed because of an action")
 
-			goldentest.Compare(t, filepath.Join("testdata", tc.name+".golden"), rec.String(), *update, "the data-plane changes, in order")
+			goldentest.Compare(t, filepath.Join("testdata", tc.name+".golden"), rec.String(), *update, "the data-plane changes, in order (each phase of snapshot calls sorted by volume)")
 		})
 	}
 }

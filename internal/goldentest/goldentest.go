@@ -7,6 +7,7 @@ package goldentest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,13 +21,35 @@ import (
 type Lines struct {
 	mu    sync.Mutex
 	lines []string
+	// run names the concurrent phase the last lines belong to (AddSorted),
+	// "" after any other line; runStart is where its lines begin.
+	run      string
+	runStart int
 }
 
 // Add appends line.
 func (l *Lines) Add(line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.run = ""
 	l.lines = append(l.lines, line)
+}
+
+// AddSorted records line as one call of the concurrent phase run (the
+// worker's snapshot calls, made several at once, answer in any order): the
+// consecutive lines of one run are kept sorted, and a line the run already
+// holds (a call retried) is recorded once. What comes before and after the
+// run keeps its order.
+func (l *Lines) AddSorted(run, line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.run != run {
+		l.run, l.runStart = run, len(l.lines)
+	}
+	i, found := slices.BinarySearch(l.lines[l.runStart:], line)
+	if !found {
+		l.lines = slices.Insert(l.lines, l.runStart+i, line)
+	}
 }
 
 // AddUnlessRepeated appends line unless it is the last line already: a
@@ -35,6 +58,7 @@ func (l *Lines) AddUnlessRepeated(line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n := len(l.lines); n == 0 || l.lines[n-1] != line {
+		l.run = ""
 		l.lines = append(l.lines, line)
 	}
 }

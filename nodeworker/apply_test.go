@@ -1,0 +1,90 @@
+package nodeworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// slowPlane answers every snapshot call after a pause and records, per
+// call, how many were in flight; it refuses the snapshots of the volumes
+// in refuse.
+type slowPlane struct {
+	dataplane.DataPlane
+	refuse map[string]bool
+
+	mu             sync.Mutex
+	inFlight, most int
+	calls          []string
+}
+
+func (p *slowPlane) note(call string, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight += delta
+	p.most = max(p.most, p.inFlight)
+	if delta > 0 {
+		p.calls = append(p.calls, call)
+	}
+}
+
+func (p *slowPlane) CreateSnapshot(_ context.Context, volume, _ string) error {
+	p.note("CreateSnapshot", 1)
+	defer p.note("", -1)
+	time.Sleep(time.Millisecond)
+	if p.refuse[volume] {
+		return fmt.Errorf("refused %s", volume)
+	}
+	return nil
+}
+
+func (p *slowPlane) SetReplicaScheduling(context.Context, string, bool) error {
+	p.note("SetReplicaScheduling", 1)
+	p.note("", -1)
+	return nil
+}
+
+func (p *slowPlane) FailReplica(context.Context, string, string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Every snapshot call has answered before the next action starts.
+	if p.inFlight != 0 {
+		return errors.New("FailReplica while snapshot calls are in flight")
+	}
+	p.calls = append(p.calls, "FailReplica")
+	return nil
+}
+
+// TestActAllRunsSnapshotsAtOnceInBounds: a run of snapshot calls runs
+// several at once, never more than snapshotCalls, between the actions
+// before and after it, which keep their order; its errors come back in
+// plan order whatever the order of the answers.
+func TestActAllRunsSnapshotsAtOnceInBounds(t *testing.T) {
+	p := &slowPlane{refuse: map[string]bool{"vol-07": true, "vol-31": true}}
+	r := &run{w: &Worker{cfg: Config{DataPlane: p}}}
+	actions := []action{{kind: actSetScheduling, object: "n1"}}
+	for i := range 40 {
+		actions = append(actions, action{kind: actSnapshot, object: fmt.Sprintf("vol-%02d", i), arg: "snap"})
+	}
+	actions = append(actions, action{kind: actFailReplica, object: "vol-00", arg: "r"})
+
+	err := r.actAll(context.Background(), actions[:len(actions)-1])
+	require.Error(t, err)
+	assert.Equal(t, "CreateSnapshot vol-07 snap: refused vol-07\nCreateSnapshot vol-31 snap: refused vol-31", err.Error())
+	assert.Greater(t, p.most, 1, "snapshot calls ran one at a time")
+	assert.LessOrEqual(t, p.most, snapshotCalls)
+	assert.Equal(t, "SetReplicaScheduling", p.calls[0])
+
+	p.refuse, p.calls = nil, nil
+	require.NoError(t, r.actAll(context.Background(), actions))
+	assert.Len(t, p.calls, len(actions))
+	assert.Equal(t, "FailReplica", p.calls[len(p.calls)-1])
+}
