@@ -14,9 +14,10 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 )
 
-// slowPlane answers every snapshot call after a pause and records, per
-// call, how many were in flight; it refuses the snapshots of the volumes
-// in refuse.
+// slowPlane holds every snapshot call until a second one is in flight
+// (so a test passes only if they run at once, whatever the machine's load)
+// and records how many were in flight; it refuses the snapshots of the
+// volumes in refuse.
 type slowPlane struct {
 	dataplane.DataPlane
 	refuse map[string]bool
@@ -24,6 +25,7 @@ type slowPlane struct {
 	mu             sync.Mutex
 	inFlight, most int
 	calls          []string
+	together       chan struct{} // closed once two calls are in flight
 }
 
 func (p *slowPlane) note(call string, delta int) {
@@ -34,12 +36,23 @@ func (p *slowPlane) note(call string, delta int) {
 	if delta > 0 {
 		p.calls = append(p.calls, call)
 	}
+	if p.inFlight >= 2 && p.together != nil {
+		select {
+		case <-p.together:
+		default:
+			close(p.together)
+		}
+	}
 }
 
 func (p *slowPlane) CreateSnapshot(_ context.Context, volume, _ string) error {
 	p.note("CreateSnapshot", 1)
 	defer p.note("", -1)
-	time.Sleep(time.Millisecond)
+	select {
+	case <-p.together:
+	case <-time.After(10 * time.Second):
+		return errors.New("no other snapshot call came while this one was in flight")
+	}
 	if p.refuse[volume] {
 		return fmt.Errorf("refused %s", volume)
 	}
@@ -68,7 +81,7 @@ func (p *slowPlane) FailReplica(context.Context, string, string) error {
 // before and after it, which keep their order; its errors come back in
 // plan order whatever the order of the answers.
 func TestActAllRunsSnapshotsAtOnceInBounds(t *testing.T) {
-	p := &slowPlane{refuse: map[string]bool{"vol-07": true, "vol-31": true}}
+	p := &slowPlane{refuse: map[string]bool{"vol-07": true, "vol-31": true}, together: make(chan struct{})}
 	r := &run{w: &Worker{cfg: Config{DataPlane: p}}}
 	actions := []action{{kind: actSetScheduling, object: "n1"}}
 	for i := range 40 {
@@ -83,7 +96,7 @@ func TestActAllRunsSnapshotsAtOnceInBounds(t *testing.T) {
 	assert.LessOrEqual(t, p.most, snapshotCalls)
 	assert.Equal(t, "SetReplicaScheduling", p.calls[0])
 
-	p.refuse, p.calls = nil, nil
+	p.refuse, p.calls, p.together = nil, nil, make(chan struct{})
 	require.NoError(t, r.actAll(context.Background(), actions))
 	assert.Len(t, p.calls, len(actions))
 	assert.Equal(t, "FailReplica", p.calls[len(p.calls)-1])
