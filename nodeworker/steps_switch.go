@@ -15,10 +15,12 @@ func needsSwitch(v dataplane.Volume, node string) bool {
 }
 
 // needsPlacement reports whether a switch-over round must choose temporary
-// targets, so that the cluster-wide placement is read only then.
+// targets, so that the cluster-wide placement is read only then: for a
+// pending volume decideSwitchOver would move now, not for one it waits on
+// (switchBlocker), which a waiting step observes again at every change.
 func needsPlacement(st nodeupgrade.State, vols map[string]dataplane.Volume, node string) bool {
 	for name, v := range vols {
-		if st.Volumes[name].State == events.VolumePending && needsSwitch(v, node) {
+		if st.Volumes[name].State == events.VolumePending && needsSwitch(v, node) && switchBlocker(v, node) == nil {
 			return true
 		}
 	}

@@ -135,10 +135,27 @@ func (s *Sim) stopIM(n *node, m *im, now time.Time) {
 	s.markNode(n.name)
 }
 
-// instances counts what the node's serving IM runs (see instanceNames).
+// instances counts what the node's serving IM runs (see instanceNames)
+// without listing or sorting it: every cluster-wide IM read (a placement's,
+// at each observation of a switch-over) asks it of every node.
 func (s *Sim) instances(n *node) (engines, frontends, replicas int) {
-	in := s.instanceNames(n)
-	return len(in.Engines) + len(in.NewEngines), len(in.Frontends), len(in.Replicas)
+	for name := range s.targetsOn[n.name] {
+		if runsEngine(n, s.vols[name]) {
+			engines++
+		}
+	}
+	engines += len(s.migratingTo[n.name])
+	for name := range s.attachedOn[n.name] {
+		if s.runsFrontend(n, s.vols[name]) {
+			frontends++
+		}
+	}
+	for name := range s.replicasOn[n.name] {
+		if instanceReplica(n, s.vols[name]) != nil {
+			replicas++
+		}
+	}
+	return engines, frontends, replicas
 }
 
 // instanceNames lists what the node's serving IM runs: engines (targets,
@@ -148,19 +165,38 @@ func (s *Sim) instances(n *node) (engines, frontends, replicas int) {
 func (s *Sim) instanceNames(n *node) IMInstances {
 	var in IMInstances
 	for _, name := range sortedKeys(s.targetsOn[n.name]) {
-		if v := s.vols[name]; v.engine == EngineV2 && v.attached != "" && v.targetIM.im == n.im {
+		if runsEngine(n, s.vols[name]) {
 			in.Engines = append(in.Engines, name)
 		}
 	}
 	in.NewEngines = sortedKeys(s.migratingTo[n.name])
 	for _, name := range sortedKeys(s.attachedOn[n.name]) {
-		// On v1.12 an initiator runs in the IM it started in, and dies with it.
-		if v := s.vols[name]; v.engine == EngineV2 && (s.cfg.Profile.InitiatorsSurviveIM() || v.initiator.im == n.im) {
+		if s.runsFrontend(n, s.vols[name]) {
 			in.Frontends = append(in.Frontends, name)
 		}
 	}
 	s.eachInstanceReplica(n, func(_ *volume, r *replica) { in.Replicas = append(in.Replicas, r.name) })
 	return in
+}
+
+// runsEngine says whether the node's serving IM runs v's target.
+func runsEngine(n *node, v *volume) bool {
+	return v.engine == EngineV2 && v.attached != "" && v.targetIM.im == n.im
+}
+
+// runsFrontend says whether the node's serving IM runs v's initiator: on
+// v1.12 an initiator runs in the IM it started in, and dies with it.
+func (s *Sim) runsFrontend(n *node, v *volume) bool {
+	return v.engine == EngineV2 && (s.cfg.Profile.InitiatorsSurviveIM() || v.initiator.im == n.im)
+}
+
+// instanceReplica is v's replica the node's IM runs, or nil: only attached
+// v2 volumes' active replicas run an instance.
+func instanceReplica(n *node, v *volume) *replica {
+	if v.engine != EngineV2 || v.attached == "" {
+		return nil
+	}
+	return v.activeReplicaOn(n.name)
 }
 
 // eachInstanceReplica calls f, in volume name order, for each replica the
@@ -169,10 +205,7 @@ func (s *Sim) instanceNames(n *node) IMInstances {
 func (s *Sim) eachInstanceReplica(n *node, f func(v *volume, r *replica)) {
 	for _, name := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[name]
-		if v.engine != EngineV2 || v.attached == "" {
-			continue
-		}
-		if r := v.activeReplicaOn(n.name); r != nil {
+		if r := instanceReplica(n, v); r != nil {
 			f(v, r)
 		}
 	}
