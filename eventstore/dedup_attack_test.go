@@ -93,8 +93,10 @@ func TestDedupCannotSuppressAnEvent(t *testing.T) {
 			again, err := tc.append(t, s, victim, evs)
 			require.NoError(t, err)
 			assert.Equal(t, v, again)
-			h, err = s.Load(ctx(t), victim)
-			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				h, err = s.Load(ctx(t), victim)
+				return err == nil && h.Version >= again
+			}, 10*time.Second, 5*time.Millisecond, "the load sees the retried append")
 			assert.Len(t, h.Events, tc.events)
 		})
 	}
