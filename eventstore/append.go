@@ -22,10 +22,13 @@ import (
 // Several events are committed as one atomic batch on replicated streams. On
 // a single-replica file stream JetStream stages every atomic batch in a file
 // store of its own, which costs milliseconds of file system work per
-// decision, so there each event is published with its own concurrency check
-// against the previous one: nothing can interleave, but a crash may store a
-// prefix of the decision. The deciders are written for that: deciding the
-// same command again on the prefix produces exactly the rest.
+// decision, so there a small decision's events are published each with its
+// own concurrency check against the previous one: nothing can interleave,
+// but a crash may store a prefix of the decision. The deciders are written
+// for that: deciding the same command again on the prefix produces exactly
+// the rest. From batchFrom events (a node's volume states: hundreds of
+// events) one round trip per event costs more than the staging, and the
+// batch is used there too.
 //
 // Retrying an Append that succeeded (e.g. after a timeout) succeeds again
 // without storing anything twice: Nats-Msg-Id deduplicates, and a concurrency
@@ -54,7 +57,7 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 	)
 	if len(msgs) == 1 {
 		seq, err = s.publishOne(ctx, expectLast(msgs[0], expected))
-	} else if s.cfg.Replicas > 1 {
+	} else if s.cfg.Replicas > 1 || (len(msgs) >= batchFrom && len(msgs) <= batchUpTo) {
 		seq, err = s.publishBatch(ctx, msgs, expected)
 		if isBatchDuplicate(err) && !s.lastIs(ctx, agg, expected, msgs[len(msgs)-1]) {
 			// One of the ids is held by a message that is not ours (a batch
@@ -109,6 +112,14 @@ func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uin
 	last, err := s.settledLast(ctx, agg.Subject(), expected)
 	return err == nil && last.is(m)
 }
+
+// batchFrom and batchUpTo bound the decisions that are one atomic batch on
+// a single-replica stream too (see Append): up to the servers' default
+// max_batch_size, a larger one is chained as before.
+const (
+	batchFrom = 32
+	batchUpTo = 1000
+)
 
 // expectLast makes m conditional on its subject's last sequence being seq.
 // It sets the header jetstream.WithExpectLastSequencePerSubject would, without

@@ -1,6 +1,7 @@
 package eventstore_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,9 +35,11 @@ func TestDedupCannotSuppressAnEvent(t *testing.T) {
 		return js
 	}
 	victimEvents := func(agg events.AggregateID, n int) []events.Envelope {
-		data := []events.Event{events.NodeResumed{Step: events.NodePending, Message: "first"},
-			events.NodeResumed{Step: events.NodePending, Message: "second"}, events.NodeResumed{Step: events.NodePending, Message: "third"}}
-		return events.New(agg, events.SourceController, "decision", t0, data[:n]...)
+		data := make([]events.Event, n)
+		for i := range data {
+			data[i] = events.NodeResumed{Step: events.NodePending, Message: fmt.Sprintf("event %d", i+1)}
+		}
+		return events.New(agg, events.SourceController, "decision", t0, data...)
 	}
 	appendSync := func(t *testing.T, s *eventstore.Store, agg events.AggregateID, evs []events.Envelope) (uint64, error) {
 		return s.Append(ctx(t), agg, 0, evs...)
@@ -56,6 +59,8 @@ func TestDedupCannotSuppressAnEvent(t *testing.T) {
 		{name: "one event", js: single, events: 1, append: appendSync},
 		{name: "one event, asynchronous", js: single, events: 1, append: appendAsync},
 		{name: "a decision of three events, the second's id taken (publish chain)", js: single, events: 3, taken: 1, append: appendSync},
+		{name: "a decision of 40 events, the 21st's id taken (atomic batch on one replica)", js: single, events: 40, taken: 20, append: appendSync},
+		{name: "a decision of 1001 events, the 501st's id taken (over a batch: publish chain)", js: single, events: 1001, taken: 500, append: appendSync},
 		{name: "R3: one event", js: cluster, replicas: 3, events: 1, append: appendSync},
 		{name: "R3: a decision of three events, the last's id taken (atomic batch)", js: cluster, replicas: 3, events: 3, taken: 2, append: appendSync},
 	} {
