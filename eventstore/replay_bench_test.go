@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/internal/benchenv"
+	"github.com/switchback-dev/switchback/internal/historytest"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
 
@@ -126,25 +126,27 @@ func BenchmarkAppendConcurrentVsRawAsync(b *testing.B) {
 	b.ReportMetric(rawUnchecked.Seconds()/ours.Seconds(), "ratio-vs-unchecked")
 }
 
-// BenchmarkReplay1M folds a stream of REPLAY_EVENTS events (default 1M;
-// node histories of many upgrades) with Scan (decode) and a
-// nodeupgrade.Folder per aggregate (the node machine's Evolve, in place), vs
-// reading the same stream raw with an ordered consumer. It measures at a
-// quarter of the events first, then fills the stream to all of them and
-// measures again. "ratio" is fold speed over raw read speed at the full size
-// ("ratio@<size>" at the quarter). "replay-peak-rss-MiB@<size>" is the peak
-// resident set (the kernel's ru_maxrss, VmHWM) of a child process that runs
-// replay.Run over the whole stream, as `switchback replay` does: the
-// embedded server, the fill and this process's fold are not in it. The goal
-// is a flat replay peak; peak-rss-MiB is this process's high-water mark,
-// the server's included.
+// BenchmarkReplay1M replays a stream of REPLAY_EVENTS events (default 1M;
+// whole upgrades of one node with 20 volumes, 135 events each) as
+// `switchback replay` does, in a process of its own as the command runs
+// (TestReplayChild): replay.Stream decodes
+// and folds, hands out the finished upgrades as it goes, and their table is
+// printed (here to nowhere). It measures at a quarter of the events first,
+// then fills the stream to all of them and measures again. "ratio" is the
+// replay's speed over a raw read of the same stream with nats.go's ordered
+// consumer in the same child process, the fastest of three passes each,
+// taken in turn ("ratio@<size>" at the quarter): in this process the
+// embedded server's heap, which the command never has, would be marked by
+// every collection the decoding causes.
+// "replay-peak-rss-MiB@<size>" is the peak resident set (the kernel's
+// VmHWM) of a child that only replays. The goal is a flat replay peak;
+// peak-rss-MiB is this process's high-water mark, the server's included.
 func BenchmarkReplay1M(b *testing.B) {
 	total := benchenv.Int(b, "REPLAY_EVENTS", 1_000_000)
 	ctx := context.Background()
 	srv := natstest.Start(b)
 	_, js := natstest.Connect(b, srv)
-	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
-	if err != nil {
+	if _, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"}); err != nil {
 		b.Fatal(err)
 	}
 	sizes := []int{total / 4, total}
@@ -157,51 +159,20 @@ func BenchmarkReplay1M(b *testing.B) {
 				filled = n
 				b.StartTimer()
 			}
-			fold, raw := replayRound(b, s, js, n)
+			timed := replayChild(b, srv.URL(), n, childTimed)
+			fold, raw := timed[foldSecondsMarker], timed[rawSecondsMarker]
 			label := sizeLabel(n)
 			if n == total {
-				b.ReportMetric(float64(n)/fold.Seconds(), "fold-events/s")
-				b.ReportMetric(float64(n)/raw.Seconds(), "raw-events/s")
-				b.ReportMetric(raw.Seconds()/fold.Seconds(), "ratio")
+				b.ReportMetric(float64(n)/fold, "fold-events/s")
+				b.ReportMetric(float64(n)/raw, "raw-events/s")
+				b.ReportMetric(raw/fold, "ratio")
 			} else {
-				b.ReportMetric(raw.Seconds()/fold.Seconds(), "ratio@"+label)
+				b.ReportMetric(raw/fold, "ratio@"+label)
 			}
-			b.ReportMetric(replayPeakRSS(b, srv.URL(), n), "replay-peak-rss-MiB@"+label)
+			b.ReportMetric(replayChild(b, srv.URL(), n, childPeak)[replayPeakMarker], "replay-peak-rss-MiB@"+label)
 		}
 	}
 	b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
-}
-
-// replayRound times one fold of the stream's n events and one raw read of
-// them.
-func replayRound(b *testing.B, s *eventstore.Store, js jetstream.JetStream, n int) (fold, raw time.Duration) {
-	rawRead := func() { readOrdered(b, js, n, func(jetstream.Msg) {}) }
-	// One untimed pass first: whichever read came first would otherwise pay
-	// for loading the stream's blocks into the server's cache (at 1M events
-	// the fill has evicted the early ones), which made the fold look slower.
-	rawRead()
-	start := time.Now()
-	// A Folder per aggregate: the replay owns its states, so volume
-	// changes write in place instead of copying a node's volume map.
-	folders := map[events.AggregateID]*nodeupgrade.Folder{}
-	folded := 0
-	err := s.Scan(context.Background(), eventstore.ScanOptions{}, func(e events.Envelope) error {
-		f := folders[e.Aggregate]
-		if f == nil {
-			f = nodeupgrade.NewFolder(nodeupgrade.State{})
-			folders[e.Aggregate] = f
-		}
-		_ = f.Apply(e)
-		folded++
-		return nil
-	}, nil)
-	if err != nil || folded != n {
-		b.Fatalf("folded %d of %d: %v", folded, n, err)
-	}
-	fold = time.Since(start)
-	start = time.Now()
-	rawRead()
-	return fold, time.Since(start)
 }
 
 // sizeLabel writes n as metric names do: 250k, 1M.
@@ -215,48 +186,18 @@ func sizeLabel(n int) string {
 	return strconv.Itoa(n)
 }
 
-// fillHistories publishes total events: per node upgrade, a start, state
-// changes and volume changes, as a real history has. The upgrades are
-// numbered from first; it returns the number after the last one written, to
-// fill more later.
+// fillHistories publishes total events of whole upgrades, numbered from
+// first, each on one node with 20 volumes, as a real history has them
+// (historytest.Completed); it returns the number after the last one
+// written, to fill more later. The last upgrade may be cut short.
 func fillHistories(b *testing.B, js jetstream.JetStream, first, total int) (next int) {
 	b.Helper()
-	published := 0
+	var envs []events.Envelope
 	u := first
-	for ; published < total; u++ {
-		ref := events.ManagerRef{Namespace: "ns", Name: "m", UID: fmt.Sprintf("u%d", u)}
-		agg := events.NodeAggregate(ref, "n1")
-		data := []events.Event{events.NodeUpgradeStarted{Node: "n1", DataEngine: "v2", InstanceManagerImage: "im:2", Attempt: 1}}
-		for _, st := range events.NodeSteps {
-			if next, ok := st.Next(); ok && next != events.NodeCompleted {
-				data = append(data, events.NodeStateChanged{From: st, To: next})
-			}
-		}
-		for v := range 20 {
-			data = append(data, events.VolumeStateChanged{Volume: fmt.Sprintf("pvc-%d", v), To: events.VolumePending})
-		}
-		for i, env := range events.New(agg, events.SourceWorker, "fill", t0, data...) {
-			if published == total {
-				break
-			}
-			m, err := events.Encode(env)
-			if err != nil {
-				b.Fatal(err)
-			}
-			m.Header.Set(events.MsgIDHeader, fmt.Sprintf("%d-%d", u, i))
-			if _, err := js.PublishMsgAsync(m); err != nil {
-				b.Fatal(err)
-			}
-			published++
-			// Stay well under the client's limit of outstanding async
-			// publishes: on a loaded machine the acks lag, and the client
-			// refuses more once it stalls.
-			if published%1000 == 0 {
-				<-js.PublishAsyncComplete()
-			}
-		}
+	for ; len(envs) < total; u++ {
+		envs = append(envs, historytest.Completed(events.ManagerRef{Namespace: "ns", Name: "m", UID: fmt.Sprintf("u%d", u)}, "n1", 20)...)
 	}
-	<-js.PublishAsyncComplete()
+	historytest.Publish(b, js, fmt.Sprintf("fill%d", first), envs[:total])
 	return u
 }
 
@@ -289,7 +230,7 @@ func replayStream(b *testing.B, total int) (jetstream.JetStream, *eventstore.Sto
 
 // readOrdered reads the first total messages of REPLAY with a nats.go
 // ordered consumer: the raw baseline the fold and Scan are compared with.
-func readOrdered(b *testing.B, js jetstream.JetStream, total int, fn func(jetstream.Msg)) {
+func readOrdered(b testing.TB, js jetstream.JetStream, total int, fn func(jetstream.Msg)) {
 	ctx := context.Background()
 	st, err := js.Stream(ctx, "REPLAY")
 	if err != nil {

@@ -2,6 +2,8 @@ package eventstore_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,56 +15,75 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/replay"
 )
 
-// Environment of TestReplayChild: the server to replay from and how many
-// events its stream REPLAY holds.
+// Environment of TestReplayChild: the server to replay from, how many
+// events its stream REPLAY holds, and what to measure.
 const (
 	replayChildURL    = "REPLAY_CHILD_URL"
 	replayChildEvents = "REPLAY_CHILD_EVENTS"
+	replayChildMode   = "REPLAY_CHILD_MODE"
 )
 
-// replayPeakMarker precedes the child's VmHWM in its output. The child
-// reports it itself: the kernel's ru_maxrss for a child counts the memory
-// it shared with this process until its exec.
-const replayPeakMarker = "replay-peak-rss-MiB: "
+// What TestReplayChild measures: its peak resident set replaying (nothing
+// else done first), or the replay's time and a raw read's.
+const (
+	childPeak  = "peak"
+	childTimed = "timed"
+)
 
-// replayPeakRSS runs TestReplayChild in a child process (this test binary)
+// The child's figures in its output, each after its marker. The child
+// reports its VmHWM itself: the kernel's ru_maxrss for a child counts the
+// memory it shared with this process until its exec.
+const (
+	replayPeakMarker  = "replay-peak-rss-MiB: "
+	foldSecondsMarker = "fold-seconds: "
+	rawSecondsMarker  = "raw-seconds: "
+)
+
+// replayChild runs TestReplayChild in a child process (this test binary)
 // on the server at url, whose stream holds n events, and returns the
-// child's peak resident set in MiB.
-func replayPeakRSS(b *testing.B, url string, n int) float64 {
+// figures it printed, by marker.
+func replayChild(b *testing.B, url string, n int, mode string) map[string]float64 {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplayChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), replayChildURL+"="+url, replayChildEvents+"="+strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), replayChildURL+"="+url, replayChildEvents+"="+strconv.Itoa(n), replayChildMode+"="+mode)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("replay in a child process: %v\n%s", err, out)
 	}
+	figures := map[string]float64{}
 	for line := range strings.Lines(string(out)) {
-		if _, v, ok := strings.Cut(line, replayPeakMarker); ok {
-			mib, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				b.Fatalf("child's peak %q: %v", v, err)
+		for _, marker := range []string{replayPeakMarker, foldSecondsMarker, rawSecondsMarker} {
+			if _, v, ok := strings.Cut(line, marker); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					b.Fatalf("child's %s%q: %v", marker, v, err)
+				}
+				figures[marker] = f
 			}
-			return mib
 		}
 	}
-	b.Fatalf("the child process reported no peak:\n%s", out)
-	return 0
+	if len(figures) == 0 {
+		b.Fatalf("the child process reported nothing:\n%s", out)
+	}
+	return figures
 }
 
-// TestReplayChild is BenchmarkReplay1M's child process (replayPeakRSS): it
-// replays the stream with replay.Run, as `switchback replay` does, so that
-// its peak resident set is the replay's alone. Without REPLAY_CHILD_URL it
-// skips.
+// TestReplayChild is BenchmarkReplay1M's child process (replayChild): it
+// replays the stream as `switchback replay` does (replay.Stream printing
+// each upgrade with a replay.TableWriter) and reports its peak resident
+// set, or times that replay against raw reads of the stream. Without
+// REPLAY_CHILD_URL it skips.
 func TestReplayChild(t *testing.T) {
 	url := os.Getenv(replayChildURL)
 	if url == "" {
 		t.Skip("BenchmarkReplay1M's child process")
 	}
-	want, err := strconv.ParseUint(os.Getenv(replayChildEvents), 10, 64)
+	n, err := strconv.Atoi(os.Getenv(replayChildEvents))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -73,11 +94,59 @@ func TestReplayChild(t *testing.T) {
 	require.NoError(t, err)
 	s, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY"})
 	require.NoError(t, err)
-	res, err := replay.Run(ctx, s, replay.Options{})
-	require.NoError(t, err)
-	require.Equal(t, want, res.LastSequence)
-	require.Empty(t, res.Missing)
-	require.Empty(t, res.Parked)
-	require.NotEmpty(t, res.Upgrades)
-	t.Logf("%s%.1f", replayPeakMarker, peakRSSMiB())
+
+	timed := os.Getenv(replayChildMode) == childTimed
+	replayOnce := func() time.Duration {
+		start := time.Now()
+		table := replay.NewTableWriter(io.Discard)
+		upgrades, unfinished := 0, 0
+		res, err := replay.Stream(ctx, s, replay.Options{}, func(u *replay.Upgrade) error {
+			upgrades++
+			if len(u.Refused) > 0 {
+				return fmt.Errorf("upgrade %s: the fold refused %d event(s), the first: %w", u.Ref, len(u.Refused), u.Refused[0])
+			}
+			if u.Manager.State != events.ManagerCompleted {
+				unfinished++
+			}
+			return table.Add(u)
+		})
+		require.NoError(t, err)
+		require.NoError(t, table.Close(res))
+		took := time.Since(start)
+		require.Equal(t, uint64(n), res.LastSequence)
+		require.Empty(t, res.Missing)
+		require.Empty(t, res.Parked)
+		require.Zero(t, res.Late)
+		require.NotZero(t, upgrades)
+		// The benchmark's fills end where their size does, cutting an
+		// upgrade short: the quarter's and the whole's.
+		require.LessOrEqual(t, unfinished, 2, "every upgrade of the stream but the ones cut short completes")
+		return took
+	}
+	if !timed {
+		replayOnce()
+		t.Logf("%s%.1f", replayPeakMarker, peakRSSMiB())
+		return
+	}
+	rawOnce := func() time.Duration {
+		start := time.Now()
+		readOrdered(t, js, n, func(jetstream.Msg) {})
+		return time.Since(start)
+	}
+	// Raw read and replay in turn, three times, the fastest of each kept:
+	// whichever read came first would pay for loading the stream's blocks
+	// into the server's cache, and a 2-core machine's other work falls on
+	// one pass or another.
+	var bestRaw, bestFold time.Duration
+	for i := range 3 {
+		r, f := rawOnce(), replayOnce()
+		if i == 0 || r < bestRaw {
+			bestRaw = r
+		}
+		if i == 0 || f < bestFold {
+			bestFold = f
+		}
+	}
+	t.Logf("%s%.3f", foldSecondsMarker, bestFold.Seconds())
+	t.Logf("%s%.3f", rawSecondsMarker, bestRaw.Seconds())
 }

@@ -58,56 +58,85 @@ func (u *Upgrade) view() view {
 // node. (`switchback replay -o json|yaml` prints the objects instead, as the
 // projector writes them.)
 func (r *Result) WriteTable(w io.Writer) error {
-	views := make([]view, len(r.Upgrades))
-	for i, u := range r.Upgrades {
-		views[i] = u.view()
+	if err := r.MissingErr(); err != nil {
+		fmt.Fprintf(w, "HISTORY INCOMPLETE: %v\n\n", err)
 	}
-	return writeTable(w, views, r)
+	t := NewTableWriter(w)
+	for _, u := range r.Upgrades {
+		if err := t.Add(u); err != nil {
+			return err
+		}
+	}
+	return t.close(r, false)
 }
 
-func writeTable(w io.Writer, views []view, r *Result) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if err := r.MissingErr(); err != nil {
-		fmt.Fprintf(tw, "HISTORY INCOMPLETE: %v\n\n", err)
+// TableWriter prints upgrades as Stream hands them out, in WriteTable's
+// form, each as it comes.
+type TableWriter struct {
+	w io.Writer
+	n int
+}
+
+// NewTableWriter returns a TableWriter printing to w.
+func NewTableWriter(w io.Writer) *TableWriter { return &TableWriter{w: w} }
+
+// Add prints u.
+func (t *TableWriter) Add(u *Upgrade) error {
+	v := u.view()
+	tw := tabwriter.NewWriter(t.w, 0, 4, 2, ' ', 0)
+	if t.n > 0 {
+		fmt.Fprintln(tw)
 	}
-	if len(views) == 0 {
-		fmt.Fprintln(tw, "no upgrade in the stream (up to sequence", r.LastSequence, ")")
-	}
-	for i, v := range views {
-		if i > 0 {
-			fmt.Fprintln(tw)
+	t.n++
+	done := 0
+	for _, n := range v.Nodes {
+		if n.State == events.NodeCompleted {
+			done++
 		}
-		done := 0
+	}
+	fmt.Fprintf(tw, "MANAGER\tSTATE\tUPGRADING\tNODES\tIMAGE\tSEQ\n")
+	fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d/%d\t%s\t%d\n", v.Namespace, v.Name, v.State, dash(v.UpgradingNode), done, len(v.Plan), dash(v.InstanceManagerImage), v.LastSequence)
+	if v.Message != "" {
+		fmt.Fprintf(tw, "  message: %s\n", v.Message)
+	}
+	for _, p := range v.Prechecks {
+		if !p.Passed {
+			fmt.Fprintf(tw, "  precheck %s failed (%s): %s\n", p.Check, p.Reason, p.Message)
+		}
+	}
+	if len(v.Nodes) > 0 {
+		fmt.Fprintf(tw, "  NODE\tSTATE\tVOLUMES\tMESSAGE\n")
 		for _, n := range v.Nodes {
-			if n.State == events.NodeCompleted {
-				done++
+			state := string(n.State)
+			if n.Stalled {
+				state += " (stalled)"
 			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.Node, state, n.Volumes, oneLine(n.Message))
 		}
-		fmt.Fprintf(tw, "MANAGER\tSTATE\tUPGRADING\tNODES\tIMAGE\tSEQ\n")
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d/%d\t%s\t%d\n", v.Namespace, v.Name, v.State, dash(v.UpgradingNode), done, len(v.Plan), dash(v.InstanceManagerImage), v.LastSequence)
-		if v.Message != "" {
-			fmt.Fprintf(tw, "  message: %s\n", v.Message)
-		}
-		for _, p := range v.Prechecks {
-			if !p.Passed {
-				fmt.Fprintf(tw, "  precheck %s failed (%s): %s\n", p.Check, p.Reason, p.Message)
-			}
-		}
-		if len(v.Nodes) > 0 {
-			fmt.Fprintf(tw, "  NODE\tSTATE\tVOLUMES\tMESSAGE\n")
-			for _, n := range v.Nodes {
-				state := string(n.State)
-				if n.Stalled {
-					state += " (stalled)"
-				}
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.Node, state, n.Volumes, oneLine(n.Message))
-			}
-		}
-	}
-	if len(r.Parked) > 0 {
-		fmt.Fprintf(tw, "\n%d message(s) on the stream did not decode and were skipped; the first: %v\n", len(r.Parked), r.Parked[0])
 	}
 	return tw.Flush()
+}
+
+// Close prints what the replay r found beside the upgrades: none at all,
+// events that came late or did not decode, history lost from the stream.
+func (t *TableWriter) Close(r *Result) error { return t.close(r, true) }
+
+func (t *TableWriter) close(r *Result, missing bool) error {
+	w := t.w
+	if t.n == 0 {
+		fmt.Fprintln(w, "no upgrade in the stream (up to sequence", r.LastSequence, ")")
+	}
+	if r.Late > 0 {
+		fmt.Fprintf(w, "\n%d event(s) came more than %d sequences after their upgrade had ended and are not in it; the first: seq %d\n", r.Late, SettleSequences, r.FirstLate)
+	}
+	if len(r.Parked) > 0 {
+		fmt.Fprintf(w, "\n%d message(s) on the stream did not decode and were skipped; the first: %v\n", len(r.Parked), r.Parked[0])
+	}
+	if err := r.MissingErr(); err != nil && missing {
+		_, err := fmt.Fprintf(w, "\nHISTORY INCOMPLETE: %v\n", err)
+		return err
+	}
+	return nil
 }
 
 func dash(s string) string {

@@ -5,8 +5,8 @@
 package replay
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -26,15 +26,27 @@ type Upgrade struct {
 	// Refused lists events the folds rejected (a faulty writer); they are
 	// skipped, as the controller skips them.
 	Refused []error
+
+	// first is the sequence of the upgrade's first event; ended that of
+	// the event after which it had ended (0 while it has not); handedOut
+	// says Stream handed it out.
+	first, ended uint64
+	handedOut    bool
 }
 
 // Result is a replay.
 type Result struct {
+	// Upgrades are the replayed upgrades (Run; Stream hands them out
+	// instead and leaves this empty).
 	Upgrades []*Upgrade
 	// Parked are messages that did not decode.
 	Parked []*events.DecodeError
 	// LastSequence is the last stream sequence read.
 	LastSequence uint64
+	// Late counts the events Stream read for an upgrade it had already
+	// handed out (see Stream): not folded into what it handed out.
+	// FirstLate is the first one's sequence.
+	Late, FirstLate uint64
 	// Missing lists the sequences of the replayed range the stream no
 	// longer holds: acknowledged events lost from its store (the stream
 	// denies deletes, see eventstore.Gaps). The upgrades above are folded
@@ -67,81 +79,25 @@ type Options struct {
 }
 
 // Run folds the stream (or the range in opts) into upgrades, ordered by
-// namespace, name and first appearance.
+// namespace, name and first appearance. It keeps every upgrade of the
+// range; Stream hands them out instead.
 func Run(ctx context.Context, store *eventstore.Store, opts Options) (*Result, error) {
-	if opts.Manager != "" && opts.Namespace != "" && len(opts.Subjects) == 0 {
-		opts.Subjects = []string{events.ManagerNameSubjects(opts.Namespace, opts.Manager)}
-	}
-	byRef := map[events.ManagerRef]*Upgrade{}
-	var order []events.ManagerRef
-	res := &Result{stream: store.Stream()}
-	// The range is fixed up front, within what the stream has numbered, so
-	// that a lost tail (the last sequences) shows as missing too.
-	last, err := store.LastSequence(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	if last == 0 {
-		return res, nil
-	}
-	if opts.UntilSeq == 0 || opts.UntilSeq > last {
-		opts.UntilSeq = last
-	}
-	res.until = opts.UntilSeq
-	from := max(opts.FromSeq, 1)
-	gaps := gapFinder{next: from}
-	err = store.Scan(ctx, opts.ScanOptions, func(e events.Envelope) error {
-		gaps.saw(e.Sequence)
-		ref := e.Aggregate.Manager
-		if opts.Manager != "" && (ref.Name != opts.Manager || (opts.Namespace != "" && ref.Namespace != opts.Namespace)) {
-			return nil
-		}
-		u, ok := byRef[ref]
-		if !ok {
-			u = &Upgrade{Upgrade: upgrade.New(), Ref: ref}
-			byRef[ref] = u
-			order = append(order, ref)
-		}
-		if err := u.Apply(e); err != nil {
-			u.Refused = append(u.Refused, fmt.Errorf("seq %d: %w", e.Sequence, err))
-		}
-		res.LastSequence = e.Sequence
+	var all []*Upgrade
+	res, err := Stream(ctx, store, opts, func(u *Upgrade) error {
+		all = append(all, u)
 		return nil
-	}, func(de *events.DecodeError) {
-		gaps.saw(de.Sequence)
-		res.Parked = append(res.Parked, de)
-		res.LastSequence = max(res.LastSequence, de.Sequence)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
+		return nil, err
 	}
-	switch {
-	case len(opts.Subjects) == 0:
-		// Every sequence of the range is an event or a parked message,
-		// unless it was lost; past UntilTime nothing was read to judge by.
-		if opts.UntilTime.IsZero() && from <= opts.UntilSeq {
-			gaps.saw(opts.UntilSeq + 1)
-		}
-		res.Missing = gaps.missing
-	default:
-		h, err := store.CheckHistory(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-		for _, r := range h.Missing {
-			r.First, r.Last = max(r.First, from), min(r.Last, opts.UntilSeq)
-			if r.First <= r.Last {
-				res.Missing = append(res.Missing, r)
-			}
-		}
-	}
-	slices.SortStableFunc(order, func(a, b events.ManagerRef) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	for _, ref := range order {
-		res.Upgrades = append(res.Upgrades, byRef[ref])
-	}
+	slices.SortFunc(all, byName)
+	res.Upgrades = all
 	return res, nil
+}
+
+// byName orders upgrades by namespace, name and first appearance.
+func byName(a, b *Upgrade) int {
+	return cmp.Or(strings.Compare(a.Ref.Namespace+"/"+a.Ref.Name, b.Ref.Namespace+"/"+b.Ref.Name), cmp.Compare(a.first, b.first))
 }
 
 // gapFinder collects the sequences a scan skipped.

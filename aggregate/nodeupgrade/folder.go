@@ -39,6 +39,11 @@ func (f *Folder) State() State {
 	return f.s
 }
 
+// Current returns the folded state without handing it out: its volume map
+// stays the Folder's, and the next Apply may write into it. For an owner
+// that replaces what it read at every Apply (upgrade.NewOwned).
+func (f *Folder) Current() State { return f.s }
+
 // ApplyAll applies evs to s in order, as Evolve would one by one but copying
 // the volume map at most once; unlike Fold, which skips a refused event, it
 // stops at the first event that does not apply and returns its

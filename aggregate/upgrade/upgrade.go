@@ -20,10 +20,23 @@ type Upgrade struct {
 	// LastSequence is the stream sequence of the last event applied or
 	// refused.
 	LastSequence uint64
+
+	// folders are the node folds of an owned upgrade (NewOwned).
+	folders map[string]*nodeupgrade.Folder
 }
 
 // New returns the upgrade before its first event.
 func New() Upgrade { return Upgrade{Nodes: map[string]nodeupgrade.State{}} }
+
+// NewOwned returns the upgrade before its first event, for a fold that
+// nobody reads while it runs (a replay): a volume change writes into its
+// node's volume map instead of copying the map, once per change, as Evolve
+// does. A node state read from Nodes may change at the next Apply.
+func NewOwned() Upgrade {
+	u := New()
+	u.folders = map[string]*nodeupgrade.Folder{}
+	return u
+}
 
 // Apply folds one event of the upgrade's history: a node's subject into
 // that node's upgrade, the manager's into the manager. An event its
@@ -35,6 +48,18 @@ func (u *Upgrade) Apply(e events.Envelope) error {
 	if e.Aggregate.IsNode() {
 		if u.Nodes == nil {
 			u.Nodes = map[string]nodeupgrade.State{}
+		}
+		if u.folders != nil {
+			f := u.folders[e.Aggregate.Node]
+			if f == nil {
+				f = nodeupgrade.NewFolder(u.Nodes[e.Aggregate.Node])
+				u.folders[e.Aggregate.Node] = f
+			}
+			if err := f.Apply(e); err != nil {
+				return err
+			}
+			u.Nodes[e.Aggregate.Node] = f.Current()
+			return nil
 		}
 		next, err := nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
 		if err != nil {

@@ -70,8 +70,8 @@ func TestApply(t *testing.T) {
 
 // FuzzApplyRefusedChangesNothing: whatever the order of the events, a
 // refused one leaves the upgrade exactly as it was (but for LastSequence),
-// an applied one changes only its own aggregate, and folding is
-// deterministic.
+// an applied one changes only its own aggregate, folding is deterministic,
+// and an owned fold (NewOwned, writing volume maps in place) folds the same.
 func FuzzApplyRefusedChangesNothing(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7})
 	f.Add([]byte{4, 4, 0, 6, 1, 7})
@@ -84,18 +84,26 @@ func FuzzApplyRefusedChangesNothing(f *testing.F) {
 		node("n1", events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}),
 		mgr(events.CancelRequested{}),
 		node("n2", events.NodeUpgradeStarted{Node: "n2", DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1}),
+		node("n1", events.VolumeStateChanged{Volume: "vol-1", To: events.VolumePending}),
+		node("n1", events.VolumeStateChanged{Volume: "vol-2", To: events.VolumePending}),
+		node("n1", events.VolumeStateChanged{Volume: "vol-1", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "n2"}),
 	}
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 8, 9, 10, 10, 6})
 	f.Fuzz(func(t *testing.T, picks []byte) {
 		var h []events.Envelope
 		for _, p := range picks {
 			h = append(h, pool[int(p)%len(pool)])
 		}
 		h = history(h...)
-		u, again := upgrade.New(), upgrade.New()
+		u, again, owned := upgrade.New(), upgrade.New(), upgrade.NewOwned()
 		for _, e := range h {
 			before := upgrade.Upgrade{Manager: u.Manager, Nodes: maps.Clone(u.Nodes)}
 			err := u.Apply(e)
 			_ = again.Apply(e)
+			ownedErr := owned.Apply(e)
+			require.Equal(t, err == nil, ownedErr == nil, "seq %d: the owned fold decides alike", e.Sequence)
+			require.Equal(t, u.Manager, owned.Manager)
+			require.Equal(t, u.Nodes, owned.Nodes, "seq %d: the owned fold's nodes", e.Sequence)
 			after := upgrade.Upgrade{Manager: u.Manager, Nodes: u.Nodes}
 			switch {
 			case err != nil:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/replay"
 )
@@ -47,20 +48,31 @@ func replayCommand() *cobra.Command {
 			return err
 		}
 		defer conn.Close()
-		res, err := replay.Run(ctx, conn.store, opts)
+		// Upgrades are printed as the replay hands them out (the ended
+		// ones in the order they ended, then those in progress), so that
+		// replaying a long history holds the upgrades in progress, not all.
+		table := replay.NewTableWriter(stdout)
+		var refs, managers []events.ManagerRef
+		res, err := replay.Stream(ctx, conn.store, opts, func(u *replay.Upgrade) error {
+			refs, managers = append(refs, u.Ref), append(managers, u.Manager.Ref)
+			if *output == "table" {
+				return table.Add(u)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if *manager != "" && len(res.Upgrades) == 0 {
+		if *manager != "" && len(refs) == 0 {
 			return unknownManager(*manager, *namespace, res.LastSequence)
 		}
 		if res.LastSequence == 0 {
 			fmt.Fprintln(stderr, "note: the stream holds no event: no upgrade was ever requested through this NATS (is it the controller's? is --data-dir the right store?)")
 		}
 		if *output == "table" {
-			err = res.WriteTable(stdout)
+			err = table.Close(res)
 		} else {
-			err = writeObjects(ctx, stdout, conn.store, res, *output)
+			err = writeObjects(ctx, stdout, conn.store, refs, res.LastSequence, *output)
 		}
 		if err != nil {
 			return err
@@ -71,7 +83,7 @@ func replayCommand() *cobra.Command {
 			fmt.Fprintf(stderr, "WARNING: %v\n", err)
 		}
 		if vf.enabled {
-			return vf.verify(ctx, conn.store, res, stdout)
+			return vf.verify(ctx, conn.store, res, managers, stdout)
 		}
 		return nil
 	}

@@ -8,9 +8,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/projector"
-	"github.com/switchback-dev/switchback/replay"
 )
 
 // objectList is what `replay -o json|yaml` prints: every replayed upgrade's
@@ -23,14 +23,14 @@ type objectList struct {
 	Items      []any  `json:"items"`
 }
 
-// writeObjects prints res's upgrades as objects, folded up to the last
-// sequence res read (what --until-seq or --until-time stopped at).
-func writeObjects(ctx context.Context, w io.Writer, store *eventstore.Store, res *replay.Result, format string) error {
+// writeObjects prints the upgrades refs names as objects, folded up to the
+// sequence until (what --until-seq or --until-time stopped at).
+func writeObjects(ctx context.Context, w io.Writer, store *eventstore.Store, refs []events.ManagerRef, until uint64, format string) error {
 	list := objectList{APIVersion: "v1", Kind: "List", Items: []any{}}
-	for _, u := range res.Upgrades {
-		objs, err := projector.ReplayObjects(ctx, store, u.Ref, res.LastSequence)
+	for _, ref := range refs {
+		objs, err := projector.ReplayObjects(ctx, store, ref, until)
 		if err != nil {
-			return fmt.Errorf("replay %s: %w", u.Ref, err)
+			return fmt.Errorf("replay %s: %w", ref, err)
 		}
 		list.Items = append(list.Items, objs.Manager)
 		for _, n := range objs.NodeUpgrades {

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/projector"
@@ -41,12 +42,13 @@ func (e diffError) Error() string {
 // ExitCode implements exitCoder.
 func (e diffError) ExitCode() int { return 3 }
 
-// verify compares each replayed upgrade whose manager exists in Kubernetes
+// verify compares each replayed manager (managers: as the replay folded
+// them) that exists in Kubernetes
 // (same UID) with what the projector would write, ignoring what only the
 // live objects know (generations, condition timestamps). Sequences lost from
 // the stream (res.Missing) count as differences: the replay is then no
 // reference for anything.
-func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, w io.Writer) error {
+func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *replay.Result, managers []events.ManagerRef, w io.Writer) error {
 	kc := f.client
 	if kc == nil {
 		cfg, err := f.kube.config()
@@ -65,8 +67,7 @@ func (f *verifyFlags) verify(ctx context.Context, store *eventstore.Store, res *
 		fmt.Fprintf(w, "MISSING seq %s: lost from the stream\n", r)
 		diffs++
 	}
-	for _, u := range res.Upgrades {
-		ref := u.Manager.Ref
+	for _, ref := range managers {
 		if ref.UID == "" {
 			continue
 		}
