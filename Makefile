@@ -98,7 +98,7 @@ BENCH_COUNT ?= 3
 # the report that bench writes.
 bench: ## run every benchmark BENCH_COUNT times (but BenchmarkScale: see bench-scale) and write BENCHMARKS.md (min/median/max)
 	@mkdir -p .cache
-	set -o pipefail; $(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchmem -count $(BENCH_COUNT) -timeout 60m ./... | tee .cache/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -p 1 -bench . -skip '^BenchmarkScale$$' -benchmem -count $(BENCH_COUNT) -timeout 60m ./... | tee .cache/bench.txt
 	cat .cache/bench.txt $$(ls .cache/bench-scale.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md
 
 bench-scale: ## run BenchmarkScale (the demo at 50 and 200 nodes × 20 volumes) BENCH_COUNT times and rewrite BENCHMARKS.md with it

@@ -157,12 +157,12 @@ func (r *orderedRead) run(ctx context.Context) error {
 			}
 			continue
 		}
-		md, err := m.Metadata()
+		md, err := deliveryOf(m)
 		if err != nil {
 			return r.fail(fmt.Errorf("delivered message: %w", err))
 		}
 		r.outstanding--
-		if md.Sequence.Consumer != r.deliverSeq+1 {
+		if md.consumer != r.deliverSeq+1 {
 			// A message was lost on the way (slow consumer, reconnect):
 			// re-create the consumer at the first one missing.
 			if done, err := r.reset(ctx); (done && !r.follow) || err != nil {
@@ -170,10 +170,10 @@ func (r *orderedRead) run(ctx context.Context) error {
 			}
 			continue
 		}
-		r.deliverSeq = md.Sequence.Consumer
-		r.next = md.Sequence.Stream + 1
-		stop, err := r.fn(md.Sequence.Stream, md.NumPending, m.Subject, m.Header, m.Data, md.Timestamp)
-		if err != nil || stop || (md.NumPending == 0 && !r.follow) {
+		r.deliverSeq = md.consumer
+		r.next = md.stream + 1
+		stop, err := r.fn(md.stream, md.pending, m.Subject, m.Header, m.Data, md.at)
+		if err != nil || stop || (md.pending == 0 && !r.follow) {
 			return err
 		}
 	}

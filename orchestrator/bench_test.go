@@ -31,7 +31,7 @@ func upgradeTime(b *testing.B, nodes int) (elapsed, cpu time.Duration, steps int
 			}
 		}
 	}
-	e := enginetest.Start(b, cluster, enginetest.Options{PollInterval: time.Millisecond})
+	e := enginetest.Start(b, cluster, enginetest.Options{Defaults: true})
 	// Shut the server down now, not when the benchmark ends: a larger size
 	// run next must not carry this one's server, connections and heap.
 	defer func() {
@@ -75,7 +75,8 @@ func profileUpgrade(b *testing.B, nodes int) (stop func()) {
 // < 5 ms per step, and total-time ratios near the node ratios (5 and 10:
 // linear scaling). cpu-ms/step is the process's CPU time per step (every
 // component runs in it), which is what scaling is about and what a loaded
-// machine disturbs least. STEP_NODES (e.g. "500") runs one size only, for
+// machine disturbs least. The controller and workers run with the product's
+// defaults (enginetest.Options.Defaults). STEP_NODES (e.g. "500") runs one size only, for
 // profiling.
 func BenchmarkStepOverhead(b *testing.B) {
 	sizes := []int{100, 500, 1000}

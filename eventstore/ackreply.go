@@ -1,0 +1,72 @@
+package eventstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// delivery is what an ordered read needs of a delivered message's reply
+// subject.
+type delivery struct {
+	stream, consumer, pending uint64
+	at                        time.Time
+}
+
+// deliveryOf reads m's reply subject, JetStream's ack subject,
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>, or
+// the newer form with the domain and account hash after "$JS.ACK." and a
+// token of its own at the end. It reads the five numbers in place: a replay
+// parses one reply per event, and nats.go's Metadata allocates and keeps
+// what an ordered read does not use. Any other shape goes to Metadata,
+// which says what is wrong.
+func deliveryOf(m *nats.Msg) (delivery, error) {
+	if d, ok := parseAckReply(m.Reply); ok {
+		return d, nil
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return delivery{}, err
+	}
+	return delivery{stream: md.Sequence.Stream, consumer: md.Sequence.Consumer, pending: md.NumPending, at: md.Timestamp}, nil
+}
+
+// parseAckReply parses the two forms deliveryOf describes; ok is false for
+// anything else.
+func parseAckReply(reply string) (d delivery, ok bool) {
+	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
+	if !ok {
+		return delivery{}, false
+	}
+	var tok [10]string
+	n := 0
+	for ; n < len(tok) && rest != ""; n++ {
+		t, after, found := strings.Cut(rest, ".")
+		tok[n], rest = t, after
+		if !found {
+			rest = ""
+		}
+	}
+	var nums []string
+	switch {
+	case rest != "":
+		return delivery{}, false
+	case n == 7:
+		nums = tok[2:7] // after the stream and the consumer
+	case n == 9 || n == 10:
+		nums = tok[4:9] // after the domain, account hash, stream and consumer
+	default:
+		return delivery{}, false
+	}
+	var v [5]uint64
+	for i, s := range nums {
+		var err error
+		if v[i], err = strconv.ParseUint(s, 10, 64); err != nil {
+			return delivery{}, false
+		}
+	}
+	// delivered, stream sequence, consumer sequence, time, pending
+	return delivery{stream: v[1], consumer: v[2], at: time.Unix(0, int64(v[3])), pending: v[4]}, true
+}
