@@ -194,7 +194,7 @@ func (s *Sim) removeReplica(v *volume, r *replica) {
 	v.gone[r.name] = struct{}{}
 	delIdx(s.replicasOn, r.node, v.name)
 	s.reconcile[v.name] = struct{}{}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 }
 
 // SetEngineNode sets the volume's spec.engineNodeID ("" follows the

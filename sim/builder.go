@@ -159,7 +159,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		s.startReplicas(v, s.now())
 	}
 	s.reconcile[v.name] = struct{}{}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 	s.changes.Notify()
 	return nil
 }

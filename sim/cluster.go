@@ -134,6 +134,7 @@ type Sim struct {
 
 	faults  faultSet
 	io      ioChecker
+	counts  imCounts
 	actions actionLog
 	// upgrader is what Longhorn's own instance-manager upgrader shows, as a
 	// test sets it; the simulated Longhorn never runs it.
@@ -279,6 +280,7 @@ func New(cfg Config) *Sim {
 		imCheck:       map[string]struct{}{},
 		faults:        newFaultSet(),
 		io:            newIOChecker(cfg.IOLogLimit),
+		counts:        newIMCounts(),
 		actions:       actionLog{limit: cfg.ActionLogLimit},
 	}
 	for _, f := range cfg.Faults {

@@ -47,7 +47,7 @@ func (s *Sim) setTarget(v *volume, nodeName string) {
 		addIdx(s.targetsOn, nodeName, v.name)
 		v.targetIM = s.nodes[nodeName].bind()
 	}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 }
 
 func (s *Sim) setAttached(v *volume, nodeName string) {
@@ -66,7 +66,7 @@ func (s *Sim) setAttached(v *volume, nodeName string) {
 			v.initiator = s.nodes[nodeName].bind()
 		}
 	}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 }
 
 // targetHost is export().TargetHost() without exporting the replicas.
@@ -96,7 +96,7 @@ func (s *Sim) rehost(v *volume, was string) {
 func (s *Sim) markNode(name string) {
 	for _, idx := range []map[string]map[string]struct{}{s.targetsOn, s.attachedOn, s.replicasOn, s.migratingTo} {
 		for vol := range idx[name] {
-			s.io.mark(vol)
+			s.markVolume(vol)
 		}
 	}
 	s.imCheck[name] = struct{}{}

@@ -135,29 +135,6 @@ func (s *Sim) stopIM(n *node, m *im, now time.Time) {
 	s.markNode(n.name)
 }
 
-// instances counts what the node's serving IM runs (see instanceNames)
-// without listing or sorting it: every cluster-wide IM read (a placement's,
-// at each observation of a switch-over) asks it of every node.
-func (s *Sim) instances(n *node) (engines, frontends, replicas int) {
-	for name := range s.targetsOn[n.name] {
-		if runsEngine(n, s.vols[name]) {
-			engines++
-		}
-	}
-	engines += len(s.migratingTo[n.name])
-	for name := range s.attachedOn[n.name] {
-		if s.runsFrontend(n, s.vols[name]) {
-			frontends++
-		}
-	}
-	for name := range s.replicasOn[n.name] {
-		if instanceReplica(n, s.vols[name]) != nil {
-			replicas++
-		}
-	}
-	return engines, frontends, replicas
-}
-
 // instanceNames lists what the node's serving IM runs: engines (targets,
 // and new engines of switch-overs to the node), engine frontends
 // (initiators of v2 volumes attached there) and active replicas of attached

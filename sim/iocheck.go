@@ -178,7 +178,7 @@ func (s *Sim) ResetIOStats() {
 	s.io.issued, s.io.failed, s.io.failedInjected, s.io.dropped, s.io.log = 0, 0, 0, 0, nil
 	for name := range s.io.failing {
 		delete(s.io.failing, name)
-		s.io.mark(name)
+		s.markVolume(name)
 	}
 }
 

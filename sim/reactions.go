@@ -23,7 +23,7 @@ func (s *Sim) loseReplica(v *volume, r *replica, state dataplane.ReplicaState, b
 	}
 	s.reconcile[v.name] = struct{}{}
 	s.imCheck[r.node] = struct{}{}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 }
 
 // startReplicas starts an attaching volume's replicas: a copy at rest on a
@@ -189,7 +189,7 @@ func (s *Sim) startRebuild(v *volume, n *node, salvage bool, now time.Time) {
 	r.byFault = false
 	r.salvage = salvage
 	s.imCheck[n.name] = struct{}{}
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 	s.scheduleRebuild(v, r, now)
 }
 
@@ -226,6 +226,6 @@ func (s *Sim) finishRebuild(volName, replicaName string, gen uint64, now time.Ti
 	s.reconcile[v.name] = struct{}{}
 	// A switch-over reverted while this replica was rebuilding may go on.
 	s.unblock = true
-	s.io.mark(v.name)
+	s.markVolume(v.name)
 	return true
 }

@@ -37,7 +37,7 @@ func (s *Sim) planSwitch(v *volume, now time.Time) {
 	}
 	if v.sw != nil && v.sw.state == dataplane.SwitchoverSwitchingOver {
 		v.broken = fmt.Sprintf("engine node changed to %q while the initiator's path was switching to %s: the old path is left inaccessible", dest, v.sw.dest)
-		s.io.mark(v.name)
+		s.markVolume(v.name)
 	}
 	s.endSwitch(v)
 	if dest == v.target {
@@ -46,6 +46,7 @@ func (s *Sim) planSwitch(v *volume, now time.Time) {
 	v.swGen++
 	v.sw = &switchover{dest: dest, state: dataplane.SwitchoverPreparing, gen: v.swGen}
 	addIdx(s.migratingTo, dest, v.name)
+	s.counts.dirty[v.name] = struct{}{}
 	s.imCheck[dest] = struct{}{}
 	s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 2), kind: timerSwitch, obj: v.name, gen: v.swGen})
 }
@@ -57,6 +58,7 @@ func (s *Sim) endSwitch(v *volume) {
 	v.swError = ""
 	if v.sw != nil {
 		delIdx(s.migratingTo, v.sw.dest, v.name)
+		s.counts.dirty[v.name] = struct{}{}
 		s.imCheck[v.sw.dest] = struct{}{}
 		v.sw = nil
 	}
