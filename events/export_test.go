@@ -27,6 +27,22 @@ func DecodeDataGeneral(t Type, data []byte) (Event, error) {
 		var v NodeUpgradeStarted
 		err = decodeGeneralJSON(data, &v)
 		ev = v
+	case TypeNodeScheduled:
+		var v NodeScheduled
+		err = decodeGeneralJSON(data, &v)
+		ev = v
+	case TypeNodeFinished:
+		var v NodeFinished
+		err = decodeGeneralJSON(data, &v)
+		ev = v
+	case TypeUpgradeCompleted:
+		var v UpgradeCompleted
+		err = decodeGeneralJSON(data, &v)
+		ev = v
+	case TypeNodeUpgradeCompleted:
+		var v NodeUpgradeCompleted
+		err = decodeGeneralJSON(data, &v)
+		ev = v
 	default:
 		return DecodeData(t, data)
 	}

@@ -36,7 +36,7 @@ const (
 // ok=false; it never returns an error of its own (a refusal is the general
 // path's to word), only foreign's, which it calls for every header that is
 // not a CloudEvents one (see DecodeChecked).
-func fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key string) error) (env Envelope, ok bool, err error) {
+func (d *StreamDecoder) fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key string) error) (env Envelope, ok bool, err error) {
 	if len(data) == 0 {
 		return Envelope{}, false, nil
 	}
@@ -98,7 +98,7 @@ func fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key s
 	if err != nil || t.IsZero() {
 		return Envelope{}, false, nil
 	}
-	agg, err := ParseSubject(subject)
+	agg, err := d.parseSubject(subject)
 	if err != nil || !isAggregateString(vals[hSubject], agg) || vals[hCorrelation] != agg.Manager.UID {
 		return Envelope{}, false, nil
 	}
@@ -118,6 +118,19 @@ func fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key s
 		CausationID: vals[hCausation],
 		Data:        payload,
 	}, true, nil
+}
+
+// parseSubject is ParseSubject, answered from the last subject parsed when
+// it is the same.
+func (d *StreamDecoder) parseSubject(subject string) (AggregateID, error) {
+	if subject != "" && subject == d.subject {
+		return d.agg, nil
+	}
+	agg, err := ParseSubject(subject)
+	if err == nil {
+		d.subject, d.agg = subject, agg
+	}
+	return agg, err
 }
 
 // eventHeader reports whether k, in any case, names a CloudEvents attribute

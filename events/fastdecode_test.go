@@ -2,6 +2,8 @@ package events_test
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +136,13 @@ func FuzzFlatJSONAgrees(f *testing.F) {
 		`{"Volume":"a","to":"pending"}`,
 		`{"volume":"a\u0041","to":"pending"}`,
 		`{"attempt":01,"node":"n"}`,
+		`{"node":"n1","attempt":2}`,
+		`{"node":"n1","state":"completed","message":"done"}`,
+		`{"message":"every node completed"}`,
 		`{}`,
 	} {
-		for _, typ := range []events.Type{events.TypeVolumeStateChanged, events.TypeNodeStateChanged, events.TypeNodeUpgradeStarted} {
+		for _, typ := range []events.Type{events.TypeVolumeStateChanged, events.TypeNodeStateChanged, events.TypeNodeUpgradeStarted,
+			events.TypeNodeScheduled, events.TypeNodeFinished, events.TypeUpgradeCompleted, events.TypeNodeUpgradeCompleted} {
 			f.Add(string(typ), []byte(s))
 		}
 	}
@@ -184,5 +190,41 @@ func TestEncodeFastAgrees(t *testing.T) {
 				assert.Equal(t, want, got)
 			})
 		}
+	}
+}
+
+// TestStreamDecoderAgrees: a StreamDecoder reading a run of events on
+// several subjects, a subject that does not parse among them, decodes each
+// exactly as Decode does on its own.
+func TestStreamDecoderAgrees(t *testing.T) {
+	var msgs []*nats.Msg
+	refs := []events.ManagerRef{{Namespace: "ns", Name: "a", UID: "u1"}, {Namespace: "ns", Name: "b", UID: "u2"}}
+	for i, typ := range slices.Sorted(maps.Keys(samples())) {
+		env := samples()[typ]
+		ref := refs[i%2]
+		if env.Aggregate.IsNode() {
+			env.Aggregate = events.NodeAggregate(ref, env.Aggregate.Node)
+		} else {
+			env.Aggregate = events.ManagerAggregate(ref)
+		}
+		if d, ok := env.Data.(events.UpgradeRequested); ok {
+			d.Namespace, d.Name, d.UID = ref.Namespace, ref.Name, ref.UID
+			env.Data = d
+		}
+		m, err := events.Encode(env)
+		require.NoError(t, err, typ)
+		msgs = append(msgs, m, m)
+		if i == 3 {
+			bad := *m
+			bad.Subject = "switchback.not.a.subject"
+			msgs = append(msgs, &bad, m)
+		}
+	}
+	var d events.StreamDecoder
+	for i, m := range msgs {
+		want, wantErr := events.Decode(m.Subject, m.Header, m.Data, uint64(i+1))
+		got, err := d.Decode(m.Subject, m.Header, m.Data, uint64(i+1), nil)
+		assert.Equal(t, wantErr, err, "message %d (%s)", i, m.Subject)
+		assert.Equal(t, want, got, "message %d (%s)", i, m.Subject)
 	}
 }

@@ -3,7 +3,8 @@ package events
 import "strconv"
 
 // A fast path for the JSON data of the events a history is mostly made of
-// (volume and step changes, node starts): encoding/json's reflection was the
+// (volume and step changes, node starts and completions, the manager's
+// scheduling and record of each node): encoding/json's reflection was the
 // largest cost left in decoding an event. Like the header fast path it reads
 // only the shape json.Marshal writes for these types (one flat object, keys
 // spelt exactly as the tags, each once, printable-ASCII strings without
@@ -79,6 +80,51 @@ func decodeFlat(data []byte, dst any) bool {
 			}
 			return -1
 		})
+	case *NodeScheduled:
+		return readFlat(data, func(k, v []byte) int {
+			if string(k) == "node" {
+				d.Node = string(v)
+				return 0
+			}
+			return -1
+		}, func(k []byte, n int) int {
+			if string(k) == "attempt" {
+				d.Attempt = n
+				return 1
+			}
+			return -1
+		})
+	case *NodeFinished:
+		return readFlat(data, func(k, v []byte) int {
+			switch string(k) {
+			case "node":
+				d.Node = string(v)
+				return 0
+			case "state":
+				d.State = NodeState(word(v))
+				return 1
+			case "message":
+				d.Message = string(v)
+				return 2
+			}
+			return -1
+		}, nil)
+	case *UpgradeCompleted:
+		return readFlat(data, func(k, v []byte) int {
+			if string(k) == "message" {
+				d.Message = string(v)
+				return 0
+			}
+			return -1
+		}, nil)
+	case *NodeUpgradeCompleted:
+		return readFlat(data, func(k, v []byte) int {
+			if string(k) == "message" {
+				d.Message = string(v)
+				return 0
+			}
+			return -1
+		}, nil)
 	}
 	return false
 }
@@ -90,6 +136,9 @@ func decodeFlat(data []byte, dst any) bool {
 func readFlat(data []byte, str func(k, v []byte) int, num func(k []byte, n int) int) bool {
 	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
 		return false
+	}
+	if len(data) == 2 {
+		return true // {}: every field left empty
 	}
 	i, end := 1, len(data)-1
 	var seen uint64

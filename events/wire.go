@@ -78,6 +78,21 @@ func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (Envelope,
 // stored copy's reserved headers) does it in the pass that decodes instead
 // of a second walk of the headers, which cost a replay as much as the fold.
 func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
+	var d StreamDecoder
+	return d.Decode(subject, hdr, data, seq, foreign)
+}
+
+// A StreamDecoder decodes stored messages as DecodeChecked does, for a reader of
+// a stream in order: it keeps the aggregate of the last subject it parsed,
+// as such a read delivers runs of one aggregate's events (a node's volume
+// states). The zero StreamDecoder is ready; it is not safe for concurrent use.
+type StreamDecoder struct {
+	subject string
+	agg     AggregateID
+}
+
+// Decode is DecodeChecked.
+func (d *StreamDecoder) Decode(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
 	defer func() {
 		// Belt and braces: the CloudEvents SDK is not ours; a panic in it on
 		// hostile input must park the message, not kill the consumer.
@@ -89,7 +104,7 @@ func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, for
 		}
 	}()
 	if len(data) <= MaxDataBytes {
-		env, ok, err := fastDecode(subject, hdr, data, foreign)
+		env, ok, err := d.fastDecode(subject, hdr, data, foreign)
 		switch {
 		case err != nil:
 			return Envelope{}, err

@@ -82,12 +82,29 @@ func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.De
 // through it, so a copied message is parked everywhere alike. The check rides
 // on the decoder's own pass over the headers (events.DecodeChecked).
 func DecodeDelivered(subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
-	return events.DecodeChecked(subject, h, data, seq, func(key string) error {
-		if reservedIndex(key) >= 0 {
-			return reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
-		}
-		return nil
-	})
+	var d events.StreamDecoder
+	return decodeDelivered(&d, subject, seq, h, data)
+}
+
+// decodeDelivered is DecodeDelivered with d, for a reader of a stream in
+// order.
+func decodeDelivered(d *events.StreamDecoder, subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
+	env, err := d.Decode(subject, h, data, seq, refuseReserved)
+	if errors.Is(err, errReservedHeader) {
+		return events.Envelope{}, reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
+	}
+	return env, err
+}
+
+// errReservedHeader is refuseReserved's answer, which decodeDelivered words.
+var errReservedHeader = errors.New("reserved header")
+
+// refuseReserved refuses JetStream's reserved headers (see DecodeDelivered).
+func refuseReserved(key string) error {
+	if reservedIndex(key) >= 0 {
+		return errReservedHeader
+	}
+	return nil
 }
 
 // reservedHeaderError is the parked form of a message carrying reserved

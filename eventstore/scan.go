@@ -45,11 +45,12 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 	if until < from {
 		return nil
 	}
+	var d events.StreamDecoder
 	return s.orderedRead(ctx, opts.Subjects, from, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
 		if seq > until || (!opts.UntilTime.IsZero() && ts.After(opts.UntilTime)) {
 			return true, nil
 		}
-		if err := decodeTo(subject, seq, h, data, fn, onParked); err != nil {
+		if err := decodeTo(&d, subject, seq, h, data, fn, onParked); err != nil {
 			return true, err
 		}
 		return seq >= until, nil
@@ -58,8 +59,8 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 
 // decodeTo decodes a delivered message (see DecodeDelivered) and hands it to
 // fn, or to onParked (if non-nil) when it does not decode.
-func decodeTo(subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
-	env, err := DecodeDelivered(subject, seq, h, data)
+func decodeTo(d *events.StreamDecoder, subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
+	env, err := decodeDelivered(d, subject, seq, h, data)
 	if err == nil {
 		return fn(env)
 	}

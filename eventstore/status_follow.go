@@ -18,9 +18,10 @@ import (
 // the nats.go ordered consumer would stall for good.
 func (s *Store) Follow(ctx context.Context, subjects []string, from uint64,
 	fn func(e events.Envelope, pending uint64) (stop bool), onParked func(*events.DecodeError)) error {
+	var d events.StreamDecoder
 	err := s.orderedRead(ctx, subjects, from, true, func(seq, pending uint64, subject string, h nats.Header, data []byte, _ time.Time) (bool, error) {
 		stop := false
-		err := decodeTo(subject, seq, h, data, func(e events.Envelope) error {
+		err := decodeTo(&d, subject, seq, h, data, func(e events.Envelope) error {
 			stop = fn(e, pending)
 			return nil
 		}, onParked)
