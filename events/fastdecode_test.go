@@ -228,3 +228,23 @@ func TestStreamDecoderAgrees(t *testing.T) {
 		assert.Equal(t, want, got, "message %d (%s)", i, m.Subject)
 	}
 }
+
+// TestEncodedHeadersAreIndependent: the headers Encode writes share one
+// array, yet adding to one changes no other.
+func TestEncodedHeadersAreIndependent(t *testing.T) {
+	m, err := events.Encode(samples()[events.TypeVolumeStateChanged])
+	require.NoError(t, err)
+	before := nats.Header{}
+	for k, vs := range m.Header {
+		before[k] = slices.Clone(vs)
+	}
+	for k := range before {
+		m.Header.Add(k, "added")
+		for other, vs := range before {
+			if other != k {
+				require.Equal(t, vs, m.Header[other], "adding to %s changed %s", k, other)
+			}
+		}
+		m.Header[k] = before[k]
+	}
+}

@@ -37,16 +37,21 @@ func encodeFast(e Envelope) (*nats.Msg, bool) {
 		return nil, false
 	}
 	msg := &nats.Msg{Subject: e.Aggregate.Subject(), Header: make(nats.Header, 10), Data: data}
+	// One array backs the ten one-value slices (one allocation, not ten);
+	// each is capped at its value, so an append to one copies it first.
+	vals := [...]string{"1.0", e.ID, e.Source, t, subject, types.FormatTime(e.Time), e.CausationID, e.Aggregate.Manager.UID, ContentType, e.ID}
+	backing := vals[:]
+	one := func(i int) []string { return backing[i : i+1 : i+1] }
 	h := msg.Header
-	h[HeaderPrefix+"specversion"] = []string{"1.0"}
-	h[HeaderPrefix+"id"] = []string{e.ID}
-	h[HeaderPrefix+"source"] = []string{e.Source}
-	h[HeaderPrefix+"type"] = []string{t}
-	h[HeaderPrefix+"subject"] = []string{subject}
-	h[HeaderPrefix+"time"] = []string{types.FormatTime(e.Time)}
-	h[HeaderPrefix+ExtCausation] = []string{e.CausationID}
-	h[HeaderPrefix+ExtCorrelation] = []string{e.Aggregate.Manager.UID}
-	h[HeaderContentType] = []string{ContentType}
-	h[MsgIDHeader] = []string{e.ID}
+	h[HeaderPrefix+"specversion"] = one(0)
+	h[HeaderPrefix+"id"] = one(1)
+	h[HeaderPrefix+"source"] = one(2)
+	h[HeaderPrefix+"type"] = one(3)
+	h[HeaderPrefix+"subject"] = one(4)
+	h[HeaderPrefix+"time"] = one(5)
+	h[HeaderPrefix+ExtCausation] = one(6)
+	h[HeaderPrefix+ExtCorrelation] = one(7)
+	h[HeaderContentType] = one(8)
+	h[MsgIDHeader] = one(9)
 	return msg, true
 }
