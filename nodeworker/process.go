@@ -145,16 +145,8 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 		// A manager deleted or failed while this command waited must not
 		// start a node. (Should the two cross anyway, the orchestrator sees
 		// the start and cancels the node at once.)
-		m, err := w.x.Managers.Load(ctx, events.ManagerAggregate(cmd.Manager))
-		if err != nil {
+		if start, err := w.managerStillStarts(ctx, cmd); err != nil || !start {
 			return err
-		}
-		if !m.State.Exists {
-			return fmt.Errorf("%w: %s (uid %s)", errUnknownManager, cmd.Manager, cmd.Manager.UID)
-		}
-		if m.State.Terminal() || m.State.CancelRequested || m.State.UpgradingNode != w.cfg.Node {
-			w.log.Info("not starting: the manager moved on", "manager", cmd.Manager.String(), "state", m.State.State)
-			return nil
 		}
 		platform, err := w.cfg.DataPlane.Platform(ctx)
 		if err != nil {
@@ -175,6 +167,33 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 		metrics.StepDuration.WithLabelValues(string(cmd.Step)).Observe(time.Since(started).Seconds())
 		return nil
 	})
+}
+
+// managerStillStarts says whether the manager still has cmd's node in
+// flight, as when it scheduled it. Usually nothing came after that
+// scheduling: its event is the manager's last, read alone, and the node
+// starts without a fold of the manager's state, which lists every node
+// (one per node upgrade, so a cost that grew with the cluster at every
+// node). Otherwise the folded state decides.
+func (w *Worker) managerStillStarts(ctx context.Context, cmd nodequeue.Command) (bool, error) {
+	agg := events.ManagerAggregate(cmd.Manager)
+	if last, ok, err := w.cfg.Store.LastEvent(ctx, agg); err == nil && ok && last.Aggregate == agg {
+		if d, ok := last.Data.(events.NodeScheduled); ok && d.Node == w.cfg.Node && d.Attempt == cmd.Attempt {
+			return true, nil
+		}
+	}
+	m, err := w.x.Managers.Load(ctx, agg)
+	if err != nil {
+		return false, err
+	}
+	if !m.State.Exists {
+		return false, fmt.Errorf("%w: %s (uid %s)", errUnknownManager, cmd.Manager, cmd.Manager.UID)
+	}
+	if m.State.Terminal() || m.State.CancelRequested || m.State.UpgradingNode != w.cfg.Node {
+		w.log.Info("not starting: the manager moved on", "manager", cmd.Manager.String(), "state", m.State.State)
+		return false, nil
+	}
+	return true, nil
 }
 
 // errUnknownManager marks a command whose manager has no history: retrying
