@@ -12,40 +12,19 @@ func DecodeDataGeneral(t Type, data []byte) (Event, error) {
 	if !ok {
 		return nil, &DecodeError{Kind: ErrUnknownType, Type: string(t)}
 	}
-	var err error
-	var ev Event
-	switch t {
-	case TypeVolumeStateChanged:
-		var v VolumeStateChanged
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeNodeStateChanged:
-		var v NodeStateChanged
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeNodeUpgradeStarted:
-		var v NodeUpgradeStarted
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeNodeScheduled:
-		var v NodeScheduled
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeNodeFinished:
-		var v NodeFinished
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeUpgradeCompleted:
-		var v UpgradeCompleted
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	case TypeNodeUpgradeCompleted:
-		var v NodeUpgradeCompleted
-		err = decodeGeneralJSON(data, &v)
-		ev = v
-	default:
+	general := map[Type]func([]byte) (Event, error){
+		TypeVolumeStateChanged:   generalJSON[VolumeStateChanged],
+		TypeNodeStateChanged:     generalJSON[NodeStateChanged],
+		TypeNodeUpgradeStarted:   generalJSON[NodeUpgradeStarted],
+		TypeNodeScheduled:        generalJSON[NodeScheduled],
+		TypeNodeFinished:         generalJSON[NodeFinished],
+		TypeUpgradeCompleted:     generalJSON[UpgradeCompleted],
+		TypeNodeUpgradeCompleted: generalJSON[NodeUpgradeCompleted],
+	}[t]
+	if general == nil {
 		return DecodeData(t, data)
 	}
+	ev, err := general(data)
 	if err == nil {
 		if val, ok := ev.(validator); ok {
 			err = val.validate()
@@ -55,6 +34,13 @@ func DecodeDataGeneral(t Type, data []byte) (Event, error) {
 		return nil, &DecodeError{Kind: ErrBadData, Type: string(t), Err: err}
 	}
 	return ev, nil
+}
+
+// generalJSON decodes a T with encoding/json alone.
+func generalJSON[T Event](data []byte) (Event, error) {
+	var v T
+	err := decodeGeneralJSON(data, &v)
+	return v, err
 }
 
 // EncodeGeneral exposes Encode's general path.

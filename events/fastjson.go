@@ -110,23 +110,22 @@ func decodeFlat(data []byte, dst any) bool {
 			return -1
 		}, nil)
 	case *UpgradeCompleted:
-		return readFlat(data, func(k, v []byte) int {
-			if string(k) == "message" {
-				d.Message = string(v)
-				return 0
-			}
-			return -1
-		}, nil)
+		return readMessage(data, &d.Message)
 	case *NodeUpgradeCompleted:
-		return readFlat(data, func(k, v []byte) int {
-			if string(k) == "message" {
-				d.Message = string(v)
-				return 0
-			}
-			return -1
-		}, nil)
+		return readMessage(data, &d.Message)
 	}
 	return false
+}
+
+// readMessage reads a payload whose only member is an optional message.
+func readMessage(data []byte, msg *string) bool {
+	return readFlat(data, func(k, v []byte) int {
+		if string(k) == "message" {
+			*msg = string(v)
+			return 0
+		}
+		return -1
+	}, nil)
 }
 
 // readFlat walks one flat JSON object, handing each string member to str and
