@@ -45,3 +45,7 @@ func generalJSON[T Event](data []byte) (Event, error) {
 
 // EncodeGeneral exposes Encode's general path.
 var EncodeGeneral = encodeGeneral
+
+// ParseUTC exposes the fast path of an event's time to the external tests,
+// so they can hold it to time.Parse.
+var ParseUTC = parseUTC

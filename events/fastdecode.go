@@ -1,10 +1,12 @@
 package events
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The fast path of Decode. Replay and every load decode whole histories, and
@@ -32,58 +34,92 @@ const (
 	nHeaders
 )
 
+// wireHeaderNames are the headers Encode writes, by index.
+var wireHeaderNames = [nHeaders]string{
+	hSpec:        HeaderPrefix + "specversion",
+	hID:          HeaderPrefix + "id",
+	hSource:      HeaderPrefix + "source",
+	hType:        HeaderPrefix + "type",
+	hSubject:     HeaderPrefix + "subject",
+	hTime:        HeaderPrefix + "time",
+	hCausation:   HeaderPrefix + ExtCausation,
+	hCorrelation: HeaderPrefix + ExtCorrelation,
+	hContentType: HeaderContentType,
+}
+
+// transportHeaders are the headers a stored event carries besides its own:
+// the deduplication id and the condition Append publishes it under, which
+// JetStream stores with it.
+var transportHeaders = [...]string{MsgIDHeader, jetstream.ExpectedLastSubjSeqHeader}
+
+// readHeaders returns the values of Encode's headers, each present once,
+// showing foreign (if non-nil) every other header; ok is false when one is
+// missing or repeated, or another header spells a CloudEvents one
+// differently. It looks the expected names up rather than walking the map:
+// a stored event's header map is large enough that a walk cost a quarter of
+// decoding it; only a message with headers beyond the expected ones is
+// walked.
+func readHeaders(hdr nats.Header, foreign func(key string) error) (vals [nHeaders]string, ok bool, err error) {
+	for i, k := range wireHeaderNames {
+		vs := hdr[k]
+		if len(vs) != 1 {
+			return vals, false, nil
+		}
+		vals[i] = vs[0]
+	}
+	others := len(hdr) - nHeaders
+	for _, k := range transportHeaders {
+		if others == 0 {
+			return vals, true, nil
+		}
+		if _, present := hdr[k]; !present {
+			continue
+		}
+		others--
+		if foreign != nil {
+			if err := foreign(k); err != nil {
+				return vals, false, err
+			}
+		}
+	}
+	if others == 0 {
+		return vals, true, nil
+	}
+	for k := range hdr {
+		if isWireHeader(k) || slices.Contains(transportHeaders[:], k) {
+			continue
+		}
+		// Any other spelling of a CloudEvents header (case, a different
+		// attribute) is the general path's to judge; unrelated headers
+		// are ignored by both.
+		if eventHeader(k) {
+			return vals, false, nil
+		}
+		if foreign != nil {
+			if err := foreign(k); err != nil {
+				return vals, false, err
+			}
+		}
+	}
+	return vals, true, nil
+}
+
+// isWireHeader reports whether k is exactly one of Encode's header names.
+func isWireHeader(k string) bool { return slices.Contains(wireHeaderNames[:], k) }
+
 // fastDecode decodes a message with exactly Encode's header shape, or reports
 // ok=false; it never returns an error of its own (a refusal is the general
 // path's to word), only foreign's, which it calls for every header that is
 // not a CloudEvents one (see DecodeChecked).
-func (d *StreamDecoder) fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key string) error) (env Envelope, ok bool, err error) {
+func (d *StreamDecoder) fastDecode(subject string, hdr nats.Header, data []byte, foreign func(key string) error, ns *names) (env Envelope, ok bool, err error) {
 	if len(data) == 0 {
 		return Envelope{}, false, nil
 	}
-	var vals [nHeaders]string
-	seen := 0
-	for k, vs := range hdr {
-		idx := -1
-		switch k {
-		case "ce-specversion":
-			idx = hSpec
-		case "ce-id":
-			idx = hID
-		case "ce-source":
-			idx = hSource
-		case "ce-type":
-			idx = hType
-		case "ce-subject":
-			idx = hSubject
-		case "ce-time":
-			idx = hTime
-		case "ce-" + ExtCausation:
-			idx = hCausation
-		case "ce-" + ExtCorrelation:
-			idx = hCorrelation
-		case HeaderContentType:
-			idx = hContentType
-		default:
-			// Any other spelling of a CloudEvents header (case, a different
-			// attribute) is the general path's to judge; unrelated headers
-			// (Nats-Msg-Id...) are ignored by both.
-			if eventHeader(k) {
-				return Envelope{}, false, nil
-			}
-			if foreign != nil {
-				if err := foreign(k); err != nil {
-					return Envelope{}, false, err
-				}
-			}
-			continue
-		}
-		if len(vs) != 1 {
-			return Envelope{}, false, nil
-		}
-		vals[idx] = vs[0]
-		seen++
+	vals, ok, err := readHeaders(hdr, foreign)
+	if !ok || err != nil {
+		return Envelope{}, false, err
 	}
-	if seen != nHeaders || vals[hSpec] != "1.0" || vals[hContentType] != ContentType {
+	if vals[hSpec] != "1.0" || vals[hContentType] != ContentType {
 		return Envelope{}, false, nil
 	}
 	for _, i := range [...]int{hID, hType, hSubject, hCausation} {
@@ -94,8 +130,14 @@ func (d *StreamDecoder) fastDecode(subject string, hdr nats.Header, data []byte,
 	if !plainSource(vals[hSource]) {
 		return Envelope{}, false, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, vals[hTime])
-	if err != nil || t.IsZero() {
+	t, ok := parseUTC(vals[hTime])
+	if !ok {
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, vals[hTime]); err != nil {
+			return Envelope{}, false, nil
+		}
+	}
+	if t.IsZero() {
 		return Envelope{}, false, nil
 	}
 	agg, err := d.parseSubject(subject)
@@ -106,7 +148,7 @@ func (d *StreamDecoder) fastDecode(subject string, hdr nats.Header, data []byte,
 	if !strings.HasPrefix(string(typ), aggregateKind(agg)) {
 		return Envelope{}, false, nil
 	}
-	payload, err := DecodeData(typ, data)
+	payload, err := decodeData(typ, data, ns)
 	if err != nil || !strings.HasPrefix(string(payload.EventType()), aggregateKind(agg)) {
 		return Envelope{}, false, nil
 	}

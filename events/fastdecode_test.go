@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,6 +94,18 @@ func TestFastDecodeAgrees(t *testing.T) {
 			return ""
 		},
 		"unrelated header": func(h nats.Header) string { h["X-Trace"] = []string{"1"}; return "" },
+		"as Append stores it": func(h nats.Header) string {
+			h[jetstream.ExpectedLastSubjSeqHeader] = []string{"12"}
+			return ""
+		},
+		"stored and unrelated headers": func(h nats.Header) string {
+			h[jetstream.ExpectedLastSubjSeqHeader] = []string{"12"}
+			h["X-Trace"] = []string{"1"}
+			return ""
+		},
+		"no message id":          func(h nats.Header) string { delete(h, events.MsgIDHeader); return "" },
+		"message id of no value": func(h nats.Header) string { h[events.MsgIDHeader] = nil; return "" },
+		"a header spelt twice":   func(h nats.Header) string { h["Ce-Id"] = h["ce-id"]; return "" },
 		"content-type spelt Big": func(h nats.Header) string {
 			h["Content-Type"] = h["content-type"]
 			delete(h, "content-type")
@@ -246,5 +259,51 @@ func TestEncodedHeadersAreIndependent(t *testing.T) {
 			}
 		}
 		m.Header[k] = before[k]
+	}
+}
+
+// FuzzParseUTCAgrees: what the fast path of an event's time accepts,
+// time.Parse reads to the same instant.
+func FuzzParseUTCAgrees(f *testing.F) {
+	for _, s := range []string{
+		"2026-12-01T22:06:31.123456789Z", "2026-12-01T22:06:31Z", "2026-12-01T22:06:31.5Z",
+		"2024-02-29T00:00:00Z", "2025-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-12-01T24:00:00Z",
+		"2026-12-01T23:59:60Z", "2026-12-01T22:06:31.Z", "2026-12-01T22:06:31.1234567890Z",
+		"2026-12-01T22:06:31+01:00", "0001-01-01T00:00:00Z", "2026-12-01t22:06:31Z", "2026-12-01T22:06:31Z",
+		"+026-12-01T22:06:31Z", "2026-12-01T22:06:31,5Z",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := events.ParseUTC(s)
+		if !ok {
+			return
+		}
+		want, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err, "the fast path accepted %q", s)
+		require.True(t, want.Equal(got), "%q: fast %v, time.Parse %v", s, got, want)
+		require.Equal(t, time.UTC, got.Location())
+	})
+}
+
+func TestParseUTC(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+		ok   bool
+	}{
+		{"2026-12-01T22:06:31.123456789Z", time.Date(2026, 12, 1, 22, 6, 31, 123456789, time.UTC), true},
+		{"2026-12-01T22:06:31.5Z", time.Date(2026, 12, 1, 22, 6, 31, 500000000, time.UTC), true},
+		{"2024-02-29T00:00:00Z", time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), true},
+		{"2025-02-29T00:00:00Z", time.Time{}, false},
+		{"2026-12-01T22:06:31+01:00", time.Time{}, false}, // time.Parse's to judge
+		{"2026-12-01T22:06:31.1234567890Z", time.Time{}, false},
+		{"2026-12-01T23:59:60Z", time.Time{}, false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, ok := events.ParseUTC(tc.in)
+			require.Equal(t, tc.ok, ok)
+			require.True(t, tc.want.Equal(got), "got %v", got)
+		})
 	}
 }

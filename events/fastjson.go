@@ -13,14 +13,14 @@ import "strconv"
 // to the same value (FuzzFlatJSONAgrees).
 
 // decodeFlat fills dst (a pointer to a payload) from data, or returns false
-// with dst in an unspecified state.
-func decodeFlat(data []byte, dst any) bool {
+// with dst in an unspecified state; the names in it are shared through ns.
+func decodeFlat(data []byte, dst any, ns *names) bool {
 	switch d := dst.(type) {
 	case *VolumeStateChanged:
 		return readFlat(data, func(k, v []byte) int {
 			switch string(k) {
 			case "volume":
-				d.Volume = string(v)
+				d.Volume = ns.get(v)
 				return 0
 			case "from":
 				d.From = VolumeState(word(v))
@@ -29,13 +29,13 @@ func decodeFlat(data []byte, dst any) bool {
 				d.To = VolumeState(word(v))
 				return 2
 			case "targetNode":
-				d.TargetNode = string(v)
+				d.TargetNode = ns.get(v)
 				return 3
 			case "message":
 				d.Message = string(v)
 				return 4
 			case "engineNodeBefore":
-				before := string(v)
+				before := ns.get(v)
 				d.EngineNodeBefore = &before
 				return 5
 			}
@@ -60,7 +60,7 @@ func decodeFlat(data []byte, dst any) bool {
 		return readFlat(data, func(k, v []byte) int {
 			switch string(k) {
 			case "node":
-				d.Node = string(v)
+				d.Node = ns.get(v)
 				return 0
 			case "dataEngine":
 				d.DataEngine = string(v)
@@ -83,7 +83,7 @@ func decodeFlat(data []byte, dst any) bool {
 	case *NodeScheduled:
 		return readFlat(data, func(k, v []byte) int {
 			if string(k) == "node" {
-				d.Node = string(v)
+				d.Node = ns.get(v)
 				return 0
 			}
 			return -1
@@ -98,7 +98,7 @@ func decodeFlat(data []byte, dst any) bool {
 		return readFlat(data, func(k, v []byte) int {
 			switch string(k) {
 			case "node":
-				d.Node = string(v)
+				d.Node = ns.get(v)
 				return 0
 			case "state":
 				d.State = NodeState(word(v))

@@ -78,21 +78,29 @@ func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (Envelope,
 // stored copy's reserved headers) does it in the pass that decodes instead
 // of a second walk of the headers, which cost a replay as much as the fold.
 func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
+	// One message shares no names: a table would cost more than it saves.
 	var d StreamDecoder
-	return d.Decode(subject, hdr, data, seq, foreign)
+	return d.decode(subject, hdr, data, seq, foreign, nil)
 }
 
 // A StreamDecoder decodes stored messages as DecodeChecked does, for a reader of
 // a stream in order: it keeps the aggregate of the last subject it parsed,
 // as such a read delivers runs of one aggregate's events (a node's volume
-// states). The zero StreamDecoder is ready; it is not safe for concurrent use.
+// states), and shares the volume and node names its payloads repeat. The
+// zero StreamDecoder is ready; it is not safe for concurrent use.
 type StreamDecoder struct {
 	subject string
 	agg     AggregateID
+	names   names
 }
 
 // Decode is DecodeChecked.
 func (d *StreamDecoder) Decode(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
+	return d.decode(subject, hdr, data, seq, foreign, &d.names)
+}
+
+// decode is Decode sharing the payloads' names through ns (nil: none).
+func (d *StreamDecoder) decode(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error, ns *names) (env Envelope, err error) {
 	defer func() {
 		// Belt and braces: the CloudEvents SDK is not ours; a panic in it on
 		// hostile input must park the message, not kill the consumer.
@@ -104,7 +112,7 @@ func (d *StreamDecoder) Decode(subject string, hdr nats.Header, data []byte, seq
 		}
 	}()
 	if len(data) <= MaxDataBytes {
-		env, ok, err := d.fastDecode(subject, hdr, data, foreign)
+		env, ok, err := d.fastDecode(subject, hdr, data, foreign, ns)
 		switch {
 		case err != nil:
 			return Envelope{}, err

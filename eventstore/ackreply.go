@@ -1,7 +1,7 @@
 package eventstore
 
 import (
-	"strconv"
+	"math"
 	"strings"
 	"time"
 
@@ -62,11 +62,32 @@ func parseAckReply(reply string) (d delivery, ok bool) {
 	}
 	var v [5]uint64
 	for i, s := range nums {
-		var err error
-		if v[i], err = strconv.ParseUint(s, 10, 64); err != nil {
+		if v[i], ok = decimal(s); !ok {
 			return delivery{}, false
 		}
 	}
 	// delivered, stream sequence, consumer sequence, time, pending
 	return delivery{stream: v[1], consumer: v[2], at: time.Unix(0, int64(v[3])), pending: v[4]}, true
+}
+
+// decimal reads s, ASCII digits only, as strconv.ParseUint(s, 10, 64) does,
+// without its generality (bases, underscores, error values): five numbers
+// of every delivered event's reply are read with it.
+func decimal(s string) (uint64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false // overflows
+		}
+		n = n*10 + d
+	}
+	return n, true
 }

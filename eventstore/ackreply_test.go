@@ -1,6 +1,8 @@
 package eventstore
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +46,21 @@ func TestDeliveryOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecimalAgrees: decimal reads what strconv.ParseUint reads in base
+// 10, where that is digits alone, and refuses the rest.
+func FuzzDecimalAgrees(f *testing.F) {
+	for _, s := range []string{"0", "42", "007", "18446744073709551615", "18446744073709551616", "99999999999999999999", "000000000000000000000042", "", "-1", "+1", "1_000", "4x2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := decimal(s)
+		want, err := strconv.ParseUint(s, 10, 64)
+		digitsOnly := s != "" && strings.Trim(s, "0123456789") == ""
+		require.Equal(t, err == nil && digitsOnly, ok, "%q", s)
+		if ok {
+			require.Equal(t, want, got, "%q", s)
+		}
+	})
 }

@@ -134,7 +134,7 @@ func BenchmarkAppendConcurrentVsRawAsync(b *testing.B) {
 // printed (here to nowhere). It measures at a quarter of the events first,
 // then fills the stream to all of them and measures again. "ratio" is the
 // replay's speed over a raw read of the same stream with nats.go's ordered
-// consumer in the same child process, the fastest of three passes each,
+// consumer in the same child process, the fastest of timedRounds passes each,
 // taken in turn ("ratio@<size>" at the quarter): in this process the
 // embedded server's heap, which the command never has, would be marked by
 // every collection the decoding causes.

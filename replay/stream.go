@@ -148,6 +148,7 @@ func hasEnded(u *Upgrade) bool {
 	if !u.Manager.Terminal() {
 		return false
 	}
+	u.Sync()
 	for _, n := range u.Nodes {
 		if !n.Terminal() {
 			return false
@@ -172,6 +173,7 @@ func (f *fold) settle(seq uint64) error {
 			delete(f.open, u.Ref)
 			u.handedOut = true
 			f.handed[maphash.Comparable(f.seed, u.Ref)] = struct{}{}
+			u.Sync()
 			if err := f.handle(u); err != nil {
 				return err
 			}
@@ -191,6 +193,7 @@ func (f *fold) flush() error {
 	slices.SortFunc(rest, byName)
 	f.open, f.ended = nil, nil
 	for _, u := range rest {
+		u.Sync()
 		if err := f.handle(u); err != nil {
 			return err
 		}

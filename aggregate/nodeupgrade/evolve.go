@@ -20,26 +20,32 @@ func Fold(s State, history ...events.Envelope) (State, error) {
 // (wrong aggregate, malformed payload, or a transition the machine does not
 // allow) leaves s unchanged and returns a *TransitionError.
 func Evolve(s State, e events.Envelope) (State, error) {
-	return evolve(s, e, false)
-}
-
-// evolve is Evolve; owned says that no other state shares s's map, so a
-// volume change may write into it instead of copying it (see Folder).
-func evolve(s State, e events.Envelope, owned bool) (State, error) {
-	if err := s.subject().Admit(e, foreign(&s, e)); err != nil {
+	next := s
+	if err := evolve(&next, e, false); err != nil {
 		return s, err
 	}
-	next, err := apply(s, e, owned)
-	if err != nil {
-		return s, err
-	}
-	next.UpdatedAt = e.Time
-	next.Transitions++
 	return next, nil
 }
 
-// apply is the node upgrade's own rules: the transition e makes from s.
-func apply(s State, e events.Envelope, owned bool) (State, error) {
+// evolve is Evolve in place: it changes *s only once e is admitted and its
+// transition allowed, so a refused event leaves *s as it was. owned says
+// that no other state shares s's map, so a volume change may write into it
+// instead of copying it (see Folder).
+func evolve(s *State, e events.Envelope, owned bool) error {
+	if err := s.subject().Admit(e, foreign(s, e)); err != nil {
+		return err
+	}
+	if err := apply(s, e, owned); err != nil {
+		return err
+	}
+	s.UpdatedAt = e.Time
+	s.Transitions++
+	return nil
+}
+
+// apply is the node upgrade's own rules: the transition e makes from *s.
+// Every case checks before it writes, so a refusal changes nothing.
+func apply(s *State, e events.Envelope, owned bool) error {
 	switch d := e.Data.(type) {
 	case events.NodeUpgradeStarted:
 		return applyStarted(s, e, d)
@@ -47,16 +53,16 @@ func apply(s State, e events.Envelope, owned bool) (State, error) {
 		return applyStateChanged(s, e, d)
 	case events.NodeUpgradeCompleted:
 		if s.State != events.NodeFinalizing {
-			return s, illegal(s, e, "a node upgrade completes only from %s", events.NodeFinalizing)
+			return illegal(s, e, "a node upgrade completes only from %s", events.NodeFinalizing)
 		}
-		s = clearStall(s)
+		s.clearStall()
 		s.State = events.NodeCompleted
 		s.Message = orDefault(d.Message, "node upgrade completed")
 	case events.NodeUpgradeFailed:
 		if d.Step != s.State {
-			return s, illegal(s, e, "failure reported for step %s but the node is at %s", d.Step, s.State)
+			return illegal(s, e, "failure reported for step %s but the node is at %s", d.Step, s.State)
 		}
-		s = clearStall(s)
+		s.clearStall()
 		s.State = events.NodeError
 		s.FailedStep = d.Step
 		s.FailReason = d.Reason
@@ -65,60 +71,60 @@ func apply(s State, e events.Envelope, owned bool) (State, error) {
 		return applyStalled(s, e, d)
 	case events.NodeResumed:
 		if !s.Stalled {
-			return s, illegal(s, e, "the node is not stalled")
+			return illegal(s, e, "the node is not stalled")
 		}
 		if d.Step != s.State {
-			return s, illegal(s, e, "resume reported for step %s but the node is at %s", d.Step, s.State)
+			return illegal(s, e, "resume reported for step %s but the node is at %s", d.Step, s.State)
 		}
-		s = clearStall(s)
+		s.clearStall()
 		s.Message = orDefault(d.Message, "progressing again at "+string(d.Step))
 	case events.VolumeStateChanged:
 		return applyVolume(s, e, d, owned)
 	case events.SchedulingRecorded:
 		if s.Scheduling != nil {
-			return s, illegal(s, e, "scheduling was already recorded")
+			return illegal(s, e, "scheduling was already recorded")
 		}
 		s.Scheduling = &Scheduling{Previous: d.AllowScheduling}
 	case events.SchedulingRestored:
 		if !s.Scheduling.Pending() {
-			return s, illegal(s, e, "no recorded scheduling is waiting to be restored")
+			return illegal(s, e, "no recorded scheduling is waiting to be restored")
 		}
 		if d.AllowScheduling != s.Scheduling.Previous {
-			return s, illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
+			return illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
 		}
 		s.Scheduling = &Scheduling{Previous: s.Scheduling.Previous, Restored: true}
 	case events.SnapshotsTaken:
 		if s.Snapshots != nil {
-			return s, illegal(s, e, "snapshots were already recorded")
+			return illegal(s, e, "snapshots were already recorded")
 		}
 		s.Snapshots = &Snapshots{Name: d.Snapshot, Volumes: slices.Clone(d.Volumes)}
 	case events.SnapshotsRemoved:
 		if s.Snapshots == nil || s.Snapshots.Removed || s.Snapshots.Name != d.Snapshot {
-			return s, illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
+			return illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
 		}
 		s.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
 	case events.NodeCancelRequested:
 		if s.CancelRequested {
-			return s, illegal(s, e, "cancel was already requested")
+			return illegal(s, e, "cancel was already requested")
 		}
 		s.CancelRequested = true
 		s.CancelReason = d.Reason
 		s.Message = aggregate.CancelRequestedMessage(d.Reason)
 	case events.NodeUpgradeCancelled:
 		if !s.CancelRequested {
-			return s, illegal(s, e, "no cancel was requested")
+			return illegal(s, e, "no cancel was requested")
 		}
 		if d.Step != s.State {
-			return s, illegal(s, e, "cancel confirmed at step %s but the node is at %s", d.Step, s.State)
+			return illegal(s, e, "cancel confirmed at step %s but the node is at %s", d.Step, s.State)
 		}
-		s = clearStall(s)
+		s.clearStall()
 		s.State = events.NodeCancelled
 		s.CancelledStep = d.Step
 		s.Message = orDefault(d.Message, "node upgrade cancelled at "+string(d.Step))
 	default:
-		return s, illegal(s, e, "not a node-upgrade event")
+		return illegal(s, e, "not a node-upgrade event")
 	}
-	return s, nil
+	return nil
 }
 
 // foreign says why e is not addressed to s, or "" when it is: an event of
@@ -134,14 +140,14 @@ func foreign(s *State, e events.Envelope) string {
 	return ""
 }
 
-func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (State, error) {
+func applyStarted(s *State, e events.Envelope, d events.NodeUpgradeStarted) error {
 	if s.Exists {
-		return s, illegal(s, e, "the node upgrade was already started")
+		return illegal(s, e, "the node upgrade was already started")
 	}
 	if d.Node != e.Aggregate.Node {
-		return s, illegal(s, e, "payload names node %s but the event is on node %s", d.Node, e.Aggregate.Node)
+		return illegal(s, e, "payload names node %s but the event is on node %s", d.Node, e.Aggregate.Node)
 	}
-	return State{
+	*s = State{
 		Exists:               true,
 		Manager:              e.Aggregate.Manager,
 		Node:                 d.Node,
@@ -151,30 +157,31 @@ func applyStarted(s State, e events.Envelope, d events.NodeUpgradeStarted) (Stat
 		Attempt:              d.Attempt,
 		LonghornProfile:      d.LonghornProfile,
 		Transitions:          s.Transitions,
-	}, nil
+	}
+	return nil
 }
 
-func applyStateChanged(s State, e events.Envelope, d events.NodeStateChanged) (State, error) {
+func applyStateChanged(s *State, e events.Envelope, d events.NodeStateChanged) error {
 	if d.From != s.State {
-		return s, illegal(s, e, "change from %s but the node is at %s", d.From, s.State)
+		return illegal(s, e, "change from %s but the node is at %s", d.From, s.State)
 	}
 	next, _ := s.State.Next() // s is not terminal, so it is a working step
 	if next == events.NodeCompleted {
-		return s, illegal(s, e, "%s is left only by %s", s.State, events.TypeNodeUpgradeCompleted)
+		return illegal(s, e, "%s is left only by %s", s.State, events.TypeNodeUpgradeCompleted)
 	}
 	if d.To != next {
-		return s, illegal(s, e, "the step after %s is %s, not %s", s.State, next, d.To)
+		return illegal(s, e, "the step after %s is %s, not %s", s.State, next, d.To)
 	}
 	// A new step is progress: whatever blocked the previous one is over.
-	s = clearStall(s)
+	s.clearStall()
 	s.State = d.To
 	s.Message = d.Message
-	return s, nil
+	return nil
 }
 
-func applyStalled(s State, e events.Envelope, d events.NodeStalled) (State, error) {
+func applyStalled(s *State, e events.Envelope, d events.NodeStalled) error {
 	if d.Step != s.State {
-		return s, illegal(s, e, "stall reported for step %s but the node is at %s", d.Step, s.State)
+		return illegal(s, e, "stall reported for step %s but the node is at %s", d.Step, s.State)
 	}
 	// A stall whose cause changes is the same stall: keep when it began.
 	if !s.Stalled {
@@ -186,16 +193,16 @@ func applyStalled(s State, e events.Envelope, d events.NodeStalled) (State, erro
 	s.StallReason = d.Reason
 	s.StallMessage = d.Message
 	s.Message = d.Message
-	return s, nil
+	return nil
 }
 
-func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged, owned bool) (State, error) {
+func applyVolume(s *State, e events.Envelope, d events.VolumeStateChanged, owned bool) error {
 	cur := s.Volumes[d.Volume]
 	if d.From != cur.State {
-		return s, illegal(s, e, "volume %s: change from %q but it is %q", d.Volume, d.From, cur.State)
+		return illegal(s, e, "volume %s: change from %q but it is %q", d.Volume, d.From, cur.State)
 	}
 	if !VolumeTransitionAllowed(cur.State, d.To) {
-		return s, illegal(s, e, "volume %s: %q → %q is not allowed", d.Volume, cur.State, d.To)
+		return illegal(s, e, "volume %s: %q → %q is not allowed", d.Volume, cur.State, d.To)
 	}
 	v := Volume{State: d.To, TargetNode: cur.TargetNode, Message: d.Message, EngineNodeBefore: cur.EngineNodeBefore}
 	if d.TargetNode != "" {
@@ -215,14 +222,13 @@ func applyVolume(s State, e events.Envelope, d events.VolumeStateChanged, owned 
 	}
 	vols[d.Volume] = v
 	s.Volumes = vols
-	return s, nil
+	return nil
 }
 
-func clearStall(s State) State {
+func (s *State) clearStall() {
 	s.Stalled = false
 	s.StallStep, s.StallVolume, s.StallReason, s.StallMessage = "", "", "", ""
 	s.StalledAt = time.Time{}
-	return s
 }
 
 func orDefault(s, def string) string {

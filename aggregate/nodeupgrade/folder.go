@@ -20,15 +20,13 @@ func NewFolder(s State) *Folder { return &Folder{s: s, shared: true} }
 // Apply folds e. A refused event leaves the state unchanged and returns
 // Evolve's *TransitionError.
 func (f *Folder) Apply(e events.Envelope) error {
-	next, err := evolve(f.s, e, !f.shared)
-	if err != nil {
+	if err := evolve(&f.s, e, !f.shared); err != nil {
 		return err
 	}
 	if _, ok := e.Data.(events.VolumeStateChanged); ok {
 		// The map is a fresh copy now, or was already ours.
 		f.shared = false
 	}
-	f.s = next
 	return nil
 }
 

@@ -141,13 +141,14 @@ func (s State) VolumesWhere(keep func(Volume) bool) []string {
 func stepIndex(st events.NodeState) int { return slices.Index(events.NodeSteps, st) }
 
 // subject is s as the checks every event and command passes see it, and as
-// refusals report it.
-func (s State) subject() aggregate.Subject {
+// refusals report it. It reads s through a pointer: evolve asks it of every
+// event, and a State is large to copy.
+func (s *State) subject() aggregate.Subject {
 	return aggregate.Subject{Machine: Machine, Exists: s.Exists, Terminal: s.Terminal(), State: string(s.State), Opener: events.TypeNodeUpgradeStarted}
 }
 
 func (s State) stateName() string { return s.subject().Name() }
 
-func illegal(s State, e events.Envelope, format string, args ...any) error {
+func illegal(s *State, e events.Envelope, format string, args ...any) error {
 	return s.subject().Illegal(e, format, args...)
 }

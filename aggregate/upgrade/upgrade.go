@@ -16,22 +16,30 @@ import (
 // Upgrade is one manager incarnation and its node upgrades, folded.
 type Upgrade struct {
 	Manager manager.State
-	Nodes   map[string]nodeupgrade.State
+	// Nodes are the node upgrades by node. An owned upgrade's (NewOwned)
+	// lag behind Apply until Sync.
+	Nodes map[string]nodeupgrade.State
 	// LastSequence is the stream sequence of the last event applied or
 	// refused.
 	LastSequence uint64
 
-	// folders are the node folds of an owned upgrade (NewOwned).
-	folders map[string]*nodeupgrade.Folder
+	// folders are the node folds of an owned upgrade; behind is the one
+	// whose state Nodes may not show yet, the fold of the last node event's
+	// node, behindNode.
+	folders    map[string]*nodeupgrade.Folder
+	behind     *nodeupgrade.Folder
+	behindNode string
 }
 
 // New returns the upgrade before its first event.
 func New() Upgrade { return Upgrade{Nodes: map[string]nodeupgrade.State{}} }
 
-// NewOwned returns the upgrade before its first event, for a fold that
-// nobody reads while it runs (a replay): a volume change writes into its
-// node's volume map instead of copying the map, once per change, as Evolve
-// does. A node state read from Nodes may change at the next Apply.
+// NewOwned returns the upgrade before its first event, for a fold read only
+// between runs of events (a replay): a volume change writes into its node's
+// volume map instead of copying the map, once per change, as Evolve does,
+// and Nodes is brought up to date by Sync rather than at every event (a
+// node state is large to copy). A node state read from Nodes may change at
+// the next Apply.
 func NewOwned() Upgrade {
 	u := New()
 	u.folders = map[string]*nodeupgrade.Folder{}
@@ -45,35 +53,55 @@ func NewOwned() Upgrade {
 // either way, the event having been looked at.
 func (u *Upgrade) Apply(e events.Envelope) error {
 	u.LastSequence = e.Sequence
-	if e.Aggregate.IsNode() {
-		if u.Nodes == nil {
-			u.Nodes = map[string]nodeupgrade.State{}
-		}
-		if u.folders != nil {
-			f := u.folders[e.Aggregate.Node]
-			if f == nil {
-				f = nodeupgrade.NewFolder(u.Nodes[e.Aggregate.Node])
-				u.folders[e.Aggregate.Node] = f
-			}
-			if err := f.Apply(e); err != nil {
-				return err
-			}
-			u.Nodes[e.Aggregate.Node] = f.Current()
-			return nil
-		}
-		next, err := nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
+	if !e.Aggregate.IsNode() {
+		next, err := manager.Evolve(u.Manager, e)
 		if err != nil {
 			return err
 		}
-		u.Nodes[e.Aggregate.Node] = next
+		u.Manager = next
 		return nil
 	}
-	next, err := manager.Evolve(u.Manager, e)
+	if u.Nodes == nil {
+		u.Nodes = map[string]nodeupgrade.State{}
+	}
+	if u.folders != nil {
+		return u.folder(e.Aggregate.Node).Apply(e)
+	}
+	next, err := nodeupgrade.Evolve(u.Nodes[e.Aggregate.Node], e)
 	if err != nil {
 		return err
 	}
-	u.Manager = next
+	u.Nodes[e.Aggregate.Node] = next
 	return nil
+}
+
+// folder returns an owned upgrade's fold of node, the one behind: a run of
+// one node's events (its volumes' changes) finds it without a lookup.
+func (u *Upgrade) folder(node string) *nodeupgrade.Folder {
+	if u.behind != nil && u.behindNode == node {
+		return u.behind
+	}
+	u.Sync()
+	f := u.folders[node]
+	if f == nil {
+		f = nodeupgrade.NewFolder(u.Nodes[node])
+		u.folders[node] = f
+	}
+	u.behind, u.behindNode = f, node
+	return f
+}
+
+// Sync brings an owned upgrade's Nodes up to date with what was applied;
+// an upgrade made by New is always up to date.
+func (u *Upgrade) Sync() {
+	if u.behind == nil {
+		return
+	}
+	// A node none of whose events applied has no state to show.
+	if s := u.behind.Current(); s.Exists {
+		u.Nodes[u.behindNode] = s
+	}
+	u.behind, u.behindNode = nil, ""
 }
 
 // Active reports whether the upgrade is in progress: requested and not
