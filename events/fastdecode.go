@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // The fast path of Decode. Replay and every load decode whole histories, and
@@ -47,10 +48,13 @@ var wireHeaderNames = [nHeaders]string{
 	hContentType: HeaderContentType,
 }
 
-// transportHeaders are the headers a stored event carries besides its own:
-// the deduplication id and the condition Append publishes it under, which
-// JetStream stores with it.
-var transportHeaders = [...]string{MsgIDHeader, jetstream.ExpectedLastSubjSeqHeader}
+// transportHeaders are the headers a stored event carries besides its own,
+// which JetStream stores with it: the deduplication id, and the condition
+// eventstore's Append publishes it under or the atomic batch it is part of.
+var transportHeaders = [...]string{
+	MsgIDHeader, jetstream.ExpectedLastSubjSeqHeader,
+	jetstreamext.BatchIDHeader, jetstreamext.BatchSeqHeader, jetstreamext.BatchCommitHeader,
+}
 
 // readHeaders returns the values of Encode's headers, each present once,
 // showing foreign (if non-nil) every other header; ok is false when one is

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -101,6 +102,12 @@ func TestFastDecodeAgrees(t *testing.T) {
 		"stored and unrelated headers": func(h nats.Header) string {
 			h[jetstream.ExpectedLastSubjSeqHeader] = []string{"12"}
 			h["X-Trace"] = []string{"1"}
+			return ""
+		},
+		"in an atomic batch": func(h nats.Header) string {
+			h[jetstreamext.BatchIDHeader] = []string{"b1"}
+			h[jetstreamext.BatchSeqHeader] = []string{"3"}
+			h[jetstreamext.BatchCommitHeader] = []string{"1"}
 			return ""
 		},
 		"no message id":          func(h nats.Header) string { delete(h, events.MsgIDHeader); return "" },

@@ -32,7 +32,7 @@ func decodeFlat(data []byte, dst any, ns *names) bool {
 				d.TargetNode = ns.get(v)
 				return 3
 			case "message":
-				d.Message = string(v)
+				d.Message = ns.get(v)
 				return 4
 			case "engineNodeBefore":
 				before := ns.get(v)

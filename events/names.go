@@ -1,8 +1,9 @@
 package events
 
 // names shares the strings a stream's payloads repeat (volume and node
-// names: a node's volumes each change state several times), so that
-// decoding them does not allocate each anew. A nil *names shares nothing.
+// names: a node's volumes each change state several times; the messages of
+// those changes, which say where a target is), so that decoding them does
+// not allocate each anew. A nil *names shares nothing.
 // It is bounded: at maxNames entries it starts afresh, so a long read holds
 // no more than the names of its recent events.
 type names struct{ m map[string]string }

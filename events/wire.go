@@ -86,7 +86,7 @@ func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, for
 // A StreamDecoder decodes stored messages as DecodeChecked does, for a reader of
 // a stream in order: it keeps the aggregate of the last subject it parsed,
 // as such a read delivers runs of one aggregate's events (a node's volume
-// states), and shares the volume and node names its payloads repeat. The
+// states), and shares the names and messages its payloads repeat. The
 // zero StreamDecoder is ready; it is not safe for concurrent use.
 type StreamDecoder struct {
 	subject string

@@ -5,7 +5,10 @@
 package historytest
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,11 +57,7 @@ func Node(ref events.ManagerRef, node string, volumes int, completed bool) []eve
 		data = append(data, events.NodeStateChanged{From: st, To: next})
 		for _, m := range moves[next] {
 			for v := range volumes {
-				change := events.VolumeStateChanged{Volume: fmt.Sprintf("pvc-%d", v), From: m[0], To: m[1]}
-				if m[1] == events.VolumeSwitchingOver {
-					change.TargetNode = "elsewhere"
-				}
-				data = append(data, change)
+				data = append(data, volumeChange(node, fmt.Sprintf("pvc-%d", v), m[0], m[1]))
 			}
 		}
 	}
@@ -68,10 +67,71 @@ func Node(ref events.ManagerRef, node string, volumes int, completed bool) []eve
 	return events.New(events.NodeAggregate(ref, node), events.SourceWorker, "node", At, data...)
 }
 
+// volumeChange is a volume's move from one state to the next as the node
+// worker records it: its target's node and a message saying where the
+// target is, and the engine node before a switch-over.
+func volumeChange(node, volume string, from, to events.VolumeState) events.VolumeStateChanged {
+	const away = "elsewhere"
+	c := events.VolumeStateChanged{Volume: volume, From: from, To: to, TargetNode: node}
+	switch to {
+	case events.VolumePending:
+		c.Message = "attached to " + node + ", target on " + node + ", 3/3 replicas healthy"
+	case events.VolumeSwitchingOver:
+		before := ""
+		c.TargetNode, c.EngineNodeBefore = away, &before
+		c.Message = "target moving to " + away + ": least loaded ready node"
+	case events.VolumeSwitchedOver:
+		c.TargetNode, c.Message = away, "target runs on "+away
+	case events.VolumeSwitchingBack:
+		c.Message = "target moving back to " + node
+	case events.VolumeSwitchedBack:
+		c.Message = "target back on " + node
+	case events.VolumeCompleted:
+		c.TargetNode, c.Message = "", "volume done"
+	}
+	return c
+}
+
 // Publish publishes envs asynchronously, each under the Nats-Msg-Id
-// idPrefix and its index, and waits for every acknowledgement.
+// idPrefix and its index, and waits for every acknowledgement. Each carries
+// what eventstore's Append stores with an event, the condition on its
+// subject's last sequence (the one before it, 0 for the first): the
+// sequences are predicted from the stream's last one, the publishes being
+// in order, and a wrong prediction is refused by the server, failing tb.
 func Publish(tb testing.TB, js jetstream.JetStream, idPrefix string, envs []events.Envelope) {
 	tb.Helper()
+	if len(envs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	name, err := js.StreamNameBySubject(ctx, envs[0].Aggregate.Subject())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	seq := info.State.LastSeq
+	last := map[string]uint64{} // subject → its last sequence
+	lastOf := func(subject string) uint64 {
+		if s, ok := last[subject]; ok {
+			return s
+		}
+		m, err := stream.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return 0
+		case err != nil:
+			tb.Fatal(err)
+		}
+		return m.Sequence
+	}
 	futs := make([]jetstream.PubAckFuture, 0, 1000)
 	wait := func() {
 		<-js.PublishAsyncComplete()
@@ -90,6 +150,9 @@ func Publish(tb testing.TB, js jetstream.JetStream, idPrefix string, envs []even
 			tb.Fatal(err)
 		}
 		m.Header.Set(events.MsgIDHeader, fmt.Sprintf("%s-%d", idPrefix, i))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastOf(m.Subject), 10))
+		seq++
+		last[m.Subject] = seq
 		f, err := js.PublishMsgAsync(m)
 		if err != nil {
 			tb.Fatal(err)
