@@ -36,9 +36,8 @@ const (
 	childTimed = "timed"
 )
 
-// timedRounds is how many raw reads and replays a timed child makes, in
-// turn: with three the ratio of one run to the next spread from 0.84 to
-// 0.96 on the same code.
+// timedRounds is how many rounds of a raw read and a replay a timed child
+// makes: enough that one odd round does not decide the median.
 const timedRounds = 5
 
 // The child's figures in its output, each after its marker. The child
@@ -144,11 +143,11 @@ func TestReplayChild(t *testing.T) {
 	// alternating; the ratio is the median of the rounds' (a round's two
 	// passes see the same machine: a 2-core virtual machine's other work
 	// and its neighbours' fall on one round or another), the times the
-	// medians of each kind. The fastest of each kind was reported before;
-	// it kept the odd fast pass of one kind (at 1M events a raw read once
-	// took 2.5 s against 3.5-4.1 s for the rest) and compared it with
-	// the other's steady passes. The first read after a fill, which finds
-	// the blocks the fill just wrote in the server's cache, is not timed.
+	// medians of each kind. The fastest pass of each kind would compare
+	// the odd fast pass of one (a raw read at 1M events can take 2.5 s
+	// where its others take 3.5-4.1) with the other's steady ones. The
+	// first read after a fill, which finds the blocks the fill just wrote
+	// in the server's cache, is not timed.
 	rawOnce()
 	var raws, folds, ratios []float64
 	for i := range timedRounds {

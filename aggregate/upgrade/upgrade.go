@@ -16,7 +16,7 @@ import (
 // Upgrade is one manager incarnation and its node upgrades, folded.
 type Upgrade struct {
 	Manager manager.State
-	// Nodes are the node upgrades by node. An owned upgrade's (NewOwned)
+	// Nodes are the node upgrades by node; an owned upgrade's (NewOwned)
 	// lag behind Apply until Sync.
 	Nodes map[string]nodeupgrade.State
 	// LastSequence is the stream sequence of the last event applied or
