@@ -144,6 +144,7 @@ func (f *fold) apply(e events.Envelope) bool {
 }
 
 // hasEnded reports whether nothing in a sound history changes u any more.
+// It reads u's nodes, so it brings them up to date first (Upgrade.Sync).
 func hasEnded(u *Upgrade) bool {
 	if !u.Manager.Terminal() {
 		return false
@@ -173,8 +174,7 @@ func (f *fold) settle(seq uint64) error {
 			delete(f.open, u.Ref)
 			u.handedOut = true
 			f.handed[maphash.Comparable(f.seed, u.Ref)] = struct{}{}
-			u.Sync()
-			if err := f.handle(u); err != nil {
+			if err := f.handOut(u); err != nil {
 				return err
 			}
 		}
@@ -182,6 +182,12 @@ func (f *fold) settle(seq uint64) error {
 		f.ended = f.ended[1:]
 	}
 	return nil
+}
+
+// handOut gives u to the handler, its nodes up to date.
+func (f *fold) handOut(u *Upgrade) error {
+	u.Sync()
+	return f.handle(u)
 }
 
 // flush hands out every upgrade still held, in Run's order.
@@ -193,8 +199,7 @@ func (f *fold) flush() error {
 	slices.SortFunc(rest, byName)
 	f.open, f.ended = nil, nil
 	for _, u := range rest {
-		u.Sync()
-		if err := f.handle(u); err != nil {
+		if err := f.handOut(u); err != nil {
 			return err
 		}
 	}
