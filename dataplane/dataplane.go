@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // ErrNotFound is matched (errors.Is) when a named object does not exist.
@@ -32,11 +33,17 @@ var ErrNotFound = errors.New("not found")
 var ErrRefused = errors.New("refused")
 
 // ErrSwitchingPaths refuses to change a volume's engine node while its
-// initiator switches paths (Longhorn would accept the change and leave the
-// old path inaccessible). Every data plane checks it on fresh state at the
+// initiator switches paths (Volume.PathsSwitching: Longhorn would accept
+// the change and leave the old path inaccessible). Every data plane checks it on fresh state at the
 // write, since the step decided on an observation that may be a moment old;
 // it passes once the switch is done, so it is not a refusal.
-var ErrSwitchingPaths = fmt.Errorf("status.switchoverState is %s: the initiator is switching paths and the engine node must not change until it is done", SwitchoverSwitchingOver)
+var ErrSwitchingPaths = fmt.Errorf("status.switchoverState is %s and the initiator is switching paths: the engine node must not change until it is done", SwitchoverSwitchingOver)
+
+// ErrReplicaInEngine refuses to stop a replica's instance while a running
+// engine still holds it in its RAID: the engine's writes would wait on the
+// dead replica link until its I/O timeout. It passes once the engine has
+// removed the replica, so it is not a refusal.
+var ErrReplicaInEngine = errors.New("a running engine still holds the replica in its RAID: its instance must not stop until the engine has removed it")
 
 // DataEngineV2 is the only data engine Switchback upgrades.
 const DataEngineV2 = "v2"
@@ -54,6 +61,10 @@ type Node struct {
 	AllowScheduling bool
 	// Images present on the node (pulled), for DefaultImageOnAllNodesReady.
 	Images []string
+	// Cordoned is the Kubernetes node's spec.unschedulable: Longhorn starts
+	// no instance-manager pod on a cordoned node, so a node whose IM is
+	// replaced while cordoned would wait for it forever.
+	Cordoned bool
 }
 
 // IMState is an instance manager's lifecycle state.
@@ -81,10 +92,19 @@ type InstanceManager struct {
 	// (initiators of volumes attached to the node) and replicas. Longhorn
 	// removes an old-image IM only once all three are zero.
 	Engines, Frontends, Replicas int
+	// Shards counts the erasure-coded shard and shard-group instances the
+	// IM runs or starts. Longhorn does not count them before it removes an
+	// old-image IM, so replacing one that runs shards loses them.
+	Shards int
+	// Deleting reports that the IM's object is being deleted: its pod, and
+	// the SPDK target holding the node's hugepages and disks, may still
+	// run. Longhorn starts the node's next IM only once it is gone.
+	Deleting bool
 }
 
-// Busy reports whether the IM runs or starts any instance.
-func (im InstanceManager) Busy() bool { return im.Engines+im.Frontends+im.Replicas > 0 }
+// Busy reports whether the IM runs or starts any instance, shards included:
+// no data plane deletes such an IM.
+func (im InstanceManager) Busy() bool { return im.Engines+im.Frontends+im.Replicas+im.Shards > 0 }
 
 // Holds counts the instances replacing the IM would cut on profile p: its
 // engines and replicas, and its engine frontends unless the initiators
@@ -114,13 +134,27 @@ type Replica struct {
 	Name  string
 	Node  string
 	State ReplicaState
+	// Failed reports spec.failedAt set: the replica serves no I/O, Longhorn
+	// takes it out of the volume's engine, and may reuse it later (clearing
+	// the stamp) once its node allows replica scheduling.
+	Failed bool
+	// InEngine reports that a running engine of the volume still holds the
+	// replica in its RAID: its engine's replica mode map lists it, by name
+	// or, while the engine removes it, by address (UNKNOWN-tcp://ip:port).
+	// Stopping its instance then would make the engine's writes wait for
+	// the replica link's I/O timeout.
+	InEngine bool
+	// Running reports that its instance runs or starts in its node's
+	// instance manager, whatever its health: what must stop before that
+	// instance manager goes.
+	Running bool
 }
 
 // Healthy reports whether the replica serves I/O.
 func (r Replica) Healthy() bool { return r.State == ReplicaRunning }
 
-// Active reports whether the replica runs an instance (serving or
-// rebuilding): what must stop before its node's instance manager goes.
+// Active reports whether the replica serves or is being rebuilt: it counts
+// towards the volume's replicas without a new rebuild.
 func (r Replica) Active() bool { return r.State == ReplicaRunning || r.State == ReplicaRebuilding }
 
 // Robustness is Longhorn's volume health summary.
@@ -195,6 +229,12 @@ type Volume struct {
 	EngineNode string
 	// Switchover is status.switchoverState.
 	Switchover SwitchoverState
+	// PathsSwitching reports that the initiator has begun switching its
+	// paths to the new engine (its EngineFrontend reports a switch-over
+	// phase): from then until Longhorn ends the switch-over, changing the
+	// engine node could leave the old path inaccessible. Before it, in
+	// switching-over too, the old path is whole.
+	PathsSwitching bool
 	// TargetReady reports that the engine on TargetNode is the volume's only
 	// engine, runs, and is what the active initiator is connected to: a
 	// switch-over has fully ended there.
@@ -208,6 +248,13 @@ type Volume struct {
 	Frontend   string
 	Robustness Robustness
 	Replicas   []Replica
+	// ReplenishAt is, for a degraded attached volume, when Longhorn may
+	// build a new replica of it on another node: status.lastDegradedAt plus
+	// the setting replica-replenishment-wait-interval while a failed
+	// replica could still be reused, the moment it degraded otherwise. Zero
+	// when it is not degraded. A rebuild that starts while the volume's
+	// target moves makes Longhorn revert the move.
+	ReplenishAt time.Time
 }
 
 // Attached reports whether the volume is attached somewhere.
@@ -331,10 +378,16 @@ type Actions interface {
 	CreateSnapshot(ctx context.Context, volume, name string) error
 	// DeleteSnapshot removes the snapshot named name (no-op if gone).
 	DeleteSnapshot(ctx context.Context, volume, name string) error
-	// FailReplica fails a replica as Longhorn does (failedAt, desireState
-	// stopped): its instance stops and the engine stops using it; Longhorn
-	// reuses or replaces it later.
+	// FailReplica marks a replica failed (spec.failedAt): Longhorn takes it
+	// out of the volume's engine, which removes it from its RAID, and
+	// leaves its instance running; Longhorn reuses or replaces it later.
 	FailReplica(ctx context.Context, volume, replica string) error
+	// StopReplica stops the instance of a failed replica (spec.desireState
+	// stopped) once no running engine holds it (Replica.InEngine false). It
+	// is refused with ErrReplicaInEngine while one does, and with
+	// ErrRefused for a replica that is not failed (Longhorn would start it
+	// again).
+	StopReplica(ctx context.Context, volume, replica string) error
 	// SetEngineNode sets the volume's spec.engineNodeID ("" = follow the
 	// attached node), which makes Longhorn switch its target over.
 	SetEngineNode(ctx context.Context, volume, node string) error

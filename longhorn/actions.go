@@ -101,7 +101,7 @@ func (p *Plane) CreateSnapshot(ctx context.Context, volume, name string) error {
 // object of another volume is refused.
 func (p *Plane) DeleteSnapshot(ctx context.Context, volume, name string) error {
 	obj := SnapshotObjectName(volume, name)
-	return p.deleteObject(ctx, SnapshotsResource, nil, obj, fmt.Sprintf("delete snapshot %q of volume %q", name, volume), func(u *unstructured.Unstructured) error {
+	return p.deleteObject(ctx, SnapshotsResource, nil, obj, fmt.Sprintf("delete snapshot %q of volume %q", name, volume), "", func(u *unstructured.Unstructured) error {
 		var have Snapshot
 		if err := FromUnstructured(u, &have); err != nil {
 			return err
@@ -113,12 +113,12 @@ func (p *Plane) DeleteSnapshot(ctx context.Context, volume, name string) error {
 	})
 }
 
-// FailReplica fails a v2 replica as Longhorn does: spec.desireState
-// stopped and spec.failedAt (with lastFailedAt) stamped, in one patch on
-// the replica as read. Longhorn's volume controller then stops it and
-// leaves it out of the engine; it owns the engine's replicaAddressMap, so
-// the adapter never edits it. A replica already failed, or being deleted,
-// is a no-op; one of another volume is refused.
+// FailReplica marks a v2 replica failed: spec.failedAt (with lastFailedAt)
+// stamped on the replica as read. Longhorn's volume controller then leaves
+// it out of the engine's replicaAddressMap (it owns that map, so the
+// adapter never edits it) and the engine removes it from its RAID; its
+// instance keeps running until StopReplica. A replica already failed, or
+// being deleted, is a no-op; one of another volume is refused.
 func (p *Plane) FailReplica(ctx context.Context, volume, replica string) error {
 	var r Replica
 	u, err := p.update(ctx, ReplicasResource, replica, "fail (volume "+volume+")", func(u *unstructured.Unstructured) ([]byte, error) {
@@ -128,20 +128,81 @@ func (p *Plane) FailReplica(ctx context.Context, volume, replica string) error {
 		if err := replicaOf(&r, volume); err != nil {
 			return nil, err
 		}
-		if r.DeletionTimestamp != nil || (r.Spec.DesireState == StateStopped && r.Spec.FailedAt != "") {
+		if r.DeletionTimestamp != nil || r.Spec.FailedAt != "" {
 			return nil, nil
 		}
-		failedAt := ""
-		if r.Spec.FailedAt == "" {
-			failedAt = p.opts.Now().UTC().Format(time.RFC3339)
-		}
-		return patchFailReplica(failedAt, u.GetResourceVersion()), nil
+		return patchFailReplica(p.opts.Now().UTC().Format(time.RFC3339), u.GetResourceVersion()), nil
 	})
 	if err != nil {
 		return err
 	}
 	p.awaitCache(ctx, p.replicas, replica, u.GetResourceVersion())
 	return nil
+}
+
+// StopReplica stops a failed v2 replica's instance (spec.desireState
+// stopped) once no running engine of its volume holds it, judged on the
+// replica and the engines read fresh as Longhorn's replica controller
+// judges it before it stops a replica it deletes (replicaHeld). It is
+// refused with dataplane.ErrReplicaInEngine while one does, and with
+// ErrRefused for a replica not failed (Longhorn would start it again). A
+// replica already stopping, or being deleted, is a no-op.
+func (p *Plane) StopReplica(ctx context.Context, volume, replica string) error {
+	var r Replica
+	u, err := p.update(ctx, ReplicasResource, replica, "stop (volume "+volume+")", func(u *unstructured.Unstructured) ([]byte, error) {
+		if err := FromUnstructured(u, &r); err != nil {
+			return nil, err
+		}
+		if err := replicaOf(&r, volume); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.DeletionTimestamp != nil || r.Spec.DesireState == StateStopped:
+			return nil, nil
+		case r.Spec.FailedAt == "":
+			return nil, fmt.Errorf("it is not failed (spec.failedAt), and Longhorn would start it again: %w", dataplane.ErrRefused)
+		}
+		// An engine created since the cache's view is a switch-over's,
+		// which holds no failed replica.
+		engines, err := fresh(ctx, p, EnginesResource, indexed[Engine](p.engines, byVolume, volume))
+		if err != nil {
+			return nil, err
+		}
+		if replicaHeld(&r, engines) {
+			return nil, dataplane.ErrReplicaInEngine
+		}
+		return patchStopReplica(u.GetResourceVersion()), nil
+	})
+	if err != nil {
+		return err
+	}
+	p.awaitCache(ctx, p.replicas, replica, u.GetResourceVersion())
+	return nil
+}
+
+// fresh reads from the apiserver the objects cached lists (those gone
+// since are left out): a decision taken on them holds on the objects as
+// they are.
+func fresh[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, p *Plane, gvr schema.GroupVersionResource, cached []PT) ([]PT, error) {
+	out := make([]PT, 0, len(cached))
+	for _, c := range cached {
+		u, err := p.ri(gvr).Get(ctx, c.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, apiError(err, fmt.Sprintf("%s %q: read", resourceName(gvr), c.GetName()))
+		}
+		o := PT(new(T))
+		if err := FromUnstructured(u, o); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // replicaOf checks that r is a v2 replica of volume.
@@ -158,9 +219,10 @@ func replicaOf(r *Replica, volume string) error {
 // SetEngineNode sets a v2 volume's spec.engineNodeID ("" follows
 // spec.nodeID), which makes Longhorn switch the target over. The node must
 // be a Longhorn node. It is refused while the volume's initiator is
-// switching paths (status.switchoverState switching-over): changing the
-// engine node then could leave the old path inaccessible. An apiserver that
-// drops the field makes it fail with ErrFieldUnsupported.
+// switching paths (status.switchoverState switching-over and a phase on
+// its EngineFrontend, read fresh): changing the engine node then could
+// leave the old path inaccessible. An apiserver that drops the field makes
+// it fail with ErrFieldUnsupported.
 func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 	if node != "" {
 		if _, ok := get[LonghornNode](p.lhNodes, key(p.ns, node)); !ok {
@@ -179,7 +241,13 @@ func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 			return nil, nil
 		}
 		if v.Status.SwitchoverState == string(dataplane.SwitchoverSwitchingOver) {
-			return nil, dataplane.ErrSwitchingPaths
+			efs, err := fresh(ctx, p, EngineFrontendsResource, indexed[EngineFrontend](p.frontends, byVolume, volume))
+			if err != nil {
+				return nil, err
+			}
+			if pathsSwitching(&v, efs) {
+				return nil, dataplane.ErrSwitchingPaths
+			}
 		}
 		return patchEngineNode(node, u.GetResourceVersion()), nil
 	})
@@ -198,10 +266,13 @@ func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 
 // DeleteInstanceManager deletes a v2 instance manager that runs no engine,
 // engine frontend or replica (its status maps), as Longhorn's node
-// controller would once it is idle; one that runs any is refused. One
-// already gone, or already being deleted, is success.
+// controller would once it is idle, and as Longhorn deletes one: in the
+// foreground, so that its object stays until its pod (and the SPDK target
+// holding the node's hugepages and disks) is gone, and the node's next IM
+// waits for it. One that runs any instance is refused. One already gone,
+// or already being deleted, is success.
 func (p *Plane) DeleteInstanceManager(ctx context.Context, name string) error {
-	return p.deleteObject(ctx, InstanceManagersResource, p.ims, name, "delete", func(u *unstructured.Unstructured) error {
+	return p.deleteObject(ctx, InstanceManagersResource, p.ims, name, "delete", metav1.DeletePropagationForeground, func(u *unstructured.Unstructured) error {
 		var im InstanceManager
 		if err := FromUnstructured(u, &im); err != nil {
 			return err
@@ -210,8 +281,8 @@ func (p *Plane) DeleteInstanceManager(ctx context.Context, name string) error {
 			return errNotV2
 		}
 		if d := toInstanceManager(&im); d.Busy() {
-			return fmt.Errorf("it still runs %d engine(s), %d engine frontend(s) and %d replica(s): %w",
-				d.Engines, d.Frontends, d.Replicas, dataplane.ErrRefused)
+			return fmt.Errorf("it still runs %d engine(s), %d engine frontend(s), %d replica(s) and %d shard(s): %w",
+				d.Engines, d.Frontends, d.Replicas, d.Shards, dataplane.ErrRefused)
 		}
 		return nil
 	})
@@ -278,12 +349,13 @@ func (p *Plane) update(ctx context.Context, gvr schema.GroupVersionResource, nam
 }
 
 // deleteObject deletes an object after check approves it as read, with a
-// UID precondition so that a namesake created meanwhile is never deleted.
+// UID precondition so that a namesake created meanwhile is never deleted,
+// and the propagation given ("" = the apiserver's default).
 // Gone already is success; being deleted already is success. It then waits
 // until the cache shows the object gone, or marked for deletion (Longhorn's
 // finalizers keep an object until its controller has cleaned up).
 func (p *Plane) deleteObject(ctx context.Context, gvr schema.GroupVersionResource, w *watched, name, action string,
-	check func(u *unstructured.Unstructured) error) error {
+	propagation metav1.DeletionPropagation, check func(u *unstructured.Unstructured) error) error {
 	what := fmt.Sprintf("%s %q: %s", resourceName(gvr), name, action)
 	ri := p.ri(gvr)
 	for attempt := 0; ; attempt++ {
@@ -300,7 +372,11 @@ func (p *Plane) deleteObject(ctx context.Context, gvr schema.GroupVersionResourc
 		}
 		if u.GetDeletionTimestamp() == nil {
 			uid := u.GetUID()
-			err = ri.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+			if propagation != "" {
+				opts.PropagationPolicy = &propagation
+			}
+			err = ri.Delete(ctx, name, opts)
 			switch {
 			case err == nil:
 				p.log.Info("longhorn object deleted", "resource", resourceName(gvr), "name", name, "action", action)

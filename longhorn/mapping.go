@@ -56,6 +56,7 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool) dataplane.Node {
 		return n
 	}
 	n.Ready = n.Ready && conditionTrue(kn.Status.Conditions, ConditionReady)
+	n.Cordoned = kn.Spec.Unschedulable
 	if kn.Labels[DisableV2Label] == "true" {
 		n.V2 = false
 	}
@@ -141,13 +142,16 @@ func toInstanceManager(im *InstanceManager) dataplane.InstanceManager {
 		Image:      im.Spec.Image,
 		DataEngine: im.Spec.DataEngine,
 		State:      imState(im),
+		Deleting:   im.DeletionTimestamp != nil,
 	}
-	// Longhorn clears the maps of an IM that is not running; one being
-	// deleted runs nothing worth counting.
+	// Longhorn clears the maps of an IM that is not running, and leaves
+	// those of one being deleted as they were (it writes no status then):
+	// it runs nothing worth counting.
 	if im.DeletionTimestamp == nil {
 		out.Engines = liveInstances(im.Status.InstanceEngines)
 		out.Frontends = liveInstances(im.Status.InstanceEngineFrontends)
 		out.Replicas = liveInstances(im.Status.InstanceReplicas)
+		out.Shards = liveInstances(im.Status.InstanceShards) + liveInstances(im.Status.InstanceShardGroups)
 	}
 	return out
 }

@@ -165,7 +165,7 @@ func TestToVolume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vol := &Volume{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: tt.spec, Status: tt.st}
 			// Given in reverse order: the result is sorted by name.
-			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines, nil, nil)
+			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines, nil, nil, DefaultReplicaReplenishmentWaitInterval)
 			var names []string
 			for _, r := range got.Replicas {
 				names = append(names, r.Name)
@@ -174,7 +174,7 @@ func TestToVolume(t *testing.T) {
 			tt.want(t, got)
 		})
 	}
-	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines, nil, nil)
+	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines, nil, nil, DefaultReplicaReplenishmentWaitInterval)
 	assert.Equal(t, []dataplane.ReplicaState{dataplane.ReplicaRunning, dataplane.ReplicaRebuilding, dataplane.ReplicaRunning},
 		[]dataplane.ReplicaState{attached.Replicas[0].State, attached.Replicas[1].State, attached.Replicas[2].State},
 		"modes from the active engine")
@@ -213,7 +213,7 @@ func TestTargetReady(t *testing.T) {
 		{"no engine frontend", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, toVolume(vol, nil, tt.engines, tt.efs, nil).TargetReady)
+			assert.Equal(t, tt.want, toVolume(vol, nil, tt.engines, tt.efs, nil, DefaultReplicaReplenishmentWaitInterval).TargetReady)
 		})
 	}
 }
@@ -310,8 +310,8 @@ func TestPatches(t *testing.T) {
 		{patchEngineNode("", "42"), `{"metadata":{"resourceVersion":"42"},"spec":{"engineNodeID":""}}`},
 		{patchEngineNode("n2", "42"), `{"metadata":{"resourceVersion":"42"},"spec":{"engineNodeID":"n2"}}`},
 		{patchIMImage("im:v2", "9"), `{"metadata":{"resourceVersion":"9"},"spec":{"image":"im:v2"}}`},
-		{patchFailReplica("2026-01-01T00:00:00Z", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped","failedAt":"2026-01-01T00:00:00Z","lastFailedAt":"2026-01-01T00:00:00Z"}}`},
-		{patchFailReplica("", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped"}}`},
+		{patchFailReplica("2026-01-01T00:00:00Z", "7"), `{"metadata":{"resourceVersion":"7"},"spec":{"failedAt":"2026-01-01T00:00:00Z","lastFailedAt":"2026-01-01T00:00:00Z"}}`},
+		{patchStopReplica("7"), `{"metadata":{"resourceVersion":"7"},"spec":{"desireState":"stopped"}}`},
 	}
 	for _, tt := range tests {
 		assert.JSONEq(t, tt.want, string(tt.got))

@@ -1,8 +1,10 @@
 package longhorn
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -159,7 +161,82 @@ func targetReady(v *Volume, engines []*Engine, efs []*EngineFrontend, target str
 	}
 	ef := activeFrontend(efs, attachedNode(v))
 	return ef != nil && ef.Status.CurrentState == StateRunning && ef.Status.SwitchoverPhase == "" &&
-		ef.Spec.EngineName == only.Name && ef.Status.TargetIP == only.Status.StorageIP && ef.Status.TargetPort == only.Status.Port
+		ef.Spec.EngineName == only.Name && connectedTo(ef, only)
+}
+
+// connectedTo reports whether the EngineFrontend's target is the engine's
+// address: its storage IP, as Longhorn v1.12.1 sets it, or its pod IP, as
+// v1.12.0 does (the two differ only with a storage network, where v1.12.0
+// cannot attach a v2 volume at all: longhorn/longhorn#13351).
+func connectedTo(ef *EngineFrontend, e *Engine) bool {
+	if ef.Status.TargetPort != e.Status.Port {
+		return false
+	}
+	return ef.Status.TargetIP == e.Status.StorageIP || (e.Status.IP != "" && ef.Status.TargetIP == e.Status.IP)
+}
+
+// pathsSwitching reports whether the volume's initiator has begun switching
+// its paths: Longhorn's switch-over is switching-over and the active
+// EngineFrontend reports a phase.
+func pathsSwitching(v *Volume, efs []*EngineFrontend) bool {
+	if v.Status.SwitchoverState != string(dataplane.SwitchoverSwitchingOver) {
+		return false
+	}
+	ef := activeFrontend(efs, attachedNode(v))
+	return ef != nil && ef.Status.SwitchoverPhase != ""
+}
+
+// replicaHeld reports whether a running engine of the volume still holds
+// the replica in its RAID, as Longhorn's replica controller tells before it
+// stops a replica it deletes: the engine's mode map lists it by name, or by
+// its address (UNKNOWN-tcp://ip:port) while the engine removes it; an
+// engine reporting no mode map at all may hold it.
+func replicaHeld(r *Replica, engines []*Engine) bool {
+	addr := ""
+	if r.Status.StorageIP != "" && r.Status.Port != 0 {
+		addr = fmt.Sprintf("%s:%d", r.Status.StorageIP, r.Status.Port)
+	}
+	for _, e := range engines {
+		if e.DeletionTimestamp != nil || e.Status.CurrentState != StateRunning {
+			continue
+		}
+		if e.Status.ReplicaModeMap == nil {
+			return true
+		}
+		if _, ok := e.Status.ReplicaModeMap[r.Name]; ok {
+			return true
+		}
+		for k := range e.Status.ReplicaModeMap {
+			if rest, ok := strings.CutPrefix(k, UnknownReplicaPrefix); ok && addr != "" && strings.TrimPrefix(rest, "tcp://") == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// instanceRunning reports whether a replica's instance runs or starts.
+func instanceRunning(r *Replica) bool {
+	return r.Status.CurrentState == StateRunning || r.Status.CurrentState == StateStarting
+}
+
+// replenishAt is when Longhorn may build a new replica of a degraded
+// attached volume elsewhere (dataplane.Volume.ReplenishAt): its
+// status.lastDegradedAt, plus wait while a failed replica could be reused.
+func replenishAt(v *Volume, out dataplane.Volume, replicas []*Replica, wait time.Duration) time.Time {
+	if out.AttachedNode == "" || v.Status.LastDegradedAt == "" {
+		return time.Time{}
+	}
+	at, err := time.Parse(time.RFC3339, v.Status.LastDegradedAt)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, r := range replicas {
+		if r.DeletionTimestamp == nil && r.Spec.FailedAt != "" && r.Spec.NodeID != "" {
+			return at.Add(wait)
+		}
+	}
+	return at
 }
 
 // frontendOf is the volume's frontend, "" when it has none or it is disabled.
@@ -210,7 +287,7 @@ func eventTime(e *Event) metav1.Time {
 // one, for which Longhorn says "unknown", it is computed from the replicas
 // as dataplane asks. A detached volume reports no switch-over (Longhorn may
 // leave a stale state there).
-func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event) dataplane.Volume {
+func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event, wait time.Duration) dataplane.Volume {
 	out := dataplane.Volume{
 		Name:             v.Name,
 		DataEngine:       dataEngineOf(v),
@@ -223,6 +300,7 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 	out.TargetNode = targetNode(v, active)
 	if out.Attached() {
 		out.Switchover = dataplane.SwitchoverState(v.Status.SwitchoverState)
+		out.PathsSwitching = pathsSwitching(v, efs)
 		out.TargetReady = targetReady(v, engines, efs, out.TargetNode)
 		out.SwitchoverError = switchoverError(v, events)
 	}
@@ -237,11 +315,15 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 			continue
 		}
 		out.Replicas = append(out.Replicas, dataplane.Replica{
-			Name:  r.Name,
-			Node:  r.Spec.NodeID,
-			State: replicaState(r, modes[r.Name], out.AttachedNode != ""),
+			Name:     r.Name,
+			Node:     r.Spec.NodeID,
+			State:    replicaState(r, modes[r.Name], out.AttachedNode != ""),
+			Failed:   r.Spec.FailedAt != "",
+			InEngine: replicaHeld(r, engines),
+			Running:  instanceRunning(r),
 		})
 	}
+	out.ReplenishAt = replenishAt(v, out, replicas, wait)
 	if out.AttachedNode != "" {
 		out.Robustness = robustness(v.Status.Robustness)
 	} else {

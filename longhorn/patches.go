@@ -50,19 +50,19 @@ func patchIMImage(image, rv string) []byte {
 	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"image": image}}, rv))
 }
 
-// patchFailReplica is what Longhorn itself does to fail a replica: stop its
-// instance (desireState) and stamp it failed (failedAt and lastFailedAt),
-// which keeps it from being counted healthy, and out of its engine, until
-// Longhorn decides to reuse it. The stamps are only written when not set,
-// so repeating the call keeps the first; the resourceVersion makes the
-// decision atomic.
+// patchFailReplica stamps a replica failed (failedAt and lastFailedAt),
+// which keeps it from being counted healthy, and makes Longhorn take it out
+// of its engine, until Longhorn decides to reuse it. Its instance keeps
+// running (patchStopReplica stops it once no engine holds it). The
+// resourceVersion makes the decision atomic.
 func patchFailReplica(failedAt, rv string) []byte {
-	spec := map[string]any{"desireState": StateStopped}
-	if failedAt != "" {
-		spec["failedAt"] = failedAt
-		spec["lastFailedAt"] = failedAt
-	}
-	return mergePatch(withResourceVersion(map[string]any{"spec": spec}, rv))
+	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"failedAt": failedAt, "lastFailedAt": failedAt}}, rv))
+}
+
+// patchStopReplica stops a failed replica's instance; the resourceVersion
+// makes it hold on the replica as read (still failed, not reused).
+func patchStopReplica(rv string) []byte {
+	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"desireState": StateStopped}}, rv))
 }
 
 // newSnapshot is the Snapshot object asking Longhorn for a snapshot named

@@ -192,23 +192,33 @@ func TestActionsMapErrorsAndAreIdempotent(t *testing.T) {
 	_, err = c.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns).Get(ctx, longhorn.SnapshotObjectName("away", "pre-upgrade"), metav1.GetOptions{})
 	assert.NoError(t, err, "the other volume's snapshot stays")
 
-	// n2 does not schedule (variedCluster): a replica failed there stays stopped.
-	require.NoError(t, c.plane.FailReplica(ctx, "healthy", "healthy-r-2"))
-	r := decode[longhorn.Replica](c, longhorn.ReplicasResource, "healthy-r-2")
-	assert.Equal(t, longhorn.StateStopped, r.Spec.DesireState)
+	// n2 does not schedule (variedCluster): a replica failed there is not
+	// reused. Failed, it runs on until its engine removed it; then stopped.
+	assert.ErrorIs(t, c.plane.StopReplica(ctx, "away", "away-r-1"), dataplane.ErrRefused, "a replica not failed is not stopped")
+	require.NoError(t, c.plane.FailReplica(ctx, "away", "away-r-1"))
+	r := decode[longhorn.Replica](c, longhorn.ReplicasResource, "away-r-1")
+	assert.Equal(t, longhorn.StateRunning, r.Spec.DesireState, "failing does not stop it")
 	require.NotEmpty(t, r.Spec.FailedAt)
 	assert.Equal(t, r.Spec.FailedAt, r.Spec.LastFailedAt)
 	first := r.Spec.FailedAt
-	v, err = c.plane.Volume(ctx, "healthy")
+	v, err = c.plane.Volume(ctx, "away")
 	require.NoError(t, err)
-	assert.Equal(t, dataplane.ReplicaStopped, v.Replicas[1].State, "the cache shows the failure at once")
-	require.NoError(t, c.plane.FailReplica(ctx, "healthy", "healthy-r-2"))
-	assert.Equal(t, first, decode[longhorn.Replica](c, longhorn.ReplicasResource, "healthy-r-2").Spec.FailedAt, "the first stamp is kept")
-	eventually(t, 5*time.Second, "replica out of its engine, stopped in the simulator", func() bool {
-		e := decode[longhorn.Engine](c, longhorn.EnginesResource, "healthy-e-n1")
-		_, in := e.Spec.ReplicaAddressMap["healthy-r-2"]
-		sv, _ := s.Volume(ctx, "healthy")
-		return !in && sv.Replicas[1].State == dataplane.ReplicaStopped
+	assert.Equal(t, dataplane.ReplicaStopped, v.Replicas[0].State, "the cache shows the failure at once")
+	assert.True(t, v.Replicas[0].Failed)
+	require.NoError(t, c.plane.FailReplica(ctx, "away", "away-r-1"))
+	assert.Equal(t, first, decode[longhorn.Replica](c, longhorn.ReplicasResource, "away-r-1").Spec.FailedAt, "the first stamp is kept")
+	eventually(t, 5*time.Second, "replica out of its engine, still running", func() bool {
+		e := decode[longhorn.Engine](c, longhorn.EnginesResource, "away-e-n3")
+		_, in := e.Spec.ReplicaAddressMap["away-r-1"]
+		v, _ := c.plane.Volume(ctx, "away")
+		return !in && !v.Replicas[0].InEngine && v.Replicas[0].Running
+	})
+	require.NoError(t, c.plane.StopReplica(ctx, "away", "away-r-1"))
+	require.NoError(t, c.plane.StopReplica(ctx, "away", "away-r-1"), "stopping again is a no-op")
+	assert.Equal(t, longhorn.StateStopped, decode[longhorn.Replica](c, longhorn.ReplicasResource, "away-r-1").Spec.DesireState)
+	eventually(t, 5*time.Second, "stopped in the simulator", func() bool {
+		sv, _ := s.Volume(ctx, "away")
+		return !sv.Replicas[0].Running
 	})
 
 	require.NoError(t, c.plane.SetReplicaScheduling(ctx, "n3", false))
@@ -243,9 +253,38 @@ func TestSetEngineNodeIsRefusedWhileSwitchingPaths(t *testing.T) {
 	_, err = ri.UpdateStatus(c.ctx, created, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
+	// Its EngineFrontend reports the initiator's switching phase.
+	ef, err := longhorn.ToUnstructured(&longhorn.EngineFrontend{
+		ObjectMeta: metav1.ObjectMeta{Name: "manual-ef-0", Namespace: c.ns},
+		Spec:       longhorn.EngineFrontendSpec{VolumeName: "manual", NodeID: "n1", DataEngine: dataplane.DataEngineV2, Active: true},
+	}, longhorn.KindEngineFrontend)
+	require.NoError(t, err)
+	efs := c.dyn.Resource(longhorn.EngineFrontendsResource).Namespace(c.ns)
+	_, err = efs.Create(c.ctx, ef, metav1.CreateOptions{})
+	require.NoError(t, err)
+	setPhase := func(phase string) {
+		t.Helper()
+		obj, err := efs.Get(c.ctx, "manual-ef-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedField(obj.Object, map[string]any{"currentState": "running", "switchoverPhase": phase}, "status"))
+		_, err = efs.UpdateStatus(c.ctx, obj, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		eventually(t, 5*time.Second, "the phase in the cache", func() bool {
+			v, err := c.plane.Volume(c.ctx, "manual")
+			return err == nil && v.PathsSwitching == (phase != "")
+		})
+	}
+	setPhase("switching")
+
 	err = c.plane.SetEngineNode(c.ctx, "manual", "n2")
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "switching paths")
 	assert.NotErrorIs(t, err, dataplane.ErrRefused, "it passes once Longhorn finished")
 	assert.Empty(t, decode[longhorn.Volume](c, longhorn.VolumesResource, "manual").Spec.EngineNodeID)
+
+	// Before the initiator's first phase (its call failing and retried, the
+	// old path whole) the engine node may change: a cancel withdraws it.
+	setPhase("")
+	require.NoError(t, c.plane.SetEngineNode(c.ctx, "manual", "n2"))
+	assert.Equal(t, "n2", decode[longhorn.Volume](c, longhorn.VolumesResource, "manual").Spec.EngineNodeID)
 }

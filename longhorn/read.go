@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,7 +193,21 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 	return toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
-		efs, evs)
+		efs, evs, p.replenishWait())
+}
+
+// replenishWait is the setting replica-replenishment-wait-interval
+// (seconds), its default when it is absent or unreadable.
+func (p *Plane) replenishWait() time.Duration {
+	s, ok := get[Setting](p.settings, key(p.ns, SettingReplicaReplenishmentWaitInterval))
+	if !ok {
+		return DefaultReplicaReplenishmentWaitInterval
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s.Value), 10, 64)
+	if err != nil || n < 0 {
+		return DefaultReplicaReplenishmentWaitInterval
+	}
+	return time.Duration(n) * time.Second
 }
 
 // LonghornUpgrader implements dataplane.Reader. The automatic-upgrade

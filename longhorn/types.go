@@ -9,6 +9,7 @@ package longhorn
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,6 +73,20 @@ const (
 	// SettingCurrentLonghornVersion names the setting holding the installed
 	// version ("v1.12.1"), written by Longhorn once its upgrade is done.
 	SettingCurrentLonghornVersion = "current-longhorn-version"
+	// SettingReplicaReplenishmentWaitInterval names the setting (seconds,
+	// 600 by default) Longhorn waits from a volume's degradation before it
+	// builds a new replica elsewhere while a failed one could be reused.
+	SettingReplicaReplenishmentWaitInterval = "replica-replenishment-wait-interval"
+	// DefaultReplicaReplenishmentWaitInterval is that setting's default.
+	DefaultReplicaReplenishmentWaitInterval = 600 * time.Second
+	// UnknownReplicaPrefix starts the key under which an engine's mode map
+	// lists a replica it still holds but no longer knows by name (a failed
+	// replica being removed): UNKNOWN-tcp://<storageIP>:<port>.
+	UnknownReplicaPrefix = "UNKNOWN-"
+	// ForegroundDeletionFinalizer is the finalizer the apiserver puts on an
+	// object deleted with foreground propagation, until its dependents
+	// (an IM's pod) are gone.
+	ForegroundDeletionFinalizer = "foregroundDeletion"
 	// InstanceManagerUpgradeControlName is the name of the singleton
 	// upgrade control of Longhorn's own upgrader (LM#4676:types/types.go).
 	InstanceManagerUpgradeControlName = "longhorn-instance-manager-upgrade-control"
@@ -157,7 +172,14 @@ type LonghornNodeStatus struct {
 type KubeNode struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              KubeNodeSpec   `json:"spec,omitempty"`
 	Status            KubeNodeStatus `json:"status"`
+}
+
+// KubeNodeSpec holds the node's cordon: Longhorn creates no
+// instance-manager pod on an unschedulable node.
+type KubeNodeSpec struct {
+	Unschedulable bool `json:"unschedulable,omitempty"`
 }
 
 // KubeNodeStatus holds the Ready condition and the images pulled on the node.
@@ -196,6 +218,10 @@ type InstanceManagerStatus struct {
 	InstanceEngines         map[string]InstanceProcess `json:"instanceEngines,omitempty"`
 	InstanceEngineFrontends map[string]InstanceProcess `json:"instanceEngineFrontends,omitempty"`
 	InstanceReplicas        map[string]InstanceProcess `json:"instanceReplicas,omitempty"`
+	// InstanceShards and InstanceShardGroups are erasure-coded shards
+	// (experimental), which Longhorn does not count before removing an IM.
+	InstanceShards      map[string]InstanceProcess `json:"instanceShards,omitempty"`
+	InstanceShardGroups map[string]InstanceProcess `json:"instanceShardGroups,omitempty"`
 }
 
 // InstanceProcess is one instance an IM reports.

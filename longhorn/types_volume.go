@@ -62,6 +62,9 @@ type VolumeStatus struct {
 	// SwitchoverState is the progress of an engine switch-over; "" when none.
 	SwitchoverState string `json:"switchoverState"`
 	CurrentImage    string `json:"currentImage"`
+	// LastDegradedAt is when the volume last became degraded (RFC 3339);
+	// "" while it is not.
+	LastDegradedAt string `json:"lastDegradedAt"`
 }
 
 // Engine is an engines.longhorn.io object, reduced to the fields used.
@@ -89,11 +92,14 @@ type EngineSpec struct {
 // EngineStatus reports the engine's state, its target address and the mode
 // of each replica.
 type EngineStatus struct {
-	CurrentState        string            `json:"currentState"`
-	InstanceManagerName string            `json:"instanceManagerName"`
-	StorageIP           string            `json:"storageIP"`
-	Port                int               `json:"port"`
-	ReplicaModeMap      map[string]string `json:"replicaModeMap"`
+	CurrentState        string `json:"currentState"`
+	InstanceManagerName string `json:"instanceManagerName"`
+	// IP is the engine's pod IP, StorageIP the address its target listens
+	// on (the storage network's, when one is set).
+	IP             string            `json:"ip"`
+	StorageIP      string            `json:"storageIP"`
+	Port           int               `json:"port"`
+	ReplicaModeMap map[string]string `json:"replicaModeMap"`
 }
 
 // EngineFrontend is an enginefrontends.longhorn.io object (the v2
@@ -159,8 +165,12 @@ type ReplicaSpec struct {
 	HealthyAt string `json:"healthyAt"`
 }
 
-// ReplicaStatus is the replica's instance state.
+// ReplicaStatus is the replica's instance state and, while it runs, the
+// address its NVMe-oF export listens on (an engine names a replica it is
+// removing by it).
 type ReplicaStatus struct {
 	CurrentState        string `json:"currentState"`
 	InstanceManagerName string `json:"instanceManagerName"`
+	StorageIP           string `json:"storageIP,omitempty"`
+	Port                int    `json:"port,omitempty"`
 }

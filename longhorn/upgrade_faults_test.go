@@ -76,14 +76,15 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("stuck")
 	e.Request(m, storage...)
-	// The stall is recorded once Longhorn reverts, and recorded again with
-	// the Warning's text once its Event reaches the worker's cache.
+	// The stall is recorded once the initiator's phase call fails, and
+	// recorded again with the Warning's text once its Event reaches the
+	// worker's cache.
 	stalled := e.WaitNode(m, "n1", 20*time.Second, "stalled, naming the Warning", func(n nodeupgrade.State) bool {
 		return n.Stalled && n.StallVolume == "vol-0" && n.StallReason == "SwitchoverFailing" &&
 			strings.Contains(n.StallMessage, "Failed to switch over target to ")
 	})
 	assert.Equal(t, events.NodeSwitchingOver, stalled.State, "a stuck volume keeps the node in its current state")
-	assert.Contains(t, stalled.StallMessage, `switchoverState "reverting"`)
+	assert.Contains(t, stalled.StallMessage, `switchoverState "switching-over"`)
 	assert.Contains(t, stalled.StallMessage, "Failed to switch over target to ")
 	assert.Contains(t, stalled.StallMessage, "injected fault: switch-over refused")
 	assert.Equal(t, events.ManagerUpgrading, e.Manager(m).State, "not error")
@@ -92,7 +93,7 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 	v := decode[longhorn.Volume](c, longhorn.VolumesResource, "vol-0")
 	assert.NotEqual(t, "n1", v.Spec.EngineNodeID)
 	assert.Equal(t, "n1", v.Status.CurrentEngineNodeID)
-	assert.Equal(t, "reverting", v.Status.SwitchoverState)
+	assert.Equal(t, "switching-over", v.Status.SwitchoverState)
 	warned := false
 	for _, u := range c.list(longhorn.EventsResource) {
 		var ev longhorn.Event

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,15 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 			until: func() bool {
 				v, err := c.plane.Volume(ctx, "vol-1")
 				return err == nil && !v.Rebuilding() && v.HealthyReplicas() == v.NumberOfReplicas
+			}},
+		{name: "n1 may not stop n2's replica of vol-2", as: "n1",
+			do:     patch(longhorn.ReplicasResource, r2, `{"spec":{"desireState":"stopped"}}`),
+			denied: `it is on node "n2"`},
+		{name: "n1 stops its failed replica, out of its engine", as: "n1",
+			do: func(w worker) error { return w.plane.StopReplica(ctx, "vol-1", r1) },
+			until: func() bool {
+				v, err := c.plane.Volume(ctx, "vol-1")
+				return err == nil && slices.ContainsFunc(v.Replicas, func(r dataplane.Replica) bool { return r.Name == r1 && !r.Running })
 			}},
 		{name: "n1 may not fail n2's replica of vol-2", as: "n1",
 			do:     func(w worker) error { return w.plane.FailReplica(ctx, "vol-2", r2) },

@@ -91,10 +91,13 @@ func (r *run) actAtOnce(ctx context.Context, actions []action) error {
 	return errors.Join(errs...)
 }
 
-// act runs one action. An object gone since it was observed is no error: a
-// deleted volume or replica has nothing left to protect.
-func (r *run) act(ctx context.Context, a action) error {
-	dp := r.dp()
+// act runs one action.
+func (r *run) act(ctx context.Context, a action) error { return call(ctx, r.dp(), a) }
+
+// call makes one action's data-plane call. An object gone since it was
+// observed is no error: a deleted volume or replica has nothing left to
+// protect.
+func call(ctx context.Context, dp dataplane.Actions, a action) error {
 	var err error
 	switch a.kind {
 	case actSetScheduling:
@@ -105,6 +108,8 @@ func (r *run) act(ctx context.Context, a action) error {
 		err = dp.DeleteSnapshot(ctx, a.object, a.arg)
 	case actFailReplica:
 		err = dp.FailReplica(ctx, a.object, a.arg)
+	case actStopReplica:
+		err = dp.StopReplica(ctx, a.object, a.arg)
 	case actSetEngineNode:
 		err = dp.SetEngineNode(ctx, a.object, a.arg)
 	case actDeleteIM:
@@ -114,8 +119,13 @@ func (r *run) act(ctx context.Context, a action) error {
 	default:
 		err = fmt.Errorf("unknown action %q", a.kind)
 	}
-	if err != nil && !errors.Is(err, dataplane.ErrNotFound) {
-		return fmt.Errorf("%s: %w", a, err)
+	switch {
+	case err == nil, errors.Is(err, dataplane.ErrNotFound):
+		return nil
+	case errors.Is(err, dataplane.ErrReplicaInEngine), errors.Is(err, dataplane.ErrSwitchingPaths):
+		// Longhorn moved on since the observation: the next round sees it
+		// and waits; nothing to retry by redelivery.
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s: %w", a, err)
 }

@@ -73,6 +73,10 @@ func (r *recorder) FailReplica(ctx context.Context, volume, replica string) erro
 	return r.log(r.DataPlane.FailReplica(ctx, volume, replica), "FailReplica %s %s", volume, replica)
 }
 
+func (r *recorder) StopReplica(ctx context.Context, volume, replica string) error {
+	return r.log(r.DataPlane.StopReplica(ctx, volume, replica), "StopReplica %s %s", volume, replica)
+}
+
 func (r *recorder) SetEngineNode(ctx context.Context, volume, node string) error {
 	return r.log(r.DataPlane.SetEngineNode(ctx, volume, node), "SetEngineNode %s %q", volume, node)
 }

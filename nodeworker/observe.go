@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -11,19 +14,22 @@ import (
 )
 
 // need says what a step reads of the cluster: each read costs what the node
-// holds, except the placement, which is read only when a switch-over must
-// choose a temporary target.
+// holds, except the placement, which is read only when a target must move
+// (needsPlacement).
 type need struct {
-	node, ims, on, recorded bool
+	node, ims, on, recorded, image bool
 }
 
 // needs is the read set of each step; "" is the cancel flow, NodeError the
-// restore before a node fails.
+// restore before a node fails. The steps up to the IM's replacement read
+// the node's volumes live (on) as well as the recorded ones: a volume
+// attached, or re-attached with its target on the node, after the node was
+// recorded is recorded then.
 var needs = map[events.NodeState]need{
-	events.NodeInitializing:             {node: true, on: true},
-	events.NodeFailingReplicas:          {node: true, ims: true, recorded: true},
-	events.NodeSwitchingOver:            {node: true, ims: true, recorded: true},
-	events.NodeUpgradingInstanceManager: {node: true, ims: true, on: true},
+	events.NodeInitializing:             {node: true, ims: true, on: true, image: true},
+	events.NodeFailingReplicas:          {node: true, ims: true, on: true, recorded: true},
+	events.NodeSwitchingOver:            {node: true, ims: true, on: true, recorded: true},
+	events.NodeUpgradingInstanceManager: {node: true, ims: true, on: true, recorded: true, image: true},
 	events.NodeSwitchingBack:            {node: true, recorded: true},
 	events.NodeRebuildingReplica:        {node: true, recorded: true},
 	events.NodeFinalizing:               {node: true, recorded: true},
@@ -33,15 +39,20 @@ var needs = map[events.NodeState]need{
 
 // observe gathers what step needs.
 func (r *run) observe(ctx context.Context, step events.NodeState) (observation, error) {
-	dp := r.dp()
+	return gather(ctx, r.dp(), r.w.cfg.Node, step, r.st, r.w.cfg.Now())
+}
+
+// gather reads what step of node's upgrade, as st records it, needs of the
+// cluster through dp, at now.
+func gather(ctx context.Context, dp dataplane.Reader, node string, step events.NodeState, st nodeupgrade.State, now time.Time) (observation, error) {
 	n := needs[step]
 	platform, err := dp.Platform(ctx)
 	if err != nil {
 		return observation{}, err
 	}
-	o := observation{profile: platform.Profile}
+	o := observation{profile: platform.Profile, now: now}
 	if n.node {
-		o.node, err = dp.Node(ctx, r.w.cfg.Node)
+		o.node, err = dp.Node(ctx, node)
 		switch {
 		case errors.Is(err, dataplane.ErrNotFound):
 			return o, nil
@@ -51,18 +62,23 @@ func (r *run) observe(ctx context.Context, step events.NodeState) (observation, 
 		o.found = true
 	}
 	if n.ims {
-		if o.ims, err = dp.InstanceManagers(ctx, r.w.cfg.Node); err != nil && !errors.Is(err, dataplane.ErrNotFound) {
+		if o.ims, err = dp.InstanceManagers(ctx, node); err != nil && !errors.Is(err, dataplane.ErrNotFound) {
 			return o, err
 		}
 	}
 	if n.on {
-		if o.on, err = dp.VolumesOn(ctx, r.w.cfg.Node); err != nil {
+		if o.on, err = dp.VolumesOn(ctx, node); err != nil {
+			return o, err
+		}
+	}
+	if n.image {
+		if o.defaultImage, err = dp.DefaultInstanceManagerImage(ctx); err != nil {
 			return o, err
 		}
 	}
 	if n.recorded {
-		o.recorded = make(map[string]dataplane.Volume, len(r.st.Volumes))
-		for name := range r.st.Volumes {
+		o.recorded = make(map[string]dataplane.Volume, len(st.Volumes))
+		for name := range st.Volumes {
 			v, err := dp.Volume(ctx, name)
 			switch {
 			case errors.Is(err, dataplane.ErrNotFound):
@@ -73,7 +89,7 @@ func (r *run) observe(ctx context.Context, step events.NodeState) (observation, 
 			o.recorded[name] = v
 		}
 	}
-	if step == events.NodeSwitchingOver && needsPlacement(r.st, o.recorded, r.w.cfg.Node) {
+	if needsPlacement(step, st, o, node) {
 		c, err := plan.ReadPlacement(ctx, dp)
 		if err != nil {
 			return o, fmt.Errorf("read placement: %w", err)

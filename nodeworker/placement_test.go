@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -12,26 +13,38 @@ import (
 
 // TestNeedsPlacement: the cluster-wide placement is read for a pending
 // volume the switch-over would move now, never for one it waits on or
-// has moved, nor for a volume whose target is elsewhere.
+// has moved, nor for a volume whose target is elsewhere; and, bringing a
+// target home, only for a volume whose replenishment is due.
 func TestNeedsPlacement(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	served := volume("vol-a", "c1", "n1", "n2", "n3") // its target on n1
 	rebuilding := served
 	rebuilding.Replicas = []dataplane.Replica{replica("vol-a", "n2", dataplane.ReplicaRunning), replica("vol-a", "n3", dataplane.ReplicaRebuilding)}
 	elsewhere := volume("vol-a", "c1", "n2", "n2", "n3")
+	due := elsewhere
+	due.ReplenishAt = now.Add(replenishMargin / 2)
+	later := elsewhere
+	later.ReplenishAt = now.Add(time.Hour)
 	for _, tc := range []struct {
 		name  string
+		step  events.NodeState
 		v     dataplane.Volume
 		state events.VolumeState
 		want  bool
 	}{
-		{"pending, movable now", served, events.VolumePending, true},
-		{"pending, waiting for a rebuild", rebuilding, events.VolumePending, false},
-		{"already switching over", served, events.VolumeSwitchingOver, false},
-		{"its target on another node", elsewhere, events.VolumePending, false},
+		{"pending, movable now", events.NodeSwitchingOver, served, events.VolumePending, true},
+		{"pending, waiting for a rebuild", events.NodeSwitchingOver, rebuilding, events.VolumePending, false},
+		{"already switching over", events.NodeSwitchingOver, served, events.VolumeSwitchingOver, false},
+		{"its target on another node", events.NodeSwitchingOver, elsewhere, events.VolumePending, false},
+		{"a late volume, while the IM waits", events.NodeUpgradingInstanceManager, served, events.VolumePending, true},
+		{"coming home, replenishment due", events.NodeSwitchingBack, due, events.VolumeSwitchedOver, true},
+		{"coming home, replenishment far off", events.NodeSwitchingBack, later, events.VolumeSwitchedOver, false},
+		{"cancel, replenishment due", "", due, events.VolumeSwitchingOver, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := nodeupgrade.State{Volumes: map[string]nodeupgrade.Volume{"vol-a": {State: tc.state}}}
-			assert.Equal(t, tc.want, needsPlacement(st, map[string]dataplane.Volume{"vol-a": tc.v}, "n1"))
+			o := observation{now: now, recorded: map[string]dataplane.Volume{"vol-a": tc.v}}
+			assert.Equal(t, tc.want, needsPlacement(tc.step, st, o, "n1"))
 		})
 	}
 }

@@ -207,7 +207,7 @@ var errUnknownManager = errors.New("unknown manager")
 // progress ends it.
 func (r *run) loop(ctx context.Context, step events.NodeState, observe func(context.Context) (outcome, error), onDone func(context.Context) error) error {
 	w := r.w
-	var blockedSince time.Time
+	var pc pacing
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -245,34 +245,29 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 		case out.done:
 			return onDone(ctx)
 		}
-		if out.progressed || blockedSince.IsZero() {
-			blockedSince = now
-		}
-		if out.progressed && r.st.Stalled {
+		t := pace(out, r.st.Stalled, pc, now, w.policy())
+		pc = t.pacing
+		if t.resume {
 			if err := r.exec(ctx, nodeupgrade.ReportProgress{ID: r.id("progress"), Step: r.st.State, Message: "progressing again"}); err != nil {
 				return err
 			}
 		}
-		blocked := now.Sub(blockedSince)
-		if b := out.block; b != nil && !out.progressed {
-			if b.permanent && blocked >= w.cfg.FailAfter {
-				if err := r.restoreBeforeFail(ctx); err != nil {
-					return err
-				}
-				return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: b.reason,
-					Message: fmt.Sprintf("%s (no progress for %s)%s", b.message, blocked.Round(time.Second), leftAway(r.st))})
+		if f := t.fail; f != nil {
+			if err := r.restoreBeforeFail(ctx); err != nil {
+				return err
 			}
-			if blocked >= w.cfg.StallAfter {
-				if err := r.exec(ctx, nodeupgrade.ReportStall{ID: r.id("stall"), Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {
-					return err
-				}
+			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: f.reason, Message: f.message + leftAway(r.st)})
+		}
+		if b := t.stall; b != nil {
+			if err := r.exec(ctx, nodeupgrade.ReportStall{ID: r.id("stall"), Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {
+				return err
 			}
 		}
-		if out.progressed {
+		if t.again {
 			// Our own appends keep st current; act again at once.
 			continue
 		}
-		if err := r.wait(ctx, changed, w.untilDeadline(out.block, blocked)); err != nil {
+		if err := r.wait(ctx, changed, t.wait); err != nil {
 			return err
 		}
 	}

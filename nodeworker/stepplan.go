@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -32,8 +33,13 @@ type observation struct {
 	// volumes deleted since are absent.
 	recorded map[string]dataplane.Volume
 	// placement is the cluster as a temporary-target chooser needs it; read
-	// only when a switch-over must choose one.
+	// only when a target must move (see needsPlacement).
 	placement *plan.Cluster
+	// defaultImage is Longhorn's default instance-manager image now, read
+	// by the steps that may delete an IM (or touch anything first).
+	defaultImage string
+	// now is when the observation was made.
+	now time.Time
 }
 
 // settings are the worker's own inputs to a decision.
@@ -62,6 +68,7 @@ const (
 	actSnapshot       actionKind = "CreateSnapshot"
 	actDeleteSnapshot actionKind = "DeleteSnapshot"
 	actFailReplica    actionKind = "FailReplica"
+	actStopReplica    actionKind = "StopReplica"
 	actSetEngineNode  actionKind = "SetEngineNode"
 	actDeleteIM       actionKind = "DeleteInstanceManager"
 	actSetIMImage     actionKind = "SetInstanceManagerImage"

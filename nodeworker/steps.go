@@ -72,6 +72,45 @@ func nodeCheck(o observation, c settings) *stepPlan {
 	return nil
 }
 
+// Reasons of the holds a node's upgrade waits in, touching nothing, until
+// the cluster is fixed.
+const (
+	// ReasonNodeCordoned: the Kubernetes node is cordoned, and Longhorn
+	// starts no instance-manager pod there. Switchback never uncordons it.
+	ReasonNodeCordoned = "NodeCordoned"
+	// ReasonShardsOnNode: the node's instance manager runs erasure-coded
+	// shards, which Longhorn does not count before it removes the IM.
+	ReasonShardsOnNode = "ShardsOnNode"
+	// ReasonDefaultImageChanged: Longhorn's default instance-manager image
+	// is no longer the image the upgrade targets: Longhorn would replace
+	// the node's IM with another image, and deleting Longhorn's own IM would
+	// only make it create it again.
+	ReasonDefaultImageChanged = "DefaultImageChanged"
+)
+
+// holdCheck holds a node that must not be touched, or whose IM must not be
+// replaced, as the cluster is now: cordoned, running shards, or Longhorn's
+// default image changed under the upgrade. Each lifts by itself once fixed.
+func holdCheck(o observation, c settings) *stepPlan {
+	switch {
+	case o.node.Cordoned:
+		return &stepPlan{block: waiting("", ReasonNodeCordoned,
+			"node %s is cordoned (spec.unschedulable): Longhorn starts no instance-manager pod on a cordoned node, so its instance manager is not replaced; uncordon it (Switchback never does) and the upgrade goes on by itself", c.node)}
+	case o.defaultImage != "" && o.defaultImage != c.image:
+		return &stepPlan{block: waiting("", ReasonDefaultImageChanged,
+			"Longhorn's default instance-manager image is now %s, not %s, which this upgrade targets: Longhorn would give node %s an instance manager of %s; set default-instance-manager-image back, or delete the manager and start a new upgrade",
+			o.defaultImage, c.image, c.node, o.defaultImage)}
+	}
+	for _, im := range o.ims {
+		if im.Shards > 0 && im.Image != c.image {
+			return &stepPlan{block: waiting("", ReasonShardsOnNode,
+				"instance manager %s on %s runs %d erasure-coded shard instance(s): Longhorn does not count them before it removes an instance manager, so replacing it would lose them; move them off the node, and the upgrade goes on by itself",
+				im.Name, c.node, im.Shards)}
+		}
+	}
+	return nil
+}
+
 // ReasonInitiatorsOnNode is the stall of a node that cannot be upgraded live
 // on this Longhorn (plan.LiveVerdict): it holds the initiators of attached v2
 // volumes. It lifts once they are detached or moved.
@@ -95,6 +134,9 @@ func onTargetImage(ims []dataplane.InstanceManager, image string) bool {
 	running := false
 	for _, im := range ims {
 		switch {
+		case im.Deleting:
+			// Its pod may still hold the node's hugepages and disks.
+			return false
 		case im.Image == image && im.State == dataplane.IMRunning:
 			running = true
 		case im.State != dataplane.IMStopped:
@@ -112,20 +154,20 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 	if p := nodeCheck(o, c); p != nil {
 		return *p
 	}
+	if !onTargetImage(o.ims, c.image) {
+		if p := holdCheck(o, c); p != nil {
+			return *p
+		}
+	}
 	if p := liveCheck(o, c); p != nil {
 		return *p
 	}
 	p := stepPlan{done: true}
 	p.keepSchedulingOff(o, st, c)
+	p.recordLate(o, st, c)
 	var snap []string
 	for _, v := range o.on {
-		if !plan.Concerned(v, c.node) {
-			continue
-		}
-		if _, ok := st.Volumes[v.Name]; !ok {
-			p.volume(v.Name, events.VolumePending, v.TargetNode, describeVolume(v))
-		}
-		if v.Attached() {
+		if plan.Concerned(v, c.node) && v.Attached() {
 			snap = append(snap, v.Name)
 		}
 	}
@@ -170,8 +212,27 @@ func (p *stepPlan) restoreScheduling(o observation, st nodeupgrade.State, c sett
 	p.confirm = append(p.confirm, nodeupgrade.ConfirmSchedulingRestored{ID: c.id("scheduling-restored")})
 }
 
-// decideFailReplicas fails the node's replicas of the recorded attached v2
-// volumes, as Longhorn fails a replica, and waits until none runs.
+// recordLate records, as pending, the v2 volumes the node concerns now that
+// its upgrade has not recorded: those found at initializing, and those
+// attached (or re-attached with their target on the node: spec.engineNodeID
+// survives a detach) since. A step that walked only the volumes recorded at
+// the start would wait for the IM to empty forever.
+func (p *stepPlan) recordLate(o observation, st nodeupgrade.State, c settings) {
+	for _, v := range o.on {
+		if _, ok := st.Volumes[v.Name]; ok || !plan.Concerned(v, c.node) {
+			continue
+		}
+		p.volume(v.Name, events.VolumePending, v.TargetNode, describeVolume(v))
+	}
+}
+
+// decideFailReplicas takes the node's replicas of attached v2 volumes out
+// of service in two steps, as Longhorn takes out a replica it deletes: each
+// is marked failed (spec.failedAt), which makes Longhorn drop it from its
+// engine, and its instance is stopped only once no running engine holds it
+// any more; stopped while an engine still held it, the engine's writes
+// would wait for the replica link's I/O timeout (10 s). The node's
+// replica scheduling is off by then, so Longhorn does not reuse them.
 //
 // Detached volumes are left alone: their replicas run no instance, their
 // data on the node's disk outlives the IM. A replica is never failed while
@@ -182,27 +243,43 @@ func decideFailReplicas(o observation, st nodeupgrade.State, c settings) stepPla
 	}
 	p := stepPlan{done: true}
 	p.keepSchedulingOff(o, st, c)
+	p.recordLate(o, st, c)
 	for _, v := range o.sortedRecorded() {
-		if !v.Attached() {
+		p.retireReplicas(v, c)
+	}
+	if !p.done && p.block == nil && len(p.actions) == 0 {
+		p.block = waiting("", "ReplicasStopping", "waiting for the node's replicas of attached v2 volumes to stop")
+	}
+	return p
+}
+
+// retireReplicas moves v's replicas on the node one step on towards
+// stopped: failed, then, out of the engine, stopped.
+func (p *stepPlan) retireReplicas(v dataplane.Volume, c settings) {
+	if !v.Attached() || v.DataEngine != dataplane.DataEngineV2 {
+		return
+	}
+	elsewhere := v.HealthyReplicasOff(c.node)
+	for _, r := range v.Replicas {
+		if r.Node != c.node {
 			continue
 		}
-		elsewhere := v.HealthyReplicasOff(c.node)
-		for _, r := range v.Replicas {
-			if r.Node != c.node || !r.Active() {
-				continue
-			}
+		switch {
+		case !r.Failed && (r.Active() || r.Running):
 			if r.Healthy() && elsewhere == 0 {
 				p.wait(waiting(v.Name, "LastHealthyReplica", "volume %s: its only healthy replica %s is on %s; not failing it until another replica is healthy", v.Name, r.Name, c.node))
 				continue
 			}
 			p.done = false
 			p.act(actFailReplica, v.Name, r.Name)
+		case r.Failed && r.Running && r.InEngine:
+			p.wait(waiting(v.Name, "ReplicaLeavingEngine",
+				"volume %s: replica %s is failed and its engine still holds it; its instance stops once the engine has removed it (a replica of the volume that is not running holds back Longhorn's update of the engine, longhorn/longhorn#13629)", v.Name, r.Name))
+		case r.Failed && r.Running:
+			p.done = false
+			p.act(actStopReplica, v.Name, r.Name)
 		}
 	}
-	if !p.done && p.block == nil && len(p.actions) == 0 {
-		p.block = waiting("", "ReplicasStopping", "waiting for the node's replicas of attached v2 volumes to stop")
-	}
-	return p
 }
 
 // decideUpgradeInstanceManager gets the node an IM of the target image once
@@ -216,23 +293,43 @@ func decideUpgradeInstanceManager(o observation, st nodeupgrade.State, c setting
 		return *p
 	}
 	if onTargetImage(o.ims, c.image) {
-		return stepPlan{done: true}
+		// Done, once a late volume's switch-over under way has ended.
+		p := stepPlan{done: true}
+		p.switchAway(o, st, c, true)
+		return p
 	}
+	// A volume attached, or with its target placed on the node, since the
+	// earlier steps: its replicas and target go the same way first.
+	p := stepPlan{}
+	p.keepSchedulingOff(o, st, c)
+	p.recordLate(o, st, c)
+	for _, v := range o.sortedRecorded() {
+		p.retireReplicas(v, c)
+	}
+	p.switchAway(o, st, c, false)
 	// The invariant the whole upgrade exists for, checked on live state over
 	// every volume on the node, not only the recorded ones, right before an
 	// IM may go.
 	for _, v := range o.on {
 		if needsSwitch(v, c.node) {
-			return stepPlan{block: waiting(v.Name, "TargetStillOnNode", "volume %s is attached with its target on %s; not replacing the instance manager", v.Name, c.node)}
+			p.wait(waiting(v.Name, "TargetStillOnNode", "volume %s is attached with its target on %s; not replacing the instance manager", v.Name, c.node))
+			return p
 		}
 	}
-	if p := liveCheck(o, c); p != nil {
-		return *p
+	if p.block != nil || len(p.actions) > 0 {
+		return p
 	}
-	p := stepPlan{}
-	p.keepSchedulingOff(o, st, c)
+	if h := liveCheck(o, c); h != nil {
+		return *h
+	}
+	if h := holdCheck(o, c); h != nil {
+		return *h
+	}
 	for _, im := range o.ims {
 		switch {
+		case im.Deleting:
+			p.wait(waiting("", "InstanceManagerTerminating",
+				"instance manager %s on %s is being deleted; waiting for its pod to go before the next one counts (its SPDK target holds the node's hugepages and disks)", im.Name, c.node))
 		case im.Image == c.image && im.State == dataplane.IMError:
 			p.wait(&block{reason: "InstanceManagerFailed", permanent: true,
 				message: fmt.Sprintf("instance manager %s with image %s is in error on %s", im.Name, c.image, c.node)})

@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -9,19 +10,42 @@ import (
 	"github.com/switchback-dev/switchback/plan"
 )
 
+// Longhorn reverts a switch-over while a replica of the volume rebuilds,
+// and a revert landing after the initiator's switching phase leaves the
+// volume without a usable path (sim/RULES.md). So no target moves, off the
+// node or home, while a rebuild runs or may start before the move ends:
+// with the node's replica scheduling off nothing is reused on the node, and
+// a new replica elsewhere is due only once Longhorn's
+// replica-replenishment-wait-interval has run out (Volume.ReplenishAt).
+
+// replenishMargin is how long before Longhorn may build a new replica of a
+// volume elsewhere no move of its target starts: a switch-over takes
+// seconds.
+const replenishMargin = time.Minute
+
 // needsSwitch: an attached v2 volume whose target runs on the node.
 func needsSwitch(v dataplane.Volume, node string) bool {
 	return v.DataEngine == dataplane.DataEngineV2 && v.TargetHost() == node
 }
 
-// needsPlacement reports whether a switch-over round must choose temporary
-// targets, so that the cluster-wide placement is read only then: for a
-// pending volume decideSwitchOver would move now, not for one it waits on
-// (switchBlocker), which a waiting step observes again at every change.
-func needsPlacement(st nodeupgrade.State, vols map[string]dataplane.Volume, node string) bool {
-	for name, v := range vols {
-		if st.Volumes[name].State == events.VolumePending && needsSwitch(v, node) && switchBlocker(v, node) == nil {
-			return true
+// needsPlacement reports whether a round must read the cluster's placement,
+// so that it is read only then: to choose the temporary target of a pending
+// volume the round would move now (not of one it waits on, which a waiting
+// step observes again at every change), or to know whether Longhorn has a
+// node to build a new replica of a volume whose replenishment is due
+// before its target moves.
+func needsPlacement(step events.NodeState, st nodeupgrade.State, o observation, node string) bool {
+	for name, v := range o.recorded {
+		rec := st.Volumes[name]
+		switch step {
+		case events.NodeSwitchingOver, events.NodeUpgradingInstanceManager:
+			if rec.State == events.VolumePending && needsSwitch(v, node) && switchBlocker(v, node) == nil {
+				return true
+			}
+		case events.NodeSwitchingBack, "":
+			if rec.TargetAway() && replenishSoon(v, o.now) {
+				return true
+			}
 		}
 	}
 	return false
@@ -38,11 +62,66 @@ func switchBlocker(v dataplane.Volume, node string) *block {
 	case v.Switchover != dataplane.SwitchoverNone:
 		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
 	case v.Rebuilding():
-		return waiting(v.Name, "VolumeRebuilding", "volume %s: a replica is rebuilding; Longhorn would revert a switch-over now", v.Name)
+		return rebuildBlocker(v)
 	case v.HealthyReplicasOff(node) == 0 || (v.Robustness != dataplane.RobustnessHealthy && v.Robustness != dataplane.RobustnessDegraded):
 		return waiting(v.Name, "VolumeUnhealthy", "volume %s is %s with no healthy replica off %s; waiting before moving its target", v.Name, v.Robustness, node)
 	}
 	return nil
+}
+
+// rebuildBlocker holds a move while a replica of the volume rebuilds (or
+// starts to).
+func rebuildBlocker(v dataplane.Volume) *block {
+	if v.Rebuilding() {
+		return waiting(v.Name, "VolumeRebuilding", "volume %s: a replica is rebuilding; Longhorn would revert a switch-over now", v.Name)
+	}
+	return nil
+}
+
+// replenishSoon reports whether Longhorn may build a new replica of v
+// elsewhere within replenishMargin.
+func replenishSoon(v dataplane.Volume, now time.Time) bool {
+	return !v.ReplenishAt.IsZero() && !v.ReplenishAt.After(now.Add(replenishMargin))
+}
+
+// replenishBlocker holds a move while Longhorn may start building a new
+// replica of v before it ends (see replenishSoon) and some node could take
+// one (Ready, v2 with a running IM, allowing replica scheduling, not
+// cordoned, without a replica of v). With the placement unread, it holds.
+func replenishBlocker(v dataplane.Volume, placement *plan.Cluster, now time.Time) *block {
+	if !replenishSoon(v, now) {
+		return nil
+	}
+	due := waiting(v.Name, "ReplenishmentDue",
+		"volume %s has been degraded long enough that Longhorn may build a replica of it on another node from %s (replica-replenishment-wait-interval): a rebuild starting while its target moves makes Longhorn revert the move; waiting for that rebuild first",
+		v.Name, v.ReplenishAt.UTC().Format(time.RFC3339))
+	if placement == nil {
+		return due
+	}
+	for _, n := range placement.Nodes {
+		if n.Ready && n.V2 && n.AllowScheduling && !n.Cordoned && !hasReplicaOn(v, n.Name) && runsIM(*placement, n.Name) {
+			return due
+		}
+	}
+	return nil
+}
+
+func hasReplicaOn(v dataplane.Volume, node string) bool {
+	for _, r := range v.Replicas {
+		if r.Node == node && !r.Failed {
+			return true
+		}
+	}
+	return false
+}
+
+func runsIM(c plan.Cluster, node string) bool {
+	for _, im := range c.InstanceManagers {
+		if im.Node == node && im.State == dataplane.IMRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // decideSwitchOver moves every recorded attached volume's target off the
@@ -61,7 +140,15 @@ func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan 
 	p := stepPlan{done: true}
 	if !upgraded {
 		p.keepSchedulingOff(o, st, c)
+		p.recordLate(o, st, c)
 	}
+	p.switchAway(o, st, c, upgraded)
+	return p
+}
+
+// switchAway asks for, and follows, the moves of the recorded attached
+// volumes' targets off the node; upgraded starts no new one.
+func (p *stepPlan) switchAway(o observation, st nodeupgrade.State, c settings, upgraded bool) {
 	var chooser *plan.Chooser
 	if o.placement != nil {
 		chooser = plan.NewChooser(*o.placement)
@@ -77,6 +164,10 @@ func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan 
 			continue
 		}
 		if b := switchBlocker(v, c.node); b != nil {
+			p.wait(b)
+			continue
+		}
+		if b := replenishBlocker(v, o.placement, o.now); b != nil {
 			p.wait(b)
 			continue
 		}
@@ -105,7 +196,6 @@ func decideSwitchOver(o observation, st nodeupgrade.State, c settings) stepPlan 
 		}
 		p.moveEngine(v, to, to, "TargetNotMoved")
 	}
-	return p
 }
 
 // settledOn reports whether a volume's switch-over to node has fully ended:
@@ -122,7 +212,7 @@ func settledOn(v dataplane.Volume, node string) bool {
 func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved string) {
 	p.done = false
 	switch {
-	case v.EngineNode != engineNode && v.Switchover == dataplane.SwitchoverSwitchingOver:
+	case v.EngineNode != engineNode && v.PathsSwitching:
 		p.wait(waiting(v.Name, "SwitchoverInProgress", "volume %s: its initiator is switching paths; waiting for Longhorn to finish before asking for %s", v.Name, home))
 	case v.EngineNode != engineNode:
 		p.act(actSetEngineNode, v.Name, engineNode)
@@ -137,25 +227,32 @@ func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved str
 	}
 }
 
-// decideSwitchBack restores the node's replica scheduling (its new IM runs)
-// and brings every switched-over target home by restoring exactly the
-// engine node recorded before the switch-over.
+// decideSwitchBack brings every switched-over target home by restoring
+// exactly the engine node recorded before the switch-over, then, once every
+// one has settled, restores the node's replica scheduling. In that order:
+// with scheduling allowed, Longhorn reuses the node's failed replicas at
+// once, in the very pass that first sees a target's new engine node, and
+// the rebuild makes it revert the switch-back.
 func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan {
 	p := stepPlan{done: true}
-	p.restoreScheduling(o, st, c)
+	p.keepSchedulingOff(o, st, c)
 	for _, v := range o.sortedRecorded() {
 		rec := st.Volumes[v.Name]
 		if rec.State != events.VolumeSwitchedOver && rec.State != events.VolumeSwitchingBack {
 			continue
 		}
-		p.bringHome(v, rec, "TargetNotMovedBack")
+		p.bringHome(o, v, rec, "TargetNotMovedBack")
+	}
+	if p.done {
+		p.restoreScheduling(o, st, c)
 	}
 	return p
 }
 
 // bringHome moves one volume's engine back to the node it was recorded on
-// before the switch-over. Used by switch-back and cancel.
-func (p *stepPlan) bringHome(v dataplane.Volume, rec nodeupgrade.Volume, notMoved string) {
+// before the switch-over, once no rebuild can revert the move. Used by
+// switch-back and cancel.
+func (p *stepPlan) bringHome(o observation, v dataplane.Volume, rec nodeupgrade.Volume, notMoved string) {
 	before := ""
 	if rec.EngineNodeBefore != nil {
 		before = *rec.EngineNodeBefore
@@ -167,6 +264,16 @@ func (p *stepPlan) bringHome(v dataplane.Volume, rec nodeupgrade.Volume, notMove
 	if v.EngineNode == before && (!v.Attached() || settledOn(v, home)) {
 		p.volume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
 		return
+	}
+	if v.EngineNode != before && v.Attached() {
+		b := rebuildBlocker(v)
+		if b == nil {
+			b = replenishBlocker(v, o.placement, o.now)
+		}
+		if b != nil {
+			p.wait(b)
+			return
+		}
 	}
 	p.moveEngine(v, before, home, notMoved)
 }

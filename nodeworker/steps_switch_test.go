@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,6 +77,7 @@ func TestDecideSwitchOver(t *testing.T) {
 		{name: "never changes the engine node while the path is switched",
 			o: changed(func(v *dataplane.Volume) {
 				v.EngineNode, v.Switchover, v.TargetReady = "n2", dataplane.SwitchoverSwitchingOver, false
+				v.PathsSwitching = true
 			}),
 			st: moveRecorded, reason: "SwitchoverInProgress"},
 		{name: "a rebuilding replica: Longhorn would revert, so the move waits",
@@ -138,22 +140,67 @@ func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 	})
 	st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
 	p := decideSwitchBack(o, st, cfg)
-	assert.Equal(t, []string{"SetReplicaScheduling n1 true", `SetEngineNode vol-a`, "SetEngineNode vol-s n1"}, actions(p),
-		`the scheduling first, then each engine node as it was ("" follows the attached node)`)
+	assert.Equal(t, []string{`SetEngineNode vol-a`, "SetEngineNode vol-s n1"}, actions(p),
+		`each engine node as it was ("" follows the attached node); the scheduling stays off while a target moves`)
 	assert.Equal(t, []string{"vol-a->switching-back@n1", "vol-s->switching-back@n1"}, volumeChanges(p))
-	require.Len(t, p.confirm, 1)
-	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
+	assert.Empty(t, p.confirm)
 	assert.False(t, p.done)
 
-	// Once home and settled: switched back; a restored scheduling is not
-	// written again.
-	st.Scheduling.Restored = true
+	// Once home and settled: switched back, and only then the scheduling
+	// restored, once.
 	home := observed(dataplane.ProfileInPlace, volume("vol-s", "c1", "n1", "n2"), volume("vol-a", "n1", "", "n2"))
+	home.node.AllowScheduling = false
 	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
 	st.Volumes["vol-a"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("")}
 	p = decideSwitchBack(home, st, cfg)
-	assert.Empty(t, actions(p))
-	assert.Empty(t, p.confirm)
+	assert.Equal(t, []string{"SetReplicaScheduling n1 true"}, actions(p))
+	require.Len(t, p.confirm, 1)
+	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
 	assert.Equal(t, []string{"vol-a->switched-back@n1", "vol-s->switched-back@n1"}, volumeChanges(p))
 	assert.True(t, p.done)
+
+	st.Scheduling.Restored = true
+	home.node.AllowScheduling = true
+	p = decideSwitchBack(home, st, cfg)
+	assert.Empty(t, actions(p), "a restored scheduling is not written again")
+	assert.Empty(t, p.confirm)
+}
+
+// Bringing a target home waits while a replica of its volume rebuilds, or
+// while Longhorn may build a new one elsewhere before the move ends (a
+// node could take it): Longhorn would revert the move.
+func TestSwitchBackWaitsForRebuilds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	away := volume("vol-s", "c1", "n3", "n2", "n3")
+	rebuilding := away
+	rebuilding.Replicas = []dataplane.Replica{replica("vol-s", "n2", dataplane.ReplicaRunning), replica("vol-s", "n3", dataplane.ReplicaRebuilding)}
+	due := away
+	due.ReplenishAt = now.Add(30 * time.Second)
+	spare := &plan.Cluster{Nodes: []dataplane.Node{{Name: "n4", Ready: true, V2: true, AllowScheduling: true}},
+		InstanceManagers: []dataplane.InstanceManager{{Name: "im-n4", Node: "n4", State: dataplane.IMRunning, DataEngine: dataplane.DataEngineV2}}}
+	full := &plan.Cluster{Nodes: []dataplane.Node{{Name: "n2", Ready: true, V2: true, AllowScheduling: true}},
+		InstanceManagers: []dataplane.InstanceManager{{Name: "im-n2", Node: "n2", State: dataplane.IMRunning, DataEngine: dataplane.DataEngineV2}}}
+	for _, tc := range []struct {
+		name      string
+		v         dataplane.Volume
+		placement *plan.Cluster
+		reason    string
+		actions   []string
+	}{
+		{"a replica rebuilds", rebuilding, nil, "VolumeRebuilding", []string{}},
+		{"a new replica is due and a node could take it", due, spare, "ReplenishmentDue", []string{}},
+		{"a new replica is due, no node could take it", due, full, "", []string{"SetEngineNode vol-s n1"}},
+		{"nothing due", away, nil, "", []string{"SetEngineNode vol-s n1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := schedulingOff(observed(dataplane.ProfileV112, tc.v))
+			o.now, o.placement = now, tc.placement
+			st := state(events.NodeSwitchingBack, map[string]nodeupgrade.Volume{
+				"vol-s": {State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}})
+			p := decideSwitchBack(o, st, cfg)
+			assert.Equal(t, tc.reason, reason(p))
+			assert.Equal(t, tc.actions, actions(p))
+			assert.False(t, p.done)
+		})
+	}
 }

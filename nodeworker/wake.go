@@ -41,20 +41,9 @@ func (w *Worker) idle() time.Duration {
 	return w.cfg.PollInterval
 }
 
-// untilDeadline is how long a step blocked by b for blocked may wait before
-// its stall or failure is due: the full idle time when neither is ahead.
-func (w *Worker) untilDeadline(b *block, blocked time.Duration) time.Duration {
-	d := w.idle()
-	if b == nil {
-		return d
-	}
-	if left := w.cfg.StallAfter - blocked; left > 0 {
-		d = min(d, left)
-	}
-	if left := w.cfg.FailAfter - blocked; b.permanent && left > 0 {
-		d = min(d, left)
-	}
-	return d
+// policy is the worker's timing of its loop (see pace).
+func (w *Worker) policy() policy {
+	return policy{stallAfter: w.cfg.StallAfter, failAfter: w.cfg.FailAfter, idle: w.idle()}
 }
 
 // watchNode subscribes to the node's events for the worker's lifetime and

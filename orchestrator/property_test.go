@@ -46,6 +46,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			cluster := sim.Random(seed, sim.RandomOptions{Faults: seed%2 == 0, Config: sim.Config{Profile: dataplane.ProfileInPlace,
 				TargetMoveLatency: 3 * time.Millisecond, IMStartLatency: 5 * time.Millisecond, RebuildLatency: 3 * time.Millisecond,
+				ReplicaIOTimeout: 10 * time.Millisecond,
 			}})
 			if seed%4 != 3 {
 				// Most seeds: detach the volumes the prechecks would refuse

@@ -2,6 +2,7 @@ package report
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/upgrade"
@@ -131,7 +132,10 @@ func (f *folder) applyNode(n *Node, e events.Envelope) {
 		n.Steps = append(n.Steps, &Step{Name: d.To, Span: Span{Start: e.Time, Message: d.Message}})
 	case events.NodeStalled:
 		if s := openStall(n); s != nil {
-			s.Volume, s.Reason = d.Volume, d.Reason
+			// One stall whose cause changed on the way: its reasons in turn.
+			if s.Volume = d.Volume; !strings.HasSuffix(s.Reason, d.Reason) {
+				s.Reason += ", then " + d.Reason
+			}
 			s.Messages = appendNew(s.Messages, d.Message)
 			break
 		}

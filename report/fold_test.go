@@ -77,6 +77,7 @@ func TestFold(t *testing.T) {
 			h.node("n1", at+100, events.NodeStalled{Step: sw, Volume: "pvc-1", Reason: "SwitchoverFailing", Message: "pvc-1 refused"})
 			h.node("n1", at+200, events.NodeStalled{Step: sw, Volume: "pvc-1", Reason: "SwitchoverFailing", Message: "pvc-1 still refused"})
 			h.node("n1", at+200, events.NodeStalled{Step: sw, Volume: "pvc-1", Reason: "SwitchoverFailing", Message: "pvc-1 refused"})
+			h.node("n1", at+300, events.NodeStalled{Step: sw, Volume: "pvc-1", Reason: "TargetNotMoved", Message: "pvc-1 moving"})
 			h.node("n1", at+500, events.NodeResumed{Step: sw, Message: "step completed"})
 			h.to("n1", at+500, 10, sw, swim)
 			return h
@@ -88,7 +89,8 @@ func TestFold(t *testing.T) {
 			assert.Equal(t, sw, st.Step)
 			assert.Equal(t, ms(130), st.Start)
 			assert.Equal(t, ms(530), st.End)
-			assert.Equal(t, []string{"pvc-1 refused", "pvc-1 still refused"}, st.Messages)
+			assert.Equal(t, []string{"pvc-1 refused", "pvc-1 still refused", "pvc-1 moving"}, st.Messages)
+			assert.Equal(t, "SwitchoverFailing, then TargetNotMoved", st.Reason, "its reasons in turn")
 			assert.Equal(t, "step completed", st.CloseMessage)
 			assert.True(t, n.Steps[3].Stalled, "the switching-over bar is marked")
 			assert.False(t, n.Steps[2].Stalled)

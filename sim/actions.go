@@ -133,36 +133,73 @@ func (s *Sim) DeleteSnapshot(ctx context.Context, volName, name string) error {
 	})
 }
 
-// FailReplica fails a replica as Longhorn does (failedAt, desireState
-// stopped): its instance stops, the volume is degraded and Longhorn reuses
-// or replaces it (see placeReplicas). A replica already stopped, or already
-// deleted, is a no-op.
+// FailReplica marks a replica failed (spec.failedAt): it serves no I/O,
+// its instance keeps running, and the volume's engine removes it from its
+// RAID after ReplicaRemoveLatency; Longhorn reuses or replaces it later
+// (see placeReplicas). A replica already failed, or already deleted, is a
+// no-op.
 func (s *Sim) FailReplica(ctx context.Context, volName, replicaName string) error {
 	return s.act(ctx, "FailReplica", volName, replicaName, func(now time.Time) (bool, error) {
 		v, r, err := s.replica(volName, replicaName)
-		if err != nil || r == nil {
+		if err != nil || r == nil || r.failed {
 			return false, err
 		}
-		if r.state == dataplane.ReplicaStopped {
-			return false, nil
+		s.failReplica(v, r, now)
+		return true, nil
+	})
+}
+
+// StopReplica stops the instance of a failed replica (spec.desireState
+// stopped). It is refused with dataplane.ErrReplicaInEngine while the
+// engine still holds it, and with ErrRefused when the replica is not failed
+// (Longhorn would start it again). A replica already stopped, or deleted,
+// is a no-op.
+func (s *Sim) StopReplica(ctx context.Context, volName, replicaName string) error {
+	return s.act(ctx, "StopReplica", volName, replicaName, func(now time.Time) (bool, error) {
+		v, r, err := s.replica(volName, replicaName)
+		switch {
+		case err != nil || r == nil || !r.instance:
+			return false, err
+		case !r.failed:
+			return false, fmt.Errorf("stop replica %q of volume %q: %w: it is not failed (spec.failedAt), and Longhorn would start it again", replicaName, volName, dataplane.ErrRefused)
+		case r.inEngine && v.targetIM.valid():
+			return false, fmt.Errorf("stop replica %q of volume %q: %w", replicaName, volName, dataplane.ErrReplicaInEngine)
 		}
-		s.loseReplica(v, r, dataplane.ReplicaStopped, false, now)
+		s.stopReplica(v, r, now)
+		return true, nil
+	})
+}
+
+// ForceStopReplica fails and stops a replica in one write, as a caller that
+// does not wait for the engine does (spec.failedAt with desireState
+// stopped). Not part of dataplane: tests use it to show what the engine's
+// RAID makes of it (RuleReplicaLinkTimeout).
+func (s *Sim) ForceStopReplica(volName, replicaName string) error {
+	return s.act(context.Background(), "ForceStopReplica", volName, replicaName, func(now time.Time) (bool, error) {
+		v, r, err := s.replica(volName, replicaName)
+		if err != nil || r == nil || (r.failed && !r.instance) {
+			return false, err
+		}
+		s.failReplica(v, r, now)
+		s.stopReplica(v, r, now)
 		return true, nil
 	})
 }
 
 // DeleteReplica deletes a replica object, as a user (or Longhorn's API)
-// would. Deleting it again is a no-op. Not part of dataplane: the upgrade
-// fails replicas instead, so that Longhorn can reuse their data.
+// would: Longhorn takes it out of the engine first and stops its instance
+// once the engine no longer holds it (at most 60 s later); the simulator
+// does both at once. Deleting it again is a no-op. Not part of dataplane:
+// the upgrade fails replicas instead, so that Longhorn can reuse their data.
 func (s *Sim) DeleteReplica(ctx context.Context, volName, replicaName string) error {
 	return s.act(ctx, "DeleteReplica", volName, replicaName, func(now time.Time) (bool, error) {
 		v, r, err := s.replica(volName, replicaName)
 		if err != nil || r == nil {
 			return false, err
 		}
-		if r.active() {
-			s.loseReplica(v, r, dataplane.ReplicaStopped, false, now)
-		}
+		r.inEngine = false
+		s.failReplica(v, r, now)
+		s.stopReplica(v, r, now)
 		s.removeReplica(v, r)
 		return true, nil
 	})
@@ -205,7 +242,7 @@ func (s *Sim) SetEngineNode(ctx context.Context, volName, nodeName string) error
 	return s.act(ctx, "SetEngineNode", volName, nodeName, func(now time.Time) (bool, error) {
 		// As the Longhorn data plane does, on the state at the write: the
 		// caller decided on an observation that may be a moment old.
-		if v := s.vols[volName]; v != nil && v.sw != nil && v.sw.state == dataplane.SwitchoverSwitchingOver && v.engineNode != nodeName {
+		if v := s.vols[volName]; v != nil && v.sw != nil && v.sw.switchingPaths() && v.engineNode != nodeName {
 			return false, fmt.Errorf("volume %q: set engine node %q: %w", volName, nodeName, dataplane.ErrSwitchingPaths)
 		}
 		return s.setEngineNode(volName, nodeName, now)
@@ -247,9 +284,11 @@ func (s *Sim) setEngineNode(volName, nodeName string, now time.Time) (bool, erro
 }
 
 // DeleteInstanceManager deletes an IM that runs nothing, as
-// dataplane.Actions asks: one that runs an engine, an engine frontend or a
-// replica is refused (ErrRefused). The node's IM of the default image starts
-// and runs after IMStartLatency. Deleting an IM already removed is a no-op.
+// dataplane.Actions asks and as Longhorn does (in the foreground): one that
+// runs an engine, an engine frontend or a replica is refused (ErrRefused).
+// The node's IM of the default image starts once the deleted one's pod is
+// gone, and runs after IMStartLatency. Deleting an IM already removed, or
+// being removed, is a no-op.
 func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 	return s.act(ctx, "DeleteInstanceManager", name, "", func(now time.Time) (bool, error) {
 		m, err := s.imToRemove(name)
@@ -258,9 +297,9 @@ func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 		}
 		n := s.nodes[m.node]
 		if m == n.im && m.state == dataplane.IMRunning {
-			if e, f, r := s.instances(n); e+f+r > 0 {
-				return false, fmt.Errorf("delete instance manager %q: %w: it runs %d engine(s), %d engine frontend(s), %d replica(s)",
-					name, dataplane.ErrRefused, e, f, r)
+			if e, f, r := s.instances(n); e+f+r+n.shards > 0 {
+				return false, fmt.Errorf("delete instance manager %q: %w: it runs %d engine(s), %d engine frontend(s), %d replica(s), %d shard(s)",
+					name, dataplane.ErrRefused, e, f, r, n.shards)
 			}
 		}
 		s.removeIM(n, m, now)
@@ -268,28 +307,37 @@ func (s *Sim) DeleteInstanceManager(ctx context.Context, name string) error {
 	})
 }
 
-// CutInstanceManager deletes an IM whatever it runs, as Longhorn lets anyone
-// do (a user's kubectl delete, a crashed pod): it stops at once and
-// everything it held is lost. Not part of dataplane: tests use it to show
-// what the I/O checker makes of it.
+// CutInstanceManager deletes an IM's object whatever it runs, as anyone
+// may (kubectl delete, whose default is background propagation): it stops
+// at once, everything it held is lost, and its pod lingers for
+// PodTerminationLatency while the node's next IM starts. Not part of
+// dataplane: tests use it to show what the I/O checker makes of it.
 func (s *Sim) CutInstanceManager(name string) error {
-	return s.act(context.Background(), "CutInstanceManager", name, "", func(now time.Time) (bool, error) {
+	return s.DeleteInstanceManagerObject(name, false)
+}
+
+// DeleteInstanceManagerObject is the deletion of an IM's object by anyone,
+// whatever it runs, with foreground propagation (the object stays until its
+// pod is gone) or not (it goes at once, its pod lingering): what the
+// simulated Longhorn manager mirrors from the apiserver.
+func (s *Sim) DeleteInstanceManagerObject(name string, foreground bool) error {
+	return s.act(context.Background(), "DeleteInstanceManagerObject", name, fmt.Sprintf("foreground=%t", foreground), func(now time.Time) (bool, error) {
 		m, err := s.imToRemove(name)
 		if m == nil || err != nil {
 			return false, err
 		}
-		s.removeIM(s.nodes[m.node], m, now)
+		s.deleteIM(s.nodes[m.node], m, foreground, now)
 		return true, nil
 	})
 }
 
 // imToRemove finds an IM to delete: nil without error when it is gone
-// already.
+// already or being deleted.
 func (s *Sim) imToRemove(name string) (*im, error) {
-	if m := s.ims[name]; m != nil {
+	if m := s.ims[name]; m != nil && !m.deleting {
 		return m, nil
 	}
-	if s.imGone[name] {
+	if s.imGone[name] || s.ims[name] != nil {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("delete instance manager %q: %w", name, dataplane.ErrNotFound)
@@ -368,12 +416,11 @@ func (s *Sim) DetachVolume(volName string) error {
 			return false, nil
 		}
 		s.endSwitch(v)
-		v.broken = ""
+		v.pathDown = ""
+		v.degradedAt = time.Time{}
 		s.setAttached(v, "")
 		s.setTarget(v, "")
-		for _, r := range v.replicas {
-			s.imCheck[r.node] = struct{}{}
-		}
+		s.restReplicas(v)
 		return true, nil
 	})
 }

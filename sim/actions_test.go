@@ -172,8 +172,9 @@ func TestDeleteReplica_RemovesItAndRebuildsANewOne(t *testing.T) {
 }
 
 // A switch-over: preparing (a second engine on the destination) for half
-// the latency, switching-over for the other half, then the target runs
-// there and the initiator stays on the attached node.
+// the latency, switching-over (the initiator's preparing and switching
+// phases) for the other half, then the target runs there and the initiator
+// stays on the attached node.
 func TestSetEngineNode_SwitchesTheTargetOver(t *testing.T) {
 	const latency = 10 * time.Second
 	s, fc := cluster3(t, Config{TargetMoveLatency: latency},
@@ -267,13 +268,13 @@ func TestSetEngineNode_RevertsWhileAReplicaRebuilds(t *testing.T) {
 	require.Zero(t, s.IOStats().Failed)
 }
 
-// An injected failure makes every attempt fail the way Longhorn reports it;
-// the old engine serves until the fault is healed.
+// An injected failure makes the initiator's phase call fail, retried the
+// way Longhorn reports it; the old engine serves until the fault is healed.
 func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
 	s := failingSwitchover(t)
 	s.Settle()
 	v := vol(t, s, "vol-1")
-	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
+	require.Equal(t, dataplane.SwitchoverSwitchingOver, v.Switchover)
 	require.Equal(t, "node-1", v.TargetNode)
 	require.Equal(t, "Failed to switch over target to node-2:20001: injected fault: switch-over refused", v.SwitchoverError)
 	require.NoError(t, s.HealTargetMoveFailure("vol-1"))
@@ -285,21 +286,28 @@ func TestSetEngineNode_FailingSwitchoverLoopsUntilHealed(t *testing.T) {
 }
 
 // A failing switch-over given up (the engine node set back) reports no
-// error any more: the error is that of the switch-over under way.
+// error any more: the error is that of the switch-over under way. Its
+// initiator never left its first phase, so the old path serves.
 func TestSetEngineNode_GivingUpAFailingSwitchoverClearsItsError(t *testing.T) {
 	s := failingSwitchover(t)
 	s.Settle()
-	require.NotEmpty(t, vol(t, s, "vol-1").SwitchoverError)
+	v := vol(t, s, "vol-1")
+	require.NotEmpty(t, v.SwitchoverError)
+	require.False(t, v.PathsSwitching)
 	require.NoError(t, s.SetEngineNode(ctx, "vol-1", ""))
 	s.Settle()
-	v := vol(t, s, "vol-1")
+	v = vol(t, s, "vol-1")
 	assert.Empty(t, v.Switchover)
 	assert.Empty(t, v.SwitchoverError)
 	assert.True(t, v.TargetReady)
+	assert.Zero(t, s.IOStats().Failed)
+	assert.Empty(t, s.Unsafe(""))
 }
 
-// Changing the engine node while preparing is clean; while the path is
-// switching, it breaks the volume's I/O (the hazard the steps avoid).
+// Changing the engine node while preparing is clean; once the initiator's
+// switching phase made the old path inaccessible, it leaves the volume with
+// no usable path (the hazard the steps avoid): its I/O queues, and fails
+// after the initiator's ctrl-loss-tmo.
 func TestSetEngineNode_ChangedMidSwitchover(t *testing.T) {
 	const latency = 10 * time.Second
 	t.Run("preparing: clean", func(t *testing.T) {
@@ -315,16 +323,20 @@ func TestSetEngineNode_ChangedMidSwitchover(t *testing.T) {
 	t.Run("switching-over: the data plane refuses; a raw write breaks the path", func(t *testing.T) {
 		s, fc := cluster3(t, Config{TargetMoveLatency: latency}, VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
 		require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
-		fc.Advance(latency / 2)
+		fc.Advance(latency/2 + latency/4)
 		require.Equal(t, dataplane.SwitchoverSwitchingOver, vol(t, s, "vol-1").Switchover)
 		require.ErrorIs(t, s.SetEngineNode(ctx, "vol-1", ""), dataplane.ErrSwitchingPaths, "as the Longhorn data plane, on the state at the write")
 		assert.Empty(t, s.Unsafe("node-1"))
 		// What Longhorn does with the write a user makes anyway.
 		require.NoError(t, s.PlaceEngine("vol-1", ""))
+		require.Zero(t, s.IOStats().Failed, "I/O queues first")
+		require.Equal(t, UnsafePathBroken, s.Unsafe("node-1")[0].Kind)
+		fc.Advance(QueueTimeout)
 		st := s.IOStats()
 		require.NotZero(t, st.FailedByActions())
-		require.Contains(t, st.Failures[0].Reason, "the old path is left inaccessible")
-		require.Equal(t, UnsafePathBroken, s.Unsafe("node-1")[0].Kind)
+		require.Contains(t, st.Failures[0].Reason, "Longhorn leaves it so")
+		require.Len(t, st.Stalls, 1)
+		assert.Equal(t, QueueTimeout, st.Stalls[0].Duration(st.At))
 	})
 }
 
@@ -379,7 +391,7 @@ func TestDeleteInstanceManager_RefusesABusyOne(t *testing.T) {
 	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-2", "node-3"}, AttachedTo: "node-1", EngineOn: "node-2"})
 	err := s.DeleteInstanceManager(ctx, "im-node-1-1")
 	require.ErrorIs(t, err, dataplane.ErrRefused)
-	assert.EqualError(t, err, `delete instance manager "im-node-1-1": refused: it runs 0 engine(s), 1 engine frontend(s), 0 replica(s)`)
+	assert.EqualError(t, err, `delete instance manager "im-node-1-1": refused: it runs 0 engine(s), 1 engine frontend(s), 0 replica(s), 0 shard(s)`)
 	assert.Equal(t, "im-node-1-1", currentIM(t, s, "node-1").Name)
 	assert.Zero(t, s.IOStats().Failed)
 

@@ -28,6 +28,8 @@ type NodeSpec struct {
 	Images []string
 	// NoScheduling builds the node with spec.allowScheduling false.
 	NoScheduling bool
+	// Shards is the number of erasure-coded shard instances its IM runs.
+	Shards int
 }
 
 // AddNode adds a Ready v2 node with a running IM on Config.IMImage.
@@ -55,12 +57,13 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 	}
 	images = slices.Clone(images)
 	slices.Sort(images)
-	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images)}
+	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images),
+		managerImage: s.cfg.DefaultIMImage, shards: spec.Shards}
 	if n.v2 {
 		n.imSeq = 1
 		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning, epoch: 1}
 		s.ims[n.im.name] = n.im
-		s.expectNext(n)
+		s.expectNext(n, s.now())
 	}
 	s.insertNode(n)
 	if spec.NotReady {
@@ -147,7 +150,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		// A replica placed on a NotReady node is failed, as Longhorn would
 		// report it, and attributed to the node's fault.
 		if !s.nodes[r.node].ready {
-			s.loseReplica(v, r, dataplane.ReplicaError, true, s.now())
+			s.loseReplica(v, r, true, s.now())
 		}
 	}
 	s.vols[v.name] = v

@@ -84,6 +84,31 @@ type Config struct {
 	// Longhorn's replica-replenishment-wait-interval. Zero rebuilds elsewhere
 	// at once when the node is not eligible; negative waits forever.
 	ReplicaReplenishWait time.Duration
+	// ReplicaStartLatency is how long a reused or new replica's instance
+	// takes to start before it joins its engine, where its rebuild begins.
+	ReplicaStartLatency time.Duration
+	// ReplicaRemoveLatency is how long an engine takes to remove a failed
+	// replica from its RAID: Longhorn's engine monitor (every 5 s) names
+	// it UNKNOWN-<address>, then removes it asynchronously.
+	ReplicaRemoveLatency time.Duration
+	// ReplicaIOTimeout is how long an engine's I/O waits on a replica whose
+	// instance is gone before its RAID fails it out: the replica link's
+	// fast-io-fail timeout, 10 s in SPDK (ReplicaIOTimeout) when zero.
+	ReplicaIOTimeout time.Duration
+	// NodeReconcileLatency is how long Longhorn's node controller takes to
+	// notice that an old-image IM went idle and delete it (its resync is 30
+	// s); zero deletes it at once.
+	NodeReconcileLatency time.Duration
+	// PodTerminationLatency is how long a deleted IM's pod lingers (its
+	// preStop hook and the 30 s grace period by default), its SPDK target
+	// holding the node's hugepages and disks until it is gone.
+	PodTerminationLatency time.Duration
+	// StorageNetwork gives engines a storage IP apart from their pod IP
+	// (Longhorn's storage-network setting), for the simulated manager.
+	StorageNetwork bool
+	// Disable switches Longhorn rules off (see Rules), to show that a test
+	// depends on one.
+	Disable []Rule
 	// Faults are armed when the simulator is created (see Arm).
 	Faults []Fault
 	// IOLogLimit bounds the I/O failure log (episodes kept); 0 means 1000.
@@ -126,11 +151,19 @@ type Sim struct {
 	reconcile      map[string]struct{} // volumes whose replica count must be checked
 	waiting        map[string]struct{} // volumes short of replicas with no eligible node yet
 	pendingSwitch  map[string]struct{} // volumes whose switch-over cannot proceed yet
-	blockedIMs     map[string]struct{} // nodes whose new IM waits for the node to be Ready
+	blockedIMs     map[string]struct{} // nodes whose new IM waits for the node (Ready, uncordoned, no lingering pod)
 	imCheck        map[string]struct{} // nodes whose old-image IM may have become empty
 	unblock        bool
 	placeCursor    int
 	snapshotsTaken int
+	// setting is the default-instance-manager-image setting as it reads;
+	// the node controller creates IMs of cfg.DefaultIMImage, the same
+	// unless RuleDefaultIMFollowsSetting is off.
+	setting string
+	// overlaps are the IM pods started beside a lingering one (Unsafe).
+	overlaps []string
+	// shardsLost are the shard instances cut with the IM that ran them.
+	shardsLost []string
 
 	faults  faultSet
 	io      ioChecker
@@ -152,14 +185,30 @@ type node struct {
 	ready      bool
 	v2         bool
 	allowSched bool
+	cordoned   bool
 	images     []string
+	// managerImage is the --instance-manager-image of the node's
+	// longhorn-manager: Longhorn creates the node's default-image IM only
+	// when it is the default.
+	managerImage string
+	// shards counts the erasure-coded shard instances the node's IM runs.
+	shards int
 	// im is the IM serving the node (running, starting or in error); nil on
 	// a node without the v2 engine.
 	im *im
 	// next is, on ProfileV112, the default-image IM Longhorn created while
 	// im runs another image: stopped until im is gone.
-	next  *im
-	imSeq int
+	next *im
+	// gone is a deleted IM whose pod still terminates: its object stays
+	// (deleting) after a foreground delete, and the node's next IM waits.
+	gone *im
+	// podUntil is when the last deleted IM's pod is gone: an IM pod started
+	// before then overlaps it.
+	podUntil time.Time
+	// replaceAt is when Longhorn's node controller deletes the node's idle
+	// old-image IM (NodeReconcileLatency after it went idle).
+	replaceAt time.Time
+	imSeq     int
 }
 
 type im struct {
@@ -174,6 +223,9 @@ type im struct {
 	epoch uint64
 	// byFault marks an IM lost to an injected fault (its node deleted).
 	byFault bool
+	// deleting marks an IM whose object is being deleted in the foreground:
+	// listed (Deleting) until its pod is gone.
+	deleting bool
 }
 
 // binding is an instance hosted by an IM process.
@@ -207,31 +259,46 @@ type volume struct {
 	swGen      uint64
 	swDone     uint64 // switch-overs completed
 	swError    string
-	// broken is why the initiator's path is unusable after the engine node
-	// changed in the middle of a path switch ("" when usable).
-	broken     string
+	// pathDown is why the initiator has no usable path although its target
+	// runs ("" when it has one): a switch-over withdrawn or reverted after
+	// the old path was made inaccessible. Its I/O queues until a later
+	// switch-over connects a new path.
+	pathDown   string
 	replicas   []*replica
 	replicaSeq int
 	gone       map[string]struct{} // deleted replica names: acting on them again is a no-op
 	snapshots  []string
-	slots      []slot
+	// degradedAt is Longhorn's status.lastDegradedAt: when the attached
+	// volume last fell short of replicas; zero while it is not.
+	degradedAt time.Time
+	// recheckAt is when a timer looks at the replicas again (the
+	// replenishment wait), zero when none is armed.
+	recheckAt time.Time
 }
 
+// replica is one replica: its health (state), and what Longhorn's objects
+// and the SPDK processes hold of it.
 type replica struct {
-	name    string
-	node    string
-	state   dataplane.ReplicaState
-	gen     uint64
-	salvage bool // rebuilt from its own data because no healthy source was left
-	byFault bool // lost to an injected fault, for I/O failure attribution
-}
-
-// slot remembers where a replica was lost, so the rebuild can prefer that node.
-type slot struct {
-	node    string
-	byFault bool
-	at      time.Time
-	recheck bool // a timer re-examines the slot when its wait ends
+	name  string
+	node  string
+	state dataplane.ReplicaState
+	// failed is spec.failedAt: set by FailReplica or when its instance
+	// failed, cleared when Longhorn reuses it.
+	failed   bool
+	failedAt time.Time
+	// instance: its process runs (or starts) in its node's IM.
+	instance bool
+	// inEngine: the volume's engine holds it in its RAID.
+	inEngine bool
+	// joined: a rebuilding replica has joined its engine (WO); until then
+	// its instance is starting.
+	joined bool
+	// linkDown: its instance stopped while the engine still held it; the
+	// engine's I/O waits on the dead link until it fails it out.
+	linkDown bool
+	gen      uint64
+	salvage  bool // rebuilt from its own data because no healthy source was left
+	byFault  bool // lost to an injected fault, for I/O failure attribution
 }
 
 // New returns an empty cluster; add nodes and volumes with the builder
@@ -252,6 +319,9 @@ func New(cfg Config) *Sim {
 	}
 	if cfg.IMImage == "" {
 		cfg.IMImage = OldIMImage
+	}
+	if cfg.ReplicaIOTimeout <= 0 {
+		cfg.ReplicaIOTimeout = ReplicaIOTimeout
 	}
 	if cfg.IOLogLimit <= 0 {
 		cfg.IOLogLimit = 1000
@@ -282,6 +352,7 @@ func New(cfg Config) *Sim {
 		io:            newIOChecker(cfg.IOLogLimit),
 		counts:        newIMCounts(),
 		actions:       actionLog{limit: cfg.ActionLogLimit},
+		setting:       cfg.DefaultIMImage,
 	}
 	for _, f := range cfg.Faults {
 		if err := s.arm(f); err != nil {
@@ -364,9 +435,22 @@ func (v *volume) active() int {
 }
 
 // active reports whether the replica is or will be healthy without a new
-// rebuild: it runs an instance.
+// rebuild: it serves or is being rebuilt.
 func (r *replica) active() bool {
 	return r.state == dataplane.ReplicaRunning || r.state == dataplane.ReplicaRebuilding
+}
+
+// rebuildingInEngine counts the replicas Longhorn counts as rebuilding
+// (WO, or in the engine with no mode yet): those that joined their engine
+// and are not healthy yet.
+func (v *volume) rebuildingInEngine() int {
+	n := 0
+	for _, r := range v.replicas {
+		if r.state == dataplane.ReplicaRebuilding && r.joined {
+			n++
+		}
+	}
+	return n
 }
 
 // activeReplicaOn is the volume's replica on nodeName if it is active, else

@@ -227,8 +227,8 @@ func (s *Sim) setNotReady(n *node, now time.Time) {
 	n.ready = false
 	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[volName]
-		if r := v.activeReplicaOn(n.name); r != nil {
-			s.loseReplica(v, r, dataplane.ReplicaError, true, now)
+		if r := v.replicaOn(n.name); r != nil && (r.instance || r.active()) {
+			s.loseReplica(v, r, true, now)
 		}
 	}
 	s.markNode(n.name)
@@ -242,18 +242,13 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 	for _, volName := range sortedKeys(s.replicasOn[n.name]) {
 		v := s.vols[volName]
 		if r := v.replicaOn(n.name); r != nil {
-			if r.active() {
-				s.loseReplica(v, r, dataplane.ReplicaError, true, now)
-			}
-			for i := range v.slots {
-				if v.slots[i].node == n.name {
-					v.slots[i].byFault = true
-				}
+			if r.active() || r.instance {
+				s.loseReplica(v, r, true, now)
 			}
 			s.removeReplica(v, r)
 		}
 	}
-	for _, m := range []*im{n.im, n.next} {
+	for _, m := range []*im{n.im, n.next, n.gone} {
 		if m != nil {
 			m.state, m.byFault = dataplane.IMStopped, true
 			m.gen++
@@ -261,7 +256,7 @@ func (s *Sim) deleteNode(n *node, now time.Time) {
 			s.imGone[m.name] = true
 		}
 	}
-	n.im, n.next = nil, nil
+	n.im, n.next, n.gone = nil, nil, nil
 	delete(s.blockedIMs, n.name)
 	delete(s.nodes, n.name)
 	if i, ok := slices.BinarySearch(s.nodeNames, n.name); ok {

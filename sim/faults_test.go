@@ -123,7 +123,8 @@ func TestFault_TargetMoveFailure(t *testing.T) {
 	v := vol(t, s, "vol-1")
 	require.Equal(t, "node-1", v.TargetNode)
 	require.Equal(t, "node-2", v.EngineNode)
-	require.Equal(t, dataplane.SwitchoverReverting, v.Switchover)
+	require.Equal(t, dataplane.SwitchoverSwitchingOver, v.Switchover, "the initiator's phase call fails and is retried")
+	require.NotEmpty(t, v.SwitchoverError)
 	require.NoError(t, s.HealTargetMoveFailure("vol-1"))
 	require.Equal(t, "node-2", vol(t, s, "vol-1").TargetNode)
 }
@@ -151,7 +152,6 @@ func TestFault_Triggers(t *testing.T) {
 		{name: "IM start failure on IM deleted", profile: dataplane.ProfileInPlace,
 			f: Fault{Kind: FaultIMStartFailure, Object: "node-1", When: TriggerIMDeleted},
 			step: func(t *testing.T, s *Sim) {
-				require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) // the failed replica is not reused
 				failNode1Replica(t, s)
 				require.NoError(t, s.DeleteInstanceManager(ctx, currentIM(t, s, "node-1").Name))
 			}, hit: imFailed},
@@ -232,6 +232,7 @@ func TestRun_ReturnsWhenTheContextIsDone(t *testing.T) {
 // failNode1Replica fails vol-1's replica on node-1, the last instance of
 // node-1's IM.
 func failNode1Replica(t *testing.T, s *Sim) {
-	require.NoError(t, s.FailReplica(ctx, "vol-1", replicaOnNode(t, vol(t, s, "vol-1"), "node-1").Name))
+	require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false)) // not reused in the IM about to go
+	retire(t, s, "vol-1", replicaOnNode(t, vol(t, s, "vol-1"), "node-1").Name)
 	s.Settle()
 }

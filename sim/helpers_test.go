@@ -85,6 +85,15 @@ func failingSwitchover(t testing.TB) *Sim {
 	return s
 }
 
+// retire fails a replica and stops its instance once its engine removed
+// it, as a node upgrade does (its node must not allow scheduling, or
+// Longhorn reuses the replica at once).
+func retire(t testing.TB, s *Sim, volume, replica string) {
+	t.Helper()
+	require.NoError(t, s.FailReplica(ctx, volume, replica))
+	require.NoError(t, s.StopReplica(ctx, volume, replica))
+}
+
 func replicaOnNode(t testing.TB, v dataplane.Volume, node string) dataplane.Replica {
 	t.Helper()
 	for _, r := range v.Replicas {
@@ -118,7 +127,7 @@ func upgradeNode(t testing.TB, s *Sim, node string) {
 		require.NoError(t, s.CreateSnapshot(ctx, v.Name, "pre-upgrade-"+node))
 		for _, r := range v.Replicas {
 			if r.Node == node {
-				require.NoError(t, s.FailReplica(ctx, v.Name, r.Name))
+				retire(t, s, v.Name, r.Name)
 			}
 		}
 	}

@@ -29,6 +29,40 @@ type IOFailure struct {
 	Count       uint64
 }
 
+// The initiator's patience, and what counts as a stall.
+const (
+	// QueueTimeout is how long a kernel NVMe initiator queues I/O with no
+	// usable path before it fails it: its ctrl-loss-tmo (go-spdk-helper
+	// initiator/nvmecli.go).
+	QueueTimeout = 30 * time.Second
+	// StallThreshold is the longest I/O may queue without counting as a
+	// stall.
+	StallThreshold = time.Second
+)
+
+// IOStall is one episode of queued I/O on a volume: the initiator had no
+// usable path, or its engine waited on a dead replica link, from Start to
+// End (zero while it lasts). I/O queued longer than QueueTimeout fails
+// (an IOFailure).
+type IOStall struct {
+	Volume string
+	// Cause is why the I/O waited, when it began.
+	Cause string
+	// Phase is what SetPhase said when it began (e.g. a node and its step).
+	Phase string
+	// Injected is true when an injected fault caused it.
+	Injected   bool
+	Start, End time.Time
+}
+
+// Duration is how long the stall lasted, or has lasted by now.
+func (st IOStall) Duration(now time.Time) time.Duration {
+	if st.End.IsZero() {
+		return now.Sub(st.Start)
+	}
+	return st.End.Sub(st.Start)
+}
+
 // IOStats summarises the I/O checker.
 type IOStats struct {
 	// Issued counts I/Os sent (one per attached volume per round).
@@ -36,10 +70,41 @@ type IOStats struct {
 	// Failed counts failed I/Os; FailedInjected those caused by injected faults.
 	Failed         uint64
 	FailedInjected uint64
+	// Queued counts I/Os that waited (and had not failed yet).
+	Queued uint64
 	// Failures are the failure episodes, oldest first, at most
 	// Config.IOLogLimit; Dropped counts episodes beyond it.
 	Failures []IOFailure
 	Dropped  int
+	// Stalls are the episodes of queued I/O longer than StallThreshold,
+	// oldest first, those still lasting included (with End zero), at most
+	// Config.IOLogLimit.
+	Stalls []IOStall
+	// At is when the stats were taken: the end of a lasting stall.
+	At time.Time
+}
+
+// StallsByActions returns the stalls not explained by an injected fault.
+func (st IOStats) StallsByActions() []IOStall {
+	var out []IOStall
+	for _, s := range st.Stalls {
+		if !s.Injected {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// WorstStall returns the longest stall not explained by an injected fault
+// (zero when none).
+func (st IOStats) WorstStall() IOStall {
+	var worst IOStall
+	for _, s := range st.StallsByActions() {
+		if worst.Start.IsZero() || s.Duration(st.At) > worst.Duration(st.At) {
+			worst = s
+		}
+	}
+	return worst
 }
 
 // FailedByActions counts failed I/Os not explained by an injected fault:
@@ -58,17 +123,26 @@ func (st IOStats) String() string {
 	if st.Dropped > 0 {
 		fmt.Fprintf(&b, "\n  … %d more episodes dropped", st.Dropped)
 	}
+	for _, s := range st.Stalls {
+		fmt.Fprintf(&b, "\n  stall %s %s for %s (%s): %s", s.Start.Format(time.RFC3339Nano), s.Volume, s.Duration(st.At), s.Phase, s.Cause)
+	}
 	return b.String()
 }
 
 type ioChecker struct {
-	issued, failed, failedInjected uint64
-	dirty                          map[string]struct{}
-	failing                        map[string]*IOFailure
-	failingPeak                    int
-	log                            []*IOFailure
-	dropped                        int
-	limit                          int
+	issued, failed, failedInjected, queuedIOs uint64
+	dirty                                     map[string]struct{}
+	failing                                   map[string]*IOFailure
+	failingPeak                               int
+	log                                       []*IOFailure
+	dropped                                   int
+	limit                                     int
+	// queued are the volumes whose I/O waits now, with the stall's start.
+	queued map[string]*IOStall
+	// stalls are the ended stalls over StallThreshold.
+	stalls []IOStall
+	// phase labels the stalls that begin (SetPhase).
+	phase string
 }
 
 // smallMap is the size under which emptied maps are cleared in place.
@@ -100,41 +174,47 @@ func (c *ioChecker) shrinkFailing() {
 }
 
 func newIOChecker(limit int) ioChecker {
-	return ioChecker{dirty: map[string]struct{}{}, failing: map[string]*IOFailure{}, limit: limit}
+	return ioChecker{dirty: map[string]struct{}{}, failing: map[string]*IOFailure{}, queued: map[string]*IOStall{}, limit: limit}
 }
 
 func (c *ioChecker) mark(vol string) { c.dirty[vol] = struct{}{} }
 
 // checkIO sends one I/O to every attached volume. Only volumes whose path
-// changed since the last round are re-evaluated; the others fail or succeed
-// as they did, so a round costs O(changed + failing) and gives exactly the
-// counts a full scan would.
+// changed since the last round are re-evaluated; the others fail, wait or
+// succeed as they did, so a round costs O(changed + failing + waiting) and
+// gives exactly the counts a full scan would. I/O that has waited
+// QueueTimeout fails.
 func (s *Sim) checkIO() int {
 	now := s.now()
 	c := &s.io
 	if len(c.dirty) > 0 {
 		for _, name := range sortedKeys(c.dirty) {
-			var f *IOFailure
+			var o ioOutcome
 			if v := s.vols[name]; v != nil {
-				f = s.ioPath(v)
+				o = s.ioPath(v)
 			}
-			old := c.failing[name]
-			switch {
-			case f == nil:
-				delete(c.failing, name)
-			case old != nil && old.Reason == f.Reason:
-			default:
-				f.Volume, f.First = name, now
-				c.failing[name] = f
-				if len(c.log) < c.limit {
-					c.log = append(c.log, f)
-				} else {
-					c.dropped++
+			f := o.fail
+			if o.queue != "" {
+				q := c.queued[name]
+				if q == nil {
+					q = &IOStall{Volume: name, Cause: o.queue, Phase: c.phase, Injected: o.injected, Start: now}
+					c.queued[name] = q
+					s.schedule(&timer{due: now.Add(QueueTimeout), kind: timerIOTimeout, obj: name})
 				}
+				f = c.timedOut(q, now)
+			} else if q := c.queued[name]; q != nil {
+				c.endStall(q, now)
+				delete(c.queued, name)
 			}
+			c.setFailing(name, f, now)
 		}
 		c.dirty = drained(c.dirty)
 		c.shrinkFailing()
+	}
+	for name, q := range c.queued {
+		if f := c.timedOut(q, now); f != nil && c.failing[name] == nil {
+			c.setFailing(name, f, now)
+		}
 	}
 	c.issued += uint64(s.attached)
 	for _, f := range c.failing {
@@ -145,7 +225,61 @@ func (s *Sim) checkIO() int {
 			c.failedInjected++
 		}
 	}
+	c.queuedIOs += uint64(len(c.queued) - min(len(c.queued), c.timedOutCount(now)))
 	return len(c.failing)
+}
+
+// setFailing records what a volume's I/O does now: f nil succeeds (or
+// waits), a failure of the same reason continues its episode.
+func (c *ioChecker) setFailing(name string, f *IOFailure, now time.Time) {
+	old := c.failing[name]
+	switch {
+	case f == nil:
+		delete(c.failing, name)
+	case old != nil && old.Reason == f.Reason:
+	default:
+		f.Volume, f.First = name, now
+		c.failing[name] = f
+		if len(c.log) < c.limit {
+			c.log = append(c.log, f)
+		} else {
+			c.dropped++
+		}
+	}
+}
+
+// timedOut is the failure of I/O that has waited QueueTimeout, nil before.
+func (c *ioChecker) timedOut(q *IOStall, now time.Time) *IOFailure {
+	if now.Sub(q.Start) < QueueTimeout {
+		return nil
+	}
+	return failure(q.Injected, "", "", "I/O queued for %s failed (the initiator's ctrl-loss-tmo): %s", QueueTimeout, q.Cause)
+}
+
+func (c *ioChecker) timedOutCount(now time.Time) int {
+	n := 0
+	for _, q := range c.queued {
+		if now.Sub(q.Start) >= QueueTimeout {
+			n++
+		}
+	}
+	return n
+}
+
+// endStall ends a stall, keeping it when it lasted over StallThreshold.
+func (c *ioChecker) endStall(q *IOStall, now time.Time) {
+	q.End = now
+	if q.Duration(now) > StallThreshold && len(c.stalls) < c.limit {
+		c.stalls = append(c.stalls, *q)
+	}
+}
+
+// SetPhase labels the stalls that begin from now on (the harness's node and
+// step), so that a stall reports what the upgrade was doing.
+func (s *Sim) SetPhase(label string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.io.phase = label
 }
 
 // CheckIO runs a round of I/O now (after applying due completions) and
@@ -162,11 +296,19 @@ func (s *Sim) IOStats() IOStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick()
-	st := IOStats{Issued: s.io.issued, Failed: s.io.failed, FailedInjected: s.io.failedInjected, Dropped: s.io.dropped}
+	now := s.now()
+	st := IOStats{Issued: s.io.issued, Failed: s.io.failed, FailedInjected: s.io.failedInjected, Queued: s.io.queuedIOs, Dropped: s.io.dropped, At: now}
 	st.Failures = make([]IOFailure, len(s.io.log))
 	for i, f := range s.io.log {
 		st.Failures[i] = *f
 	}
+	st.Stalls = slices.Clone(s.io.stalls)
+	for _, name := range sortedKeys(s.io.queued) {
+		if q := s.io.queued[name]; q.Duration(now) > StallThreshold {
+			st.Stalls = append(st.Stalls, *q)
+		}
+	}
+	slices.SortStableFunc(st.Stalls, func(a, b IOStall) int { return a.Start.Compare(b.Start) })
 	return st
 }
 
@@ -175,9 +317,13 @@ func (s *Sim) IOStats() IOStats {
 func (s *Sim) ResetIOStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.io.issued, s.io.failed, s.io.failedInjected, s.io.dropped, s.io.log = 0, 0, 0, 0, nil
+	s.io.issued, s.io.failed, s.io.failedInjected, s.io.queuedIOs, s.io.dropped, s.io.log, s.io.stalls = 0, 0, 0, 0, 0, nil, nil
 	for name := range s.io.failing {
 		delete(s.io.failing, name)
+		s.markVolume(name)
+	}
+	for name := range s.io.queued {
+		delete(s.io.queued, name)
 		s.markVolume(name)
 	}
 }
@@ -190,36 +336,70 @@ func failure(injected bool, nodeName, imName, format string, args ...any) *IOFai
 	return &IOFailure{Node: nodeName, InstanceManager: imName, Reason: reason, Injected: injected}
 }
 
-// ioPath follows one I/O: initiator on the attached node, NVMe-oF target,
-// then a healthy replica. It returns nil when the I/O succeeds. On
-// ProfileV112 the initiator runs in the attached node's IM and dies with it;
-// on ProfileInPlace it is a kernel client that does not depend on its
+// ioOutcome is what one I/O to a volume does: succeed (zero), fail, or
+// wait (queue says why).
+type ioOutcome struct {
+	fail     *IOFailure
+	queue    string
+	injected bool
+}
+
+// ioPath follows one I/O: initiator on the attached node, a usable path to
+// an NVMe-oF target, the engine's RAID, then a healthy replica. On
+// ProfileV112 the initiator runs in the attached node's IM and dies with
+// it; on ProfileInPlace it is a kernel client that does not depend on its
 // node's IM, which is why moving the target away first makes an IM restart
-// harmless there.
-func (s *Sim) ioPath(v *volume) *IOFailure {
+// harmless there. An initiator with no usable path, or an engine waiting on
+// a dead replica link, queues the I/O.
+func (s *Sim) ioPath(v *volume) ioOutcome {
 	if v.attached == "" {
-		return nil
+		return ioOutcome{}
 	}
 	if n := s.nodes[v.attached]; n == nil {
-		return failure(true, v.attached, "", "initiator node %s deleted", v.attached)
+		return ioOutcome{fail: failure(true, v.attached, "", "initiator node %s deleted", v.attached)}
 	} else if !n.ready {
-		return failure(true, v.attached, "", "initiator node %s NotReady", v.attached)
+		return ioOutcome{fail: failure(true, v.attached, "", "initiator node %s NotReady", v.attached)}
 	}
 	if f := s.initiatorDown(v); f != nil {
-		return f
+		return ioOutcome{fail: f}
 	}
-	if v.broken != "" {
-		return failure(false, v.target, "", "%s", v.broken)
+	if o, ok := s.paths(v); !ok {
+		return o
 	}
-	if f := s.targetDown(v); f != nil {
-		return f
+	for _, r := range v.replicas {
+		if r.linkDown && r.inEngine {
+			return ioOutcome{queue: fmt.Sprintf("the engine's RAID waits on replica %s, whose instance stopped while the engine held it (fast-io-fail %s)", r.name, s.cfg.ReplicaIOTimeout),
+				injected: r.byFault}
+		}
 	}
 	for _, r := range v.replicas {
 		if s.replicaServes(v, r) {
-			return nil
+			return ioOutcome{}
 		}
 	}
-	return failure(s.replicasLostToFault(v), "", "", "no healthy replica reachable (%s)", describeReplicas(v))
+	return ioOutcome{fail: failure(s.replicasLostToFault(v), "", "", "no healthy replica reachable (%s)", describeReplicas(v))}
+}
+
+// paths says whether the initiator has a usable path to a running target,
+// and when not, what its I/O does. During a switch-over the new engine's
+// path serves from the initiator's preparing phase (non-optimized) and is
+// the only one from its switching phase.
+func (s *Sim) paths(v *volume) (ioOutcome, bool) {
+	sw := v.sw
+	newPath := sw != nil && sw.ef >= efPreparing && sw.engine.valid()
+	if sw != nil && sw.ef == efSwitching {
+		if newPath {
+			return ioOutcome{}, true
+		}
+		return ioOutcome{queue: fmt.Sprintf("the new engine on %s stopped while the initiator's only path led to it", sw.dest)}, false
+	}
+	if v.pathDown != "" && !newPath {
+		return ioOutcome{queue: v.pathDown}, false
+	}
+	if f := s.targetDown(v); f != nil && !newPath {
+		return ioOutcome{fail: f}, false
+	}
+	return ioOutcome{}, true
 }
 
 // initiatorDown reports, on ProfileV112, an initiator whose IM stopped or
@@ -283,11 +463,6 @@ func (s *Sim) replicasLostToFault(v *volume) bool {
 			return true
 		}
 	}
-	for _, sl := range v.slots {
-		if sl.byFault {
-			return true
-		}
-	}
 	return false
 }
 
@@ -313,9 +488,17 @@ const (
 	UnsafeTargetDown UnsafeKind = "target-down"
 	// UnsafeInitiatorDown: an attached volume's initiator died with its IM.
 	UnsafeInitiatorDown UnsafeKind = "initiator-down"
-	// UnsafePathBroken: the engine node changed while the initiator's path
-	// was being switched.
+	// UnsafePathBroken: the initiator has no usable path although its
+	// target runs: a switch-over withdrawn or reverted after the old path
+	// was made inaccessible.
 	UnsafePathBroken UnsafeKind = "path-broken"
+	// UnsafeIMOverlap: an instance manager's pod started while a deleted
+	// one's still terminated on the node (two SPDK targets, or a pod
+	// refused for want of hugepages).
+	UnsafeIMOverlap UnsafeKind = "im-overlap"
+	// UnsafeShardsLost: an instance manager running erasure-coded shards
+	// was removed.
+	UnsafeShardsLost UnsafeKind = "shards-lost"
 	// UnsafeNoHealthyReplica: an attached volume has no reachable healthy replica.
 	UnsafeNoHealthyReplica UnsafeKind = "no-healthy-replica"
 	// UnsafeEngineMoved: a volume's spec.engineNodeID differs from what its
@@ -363,8 +546,8 @@ func (s *Sim) Unsafe(inFlight string) []Unsafe {
 			if f := s.initiatorDown(v); f != nil {
 				out = append(out, Unsafe{Kind: UnsafeInitiatorDown, Volume: name, Node: f.Node, Detail: f.Reason, Injected: f.Injected})
 			}
-			if v.broken != "" {
-				out = append(out, Unsafe{Kind: UnsafePathBroken, Volume: name, Node: v.target, Detail: v.broken})
+			if v.pathDown != "" {
+				out = append(out, Unsafe{Kind: UnsafePathBroken, Volume: name, Node: v.target, Detail: v.pathDown})
 			}
 			if f := s.targetDown(v); f != nil {
 				out = append(out, Unsafe{Kind: UnsafeTargetDown, Volume: name, Node: f.Node, Detail: f.Reason, Injected: f.Injected})
@@ -382,6 +565,12 @@ func (s *Sim) Unsafe(inFlight string) []Unsafe {
 			out = append(out, Unsafe{Kind: UnsafeEngineMoved, Volume: name, Node: v.engineNode, Injected: attachedLost,
 				Detail: fmt.Sprintf("spec.engineNodeID %q, set by its user to %q (upgrade in flight on %q)", v.engineNode, v.baseline, inFlight)})
 		}
+	}
+	for _, o := range s.overlaps {
+		out = append(out, Unsafe{Kind: UnsafeIMOverlap, Detail: o})
+	}
+	for _, l := range s.shardsLost {
+		out = append(out, Unsafe{Kind: UnsafeShardsLost, Detail: l})
 	}
 	return out
 }

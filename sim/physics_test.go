@@ -31,7 +31,7 @@ func TestV112_LonghornReplacesAnIdleOldImageIM(t *testing.T) {
 
 	// node-2 empties: its engine moves to node-1, its replica is failed.
 	require.NoError(t, s.SetReplicaScheduling(ctx, "node-2", false))
-	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
+	retire(t, s, "vol-1", "vol-1-r-1")
 	require.Equal(t, "im-node-2-1", currentIM(t, s, "node-2").Name, "the engine still runs there")
 	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-1"))
 	im := currentIM(t, s, "node-2")

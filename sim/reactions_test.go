@@ -17,7 +17,7 @@ func TestRebuild_ReturnsToItsNodeOnceSchedulingIsAllowed(t *testing.T) {
 	s, fc := cluster3(t, Config{IMStartLatency: imStart, RebuildLatency: rebuild},
 		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-2", EngineOn: "node-3"})
 	require.NoError(t, s.SetReplicaScheduling(ctx, "node-1", false))
-	require.NoError(t, s.FailReplica(ctx, "vol-1", "vol-1-r-1"))
+	retire(t, s, "vol-1", "vol-1-r-1")
 	s.Advance(time.Hour)
 	requireDegraded(t, s, "vol-1", "node-1", dataplane.ReplicaStopped, "no reuse in the IM about to be replaced, no spare node")
 	im := currentIM(t, s, "node-1")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -61,7 +62,7 @@ func (s *Sim) DefaultInstanceManagerImage(ctx context.Context) (string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cfg.DefaultIMImage, nil
+	return s.setting, nil
 }
 
 // InstanceManagers lists the v2 IMs of node, or of every node when node is
@@ -100,7 +101,7 @@ func (s *Sim) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
 	s.tick()
 	out := make([]dataplane.Volume, 0, len(s.vols))
 	for _, name := range s.sortedVolumeNames() {
-		out = append(out, s.vols[name].export())
+		out = append(out, s.exportVolume(s.vols[name]))
 	}
 	return out, nil
 }
@@ -117,7 +118,7 @@ func (s *Sim) Volume(ctx context.Context, name string) (dataplane.Volume, error)
 	if err != nil {
 		return dataplane.Volume{}, err
 	}
-	return v.export(), nil
+	return s.exportVolume(v), nil
 }
 
 // VolumesOn implements dataplane.Reader from the sim's per-node indexes, so
@@ -139,7 +140,7 @@ func (s *Sim) VolumesOn(ctx context.Context, nodeName string) ([]dataplane.Volum
 	out := make([]dataplane.Volume, 0, len(sorted))
 	for _, name := range sorted {
 		if v, ok := s.vols[name]; ok {
-			out = append(out, v.export())
+			out = append(out, s.exportVolume(v))
 		}
 	}
 	return out, nil
@@ -207,6 +208,7 @@ func (n *node) export() dataplane.Node {
 		V2:              n.v2,
 		AllowScheduling: n.allowSched,
 		Images:          slices.Clone(n.images),
+		Cordoned:        n.cordoned,
 	}
 }
 
@@ -216,11 +218,15 @@ func (s *Sim) exportIMs(n *node, out []dataplane.InstanceManager) []dataplane.In
 		// Longhorn reports the instances of a running IM only.
 		if n.im.state == dataplane.IMRunning {
 			im.Engines, im.Frontends, im.Replicas = s.instances(n)
+			im.Shards = n.shards
 		}
 		out = append(out, im)
 	}
 	if n.next != nil {
 		out = append(out, n.next.export())
+	}
+	if n.gone != nil {
+		out = append(out, n.gone.export())
 	}
 	return out
 }
@@ -232,7 +238,14 @@ func (m *im) export() dataplane.InstanceManager {
 		Image:      m.image,
 		DataEngine: dataplane.DataEngineV2,
 		State:      m.state,
+		Deleting:   m.deleting,
 	}
+}
+
+func (s *Sim) exportVolume(v *volume) dataplane.Volume {
+	out := v.export()
+	out.ReplenishAt = s.replenishAt(v)
+	return out
 }
 
 func (v *volume) export() dataplane.Volume {
@@ -251,9 +264,13 @@ func (v *volume) export() dataplane.Volume {
 	}
 	if v.sw != nil {
 		out.Switchover = v.sw.state
+		out.PathsSwitching = v.sw.switchingPaths()
 	}
+	// v1 engines run in v1 instance managers, which the simulator does not model.
+	engineRuns := v.engine != EngineV2 || v.targetIM.valid() || (v.sw != nil && v.sw.engine.valid())
 	for i, r := range v.replicas {
-		out.Replicas[i] = dataplane.Replica{Name: r.name, Node: r.node, State: r.state}
+		out.Replicas[i] = dataplane.Replica{Name: r.name, Node: r.node, State: r.state,
+			Failed: r.failed, InEngine: r.inEngine && engineRuns, Running: r.instance}
 	}
 	return out
 }
@@ -278,6 +295,17 @@ type VolumeInstances struct {
 	// none; Switchovers counts the switch-overs completed.
 	SwitchoverTo string
 	Switchovers  uint64
+	// NewEngineRunning: the switch-over's new engine runs.
+	NewEngineRunning bool
+	// PathPhase is the initiator's last completed switch-over phase, as its
+	// EngineFrontend reports it: "", "preparing" or "switching".
+	PathPhase string
+	// DegradedAt is Longhorn's status.lastDegradedAt (zero while the volume
+	// is not degraded).
+	DegradedAt time.Time
+	// DeadLinks are the replicas the engine's RAID still holds on a dead
+	// link (their instance stopped while it held them).
+	DeadLinks []string
 }
 
 // Instances returns, by IM name, what each node's serving IM runs (only
@@ -304,6 +332,22 @@ func (s *Sim) Instances() (map[string]IMInstances, map[string]VolumeInstances) {
 		}
 		if v.sw != nil {
 			vi.SwitchoverTo = v.sw.dest
+			vi.NewEngineRunning = v.sw.engine.valid()
+			switch {
+			case v.sw.state != dataplane.SwitchoverSwitchingOver:
+			case v.sw.ef == efPreparing:
+				vi.PathPhase = "preparing"
+			case v.sw.ef == efSwitching:
+				vi.PathPhase = "switching"
+			}
+		}
+		if !v.degradedAt.IsZero() && v.attached != "" {
+			vi.DegradedAt = v.degradedAt.Truncate(time.Second)
+		}
+		for _, r := range v.replicas {
+			if r.linkDown && r.inEngine {
+				vi.DeadLinks = append(vi.DeadLinks, r.name)
+			}
 		}
 		vols[name] = vi
 	}

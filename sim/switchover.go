@@ -8,24 +8,50 @@ import (
 )
 
 // This file is Longhorn's engine switch-over as v1.12's volume and
-// EngineFrontend controllers run it: when the node an attached v2 volume's
-// engine should run on (spec.engineNodeID, else the attached node) differs
-// from where it runs, a second engine is prepared there, the initiator's
-// path is switched to it, and the old engine goes. The initiator stays on
-// the attached node throughout.
+// EngineFrontend controllers run it (sim/RULES.md): when the node an
+// attached v2 volume's engine should run on (spec.engineNodeID, else the
+// attached node) differs from where it runs, a second engine is prepared
+// there (preparing), the initiator's paths are switched to it
+// (switching-over: the new path connected non-optimized, the old path made
+// inaccessible, the new path promoted), and the old engine goes
+// (finalizing). The initiator stays on the attached node throughout.
+//
+// The switch-over takes TargetMoveLatency: half preparing, then a quarter
+// for each of the initiator's preparing and switching phases; promoted,
+// it ends at the next reconcile.
+
+// efPhase is how far the initiator (the EngineFrontend) has switched its
+// paths to the new engine.
+type efPhase int
+
+const (
+	// efIdle: only the old path, optimized.
+	efIdle efPhase = iota
+	// efPreparing: the new path is connected, non-optimized, beside the old.
+	efPreparing
+	// efSwitching: the old path is inaccessible; only the new one serves.
+	efSwitching
+)
 
 // switchover is a switch-over under way.
 type switchover struct {
 	dest  string
 	state dataplane.SwitchoverState
-	gen   uint64
+	ef    efPhase
+	// engine is the new engine's process on dest, once it started.
+	engine binding
+	gen    uint64
 }
 
-// planSwitch reacts to a change of where the engine should run. Changing the
-// destination while the path is being switched leaves the old path
-// inaccessible (Longhorn updates the initiator's target only at the end of
-// the switch): the volume's I/O fails until a later switch-over completes.
-// While preparing, changing it is clean: Longhorn drops the new engine.
+// switchingPaths reports that the initiator has begun switching its paths
+// (dataplane.Volume.PathsSwitching).
+func (sw *switchover) switchingPaths() bool {
+	return sw.state == dataplane.SwitchoverSwitchingOver && sw.ef >= efPreparing
+}
+
+// planSwitch reacts to a change of where the engine should run, as one
+// pass of Longhorn's volume controller: its replica reconcile first (with
+// one engine, a reuse may start now), then the switch-over code.
 func (s *Sim) planSwitch(v *volume, now time.Time) {
 	if v.attached == "" {
 		s.endSwitch(v)
@@ -35,11 +61,23 @@ func (s *Sim) planSwitch(v *volume, now time.Time) {
 	if v.sw != nil && v.sw.dest == dest {
 		return
 	}
-	if v.sw != nil && v.sw.state == dataplane.SwitchoverSwitchingOver {
-		v.broken = fmt.Sprintf("engine node changed to %q while the initiator's path was switching to %s: the old path is left inaccessible", dest, v.sw.dest)
-		s.markVolume(v.name)
+	if v.sw == nil {
+		s.placeReplicas(v, now)
 	}
-	s.endSwitch(v)
+	if v.sw != nil {
+		switch {
+		case v.sw.state == dataplane.SwitchoverFinalizing:
+			// The target already moved; what follows is a new switch-over,
+			// planned once this one has ended.
+			return
+		case dest == v.target:
+			s.withdraw(v, now)
+			return
+		default:
+			s.revert(v, fmt.Sprintf("the engine node changed to %s during a switch-over to %s", dest, v.sw.dest))
+			s.endSwitch(v)
+		}
+	}
 	if dest == v.target {
 		return
 	}
@@ -49,6 +87,39 @@ func (s *Sim) planSwitch(v *volume, now time.Time) {
 	s.counts.dirty[v.name] = struct{}{}
 	s.imCheck[dest] = struct{}{}
 	s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 2), kind: timerSwitch, obj: v.name, gen: v.swGen})
+}
+
+// withdraw is spec.engineNodeID set back to where the engine runs while a
+// switch-over is under way: Longhorn's cleanup branch stops and deletes the
+// new engine (finalizing). Past the initiator's switching phase the old path
+// stays inaccessible (RuleRevertLeavesPathDown).
+func (s *Sim) withdraw(v *volume, now time.Time) {
+	s.leavePathDown(v, "the switch-over to "+v.sw.dest+" was withdrawn")
+	s.finalize(v, now)
+}
+
+// finalize puts a withdrawn switch-over in finalizing: the new engine is
+// deleted, and the switch-over ends at the next reconcile.
+func (s *Sim) finalize(v *volume, now time.Time) {
+	sw := v.sw
+	sw.state, sw.ef, sw.engine = dataplane.SwitchoverFinalizing, efIdle, binding{}
+	delIdx(s.migratingTo, sw.dest, v.name)
+	s.counts.dirty[v.name] = struct{}{}
+	s.imCheck[sw.dest] = struct{}{}
+	delete(s.pendingSwitch, v.name)
+	s.markVolume(v.name)
+	s.schedule(&timer{due: now, kind: timerSwitch, obj: v.name, gen: sw.gen})
+}
+
+// leavePathDown records, when the initiator's switching phase already made
+// the old path inaccessible, that it stays so: Longhorn's next phase call
+// goes to the old address, which the initiator takes as a no-op.
+func (s *Sim) leavePathDown(v *volume, what string) {
+	if v.sw.ef != efSwitching || !s.on(RuleRevertLeavesPathDown) {
+		return
+	}
+	v.pathDown = fmt.Sprintf("%s after the initiator had made the old path to %s inaccessible: Longhorn leaves it so, and the volume has no usable path until a later switch-over connects a new one", what, v.target)
+	s.markVolume(v.name)
 }
 
 // endSwitch drops the switch-over under way, if any, and what it reported:
@@ -63,18 +134,23 @@ func (s *Sim) endSwitch(v *volume) {
 		v.sw = nil
 	}
 	delete(s.pendingSwitch, v.name)
+	s.markVolume(v.name)
 }
 
-// advanceSwitch moves a switch-over on, when its phase is due or what held it
-// changed. It reports whether the volume changed.
+// advanceSwitch moves a switch-over on when its phase is due or what held it
+// changed, checking Longhorn's revert conditions on the way (see
+// revertCause). It reports whether the volume changed.
 //
-//   - preparing (or reverting, retried): a switch-over is reverted while the
-//     current engine does not run, a replica is rebuilding, no replica is
-//     healthy, or a failure is injected; it waits (no timeout, like
-//     Longhorn) while the destination cannot host an engine.
-//   - switching-over: it completes unless the frontend has no switch-over
-//     path (ublk, none), which leaves it there for good, or the new engine
-//     was lost meanwhile, which reverts it.
+//   - preparing (or reverting, retried): it waits (no timeout, like
+//     Longhorn) while the destination cannot host an engine; else the new
+//     engine runs and the initiator starts switching.
+//   - switching-over: the initiator's phases follow each other, unless
+//     its frontend has no switch-over path (ublk, none: it stays there for
+//     good), a failure is injected (its phase call fails and is retried,
+//     reported as FailedSwitchover) or the new engine was lost (a revert).
+//     Promoted, the new engine serves: finalizing.
+//   - finalizing: the old engine is gone; the switch-over ends, and one to
+//     where the engine should run now is planned if that changed meanwhile.
 func (s *Sim) advanceSwitch(name string, gen uint64, now time.Time) bool {
 	v := s.vols[name]
 	if v == nil || v.sw == nil || v.sw.gen != gen {
@@ -86,44 +162,116 @@ func (s *Sim) advanceSwitch(name string, gen uint64, now time.Time) bool {
 		if why := s.revertCause(v); why != "" {
 			return s.revert(v, why)
 		}
+		if sw.state == dataplane.SwitchoverReverting {
+			// Tried again: a new engine is prepared.
+			delete(s.pendingSwitch, name)
+			sw.state = dataplane.SwitchoverPreparing
+			s.markVolume(name)
+			s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 2), kind: timerSwitch, obj: name, gen: gen})
+			return true
+		}
 		if !s.canHostEngine(sw.dest) {
 			s.pendingSwitch[name] = struct{}{}
 			was := sw.state
 			sw.state = dataplane.SwitchoverPreparing
 			return was != sw.state
 		}
-		delete(s.pendingSwitch, name)
 		sw.state = dataplane.SwitchoverSwitchingOver
-		s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 2), kind: timerSwitch, obj: name, gen: gen})
-		return true
+		sw.engine = s.nodes[sw.dest].bind()
+		return s.switchPaths(v, now)
 	case dataplane.SwitchoverSwitchingOver:
-		if !v.switchable() {
-			return false
+		if why := s.revertCause(v); why != "" && s.on(RuleRevertWhileSwitchingOver) {
+			return s.revert(v, why)
 		}
-		if !s.canHostEngine(sw.dest) {
+		if !sw.engine.valid() {
 			return s.revert(v, "the new engine on "+sw.dest+" stopped")
 		}
+		return s.switchPaths(v, now)
+	case dataplane.SwitchoverFinalizing:
 		s.endSwitch(v)
-		s.setTarget(v, sw.dest)
-		v.broken = ""
-		v.swDone++
+		s.planSwitch(v, now)
 		return true
 	}
 	return false
 }
 
-// revert puts the switch-over in reverting, to be retried when something
-// changes. An injected failure is reported the way Longhorn's EngineFrontend
-// controller reports a failed switch (a FailedSwitchover Warning).
-func (s *Sim) revert(v *volume, why string) bool {
-	s.pendingSwitch[v.name] = struct{}{}
-	changed := v.sw.state != dataplane.SwitchoverReverting
-	v.sw.state = dataplane.SwitchoverReverting
-	if s.faults.moveFail[v.name] {
-		msg := fmt.Sprintf("Failed to switch over target to %s: %s", engineAddress(v.sw.dest), why)
-		changed = changed || v.swError != msg
-		v.swError = msg
+// switchPaths runs the initiator's next phase of a switch-over in
+// switching-over: preparing (the new path connected), switching (the old
+// path inaccessible), promoting (the new engine serves: finalizing, which
+// ends at the next reconcile). Each phase but the last takes a quarter of
+// TargetMoveLatency. A frontend without a switch-over path stays there for
+// good; an injected failure makes the phase's call fail and retry,
+// reported as FailedSwitchover.
+func (s *Sim) switchPaths(v *volume, now time.Time) bool {
+	sw := v.sw
+	if !v.switchable() {
+		delete(s.pendingSwitch, v.name)
+		return true
 	}
+	if s.faults.moveFail[v.name] {
+		msg := fmt.Sprintf("Failed to switch over target to %s: %sswitch-over refused", engineAddress(sw.dest), InjectedPrefix)
+		s.pendingSwitch[v.name] = struct{}{}
+		changed := v.swError != msg
+		v.swError = msg
+		return changed
+	}
+	delete(s.pendingSwitch, v.name)
+	v.swError = ""
+	switch sw.ef {
+	case efIdle:
+		sw.ef = efPreparing
+		v.pathDown = "" // the new path serves
+	case efPreparing:
+		sw.ef = efSwitching
+	case efSwitching:
+		s.setTarget(v, sw.dest)
+		v.targetIM = sw.engine
+		v.swDone++
+		sw.state, sw.ef, sw.engine = dataplane.SwitchoverFinalizing, efIdle, binding{}
+		delIdx(s.migratingTo, sw.dest, v.name)
+		s.counts.dirty[v.name] = struct{}{}
+		s.schedule(&timer{due: now, kind: timerSwitch, obj: v.name, gen: sw.gen})
+		return true
+	}
+	s.markVolume(v.name)
+	s.schedule(&timer{due: now.Add(s.cfg.TargetMoveLatency / 4), kind: timerSwitch, obj: v.name, gen: sw.gen})
+	return true
+}
+
+// checkRevert applies Longhorn's revert check to a switch-over under way at
+// once, as its next reconcile of the volume would (a replica joined the
+// engine).
+func (s *Sim) checkRevert(v *volume, now time.Time) {
+	if v.sw == nil {
+		return
+	}
+	switch v.sw.state {
+	case dataplane.SwitchoverPreparing:
+	case dataplane.SwitchoverSwitchingOver:
+		if !s.on(RuleRevertWhileSwitchingOver) {
+			return
+		}
+	default:
+		return
+	}
+	if why := s.revertCause(v); why != "" {
+		s.revert(v, why)
+	}
+}
+
+// revert puts the switch-over in reverting: Longhorn deletes the new
+// engine and points the initiator back at the old one (leaving the old
+// path down past the switching phase), and tries again while the engine
+// node still differs, once what made it revert is gone.
+func (s *Sim) revert(v *volume, why string) bool {
+	s.leavePathDown(v, "a switch-over to "+v.sw.dest+" was reverted ("+why+")")
+	s.pendingSwitch[v.name] = struct{}{}
+	changed := v.sw.state != dataplane.SwitchoverReverting || v.sw.ef != efIdle
+	v.sw.state, v.sw.ef, v.sw.engine = dataplane.SwitchoverReverting, efIdle, binding{}
+	v.swGen++
+	v.sw.gen = v.swGen
+	s.counts.dirty[v.name] = struct{}{}
+	s.markVolume(v.name)
 	return changed
 }
 
@@ -131,14 +279,12 @@ func (s *Sim) revert(v *volume, why string) bool {
 // or "".
 func (s *Sim) revertCause(v *volume) string {
 	switch {
-	case s.faults.moveFail[v.name]:
-		return InjectedPrefix + "switch-over refused"
 	case !v.targetIM.valid():
 		return "the current engine on " + v.target + " is not running"
 	case v.count(dataplane.ReplicaRunning) == 0:
 		return "no running replica to bind the new engine to"
-	case v.count(dataplane.ReplicaRebuilding) > 0:
-		return "a replica is rebuilding (WO)"
+	case v.rebuildingInEngine() > 0:
+		return "a replica is rebuilding (WO) or in the engine with no mode yet"
 	}
 	return ""
 }

@@ -5,17 +5,25 @@ import (
 	"context"
 	"time"
 
+	"github.com/switchback-dev/switchback/dataplane"
+
 	"github.com/switchback-dev/switchback/internal/periodic"
 )
 
 type timerKind uint8
 
 const (
-	timerSwitch  timerKind = iota // a switch-over phase is due
-	timerIMStart                  // a new IM finishes starting
-	timerRebuild                  // a replica rebuild finishes
-	timerRecheck                  // a lost replica's wait for its node ends
-	timerHeal                     // a fault armed with HealAfter heals itself
+	timerSwitch       timerKind = iota // a switch-over phase is due
+	timerIMStart                       // a new IM finishes starting
+	timerRebuild                       // a replica rebuild finishes
+	timerRecheck                       // a degraded volume's replenishment wait ends
+	timerHeal                          // a fault armed with HealAfter heals itself
+	timerEngineRemove                  // an engine removes a replica from its RAID
+	timerReplicaJoin                   // a started replica joins its engine
+	timerIMRetry                       // an IM pod that failed beside a lingering one is retried
+	timerPodGone                       // a deleted IM's pod is gone
+	timerIOTimeout                     // a volume's queued I/O reaches the initiator's ctrl-loss-tmo
+	timerRecheckIM                     // Longhorn's node controller looks at a node's IMs again
 )
 
 // timer is a pending completion. gen identifies the state it was scheduled
@@ -53,6 +61,22 @@ func (h *timerHeap) Pop() any {
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
 	return t
+}
+
+// dropStale pops the timers at the head of the heap that can change
+// nothing any more (an I/O timeout of a volume whose I/O flows again), so
+// that what is pending is what matters.
+func (s *Sim) dropStale() {
+	for len(s.timers) > 0 {
+		t := s.timers[0]
+		if t.kind != timerIOTimeout {
+			return
+		}
+		if q := s.io.queued[t.obj]; q != nil && !q.Start.Add(QueueTimeout).After(t.due) {
+			return
+		}
+		heap.Pop(&s.timers)
+	}
 }
 
 func (s *Sim) schedule(t *timer) {
@@ -122,14 +146,28 @@ func (s *Sim) step(timers bool) {
 func (s *Sim) fire(t *timer, now time.Time) bool {
 	switch t.kind {
 	case timerSwitch:
-		return s.advanceSwitch(t.obj, t.gen, now)
+		return s.advanceSwitch(t.obj, t.gen, t.due)
 	case timerIMStart:
-		return s.tryStartIM(t.obj, t.sub, t.gen)
+		return s.tryStartIM(t.obj, t.sub, t.gen, now)
 	case timerRebuild:
 		return s.finishRebuild(t.obj, t.sub, t.gen, now)
 	case timerRecheck:
 		s.reconcile[t.obj] = struct{}{}
 		return false
+	case timerEngineRemove:
+		return s.engineRemove(t.obj, t.sub, t.gen)
+	case timerReplicaJoin:
+		return s.joinEngine(t.obj, t.sub, t.gen, now)
+	case timerIMRetry:
+		return s.retryIM(t.obj, t.sub, t.gen, now)
+	case timerPodGone:
+		return s.podGone(t.obj, t.sub, now)
+	case timerRecheckIM:
+		s.imCheck[t.obj] = struct{}{}
+		return false
+	case timerIOTimeout:
+		// Nothing changes but the I/O round that follows, which fails it.
+		return true
 	case timerHeal:
 		// Healed by hand and injected again since: not this timer's fault.
 		if s.faults.activation[faultKey(t.fault.Kind, t.fault.Object)] != t.gen {
@@ -144,12 +182,15 @@ func (s *Sim) fire(t *timer, now time.Time) bool {
 func (s *Sim) retryBlocked() {
 	now := s.now()
 	for _, name := range sortedKeys(s.blockedIMs) {
-		if n := s.nodes[name]; n != nil && n.im != nil {
-			if s.tryStartIM(name, n.im.name, n.im.gen) {
-				s.checkIO()
-			}
-		} else {
+		n := s.nodes[name]
+		switch {
+		case n == nil || n.im == nil:
 			delete(s.blockedIMs, name)
+		case n.im.state == dataplane.IMStopped:
+			delete(s.blockedIMs, name)
+			s.startIM(n, n.im, now)
+		case s.tryStartIM(name, n.im.name, n.im.gen, now):
+			s.checkIO()
 		}
 	}
 	for _, name := range sortedKeys(s.pendingSwitch) {
@@ -181,6 +222,7 @@ func (s *Sim) NextDue() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick()
+	s.dropStale()
 	if len(s.timers) == 0 {
 		return time.Time{}, false
 	}
@@ -205,6 +247,7 @@ func (s *Sim) Advance(d time.Duration) {
 	end := fc.Now().Add(d)
 	for range maxSteps {
 		s.tick()
+		s.dropStale()
 		if len(s.timers) == 0 || s.timers[0].due.After(end) {
 			break
 		}
@@ -225,6 +268,7 @@ func (s *Sim) Settle() time.Duration {
 	start := fc.Now()
 	for range maxSteps {
 		s.tick()
+		s.dropStale()
 		if len(s.timers) == 0 {
 			break
 		}

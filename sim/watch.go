@@ -30,6 +30,7 @@ func (s *Sim) Changed() <-chan struct{} {
 // armWake makes sure a wall-clock timer fires at the earliest pending
 // completion. Called under s.mu.
 func (s *Sim) armWake() {
+	s.dropStale()
 	if _, fake := s.clock.(*FakeClock); fake || len(s.timers) == 0 {
 		return
 	}

@@ -39,8 +39,18 @@ import (
 // state (no initiator and no target on the node right before its IM may go)
 // remain the last line.
 
+// The guard also keeps a volume's snapshots through its switch-overs:
+// Longhorn's engine controller syncs the Snapshot objects of every engine,
+// a switch-over's new engine included, whose snapshot list is still empty,
+// and deletes the objects that list lacks; the snapshot controller then
+// deletes the snapshots from every replica once one engine is left
+// (docs/longhorn-evidence.md §3.4). So no Snapshot object of a v2 volume is
+// deleted while its target moves, by anyone: the deletion is retried by
+// whoever asked (Longhorn's engine controller requeues it, and by then the
+// new engine lists the snapshots), a user's passes once the move ended.
+
 // GuardPath is where the apiserver posts reviews of Longhorn
-// VolumeAttachments and Volumes (deploy/webhook/guard.yaml).
+// VolumeAttachments, Volumes and Snapshots (deploy/webhook/guard.yaml).
 const GuardPath = "/guard-longhorn-v2-placement"
 
 // Names of the guard's configuration and its webhooks (deploy/webhook).
@@ -48,6 +58,7 @@ const (
 	GuardConfigurationName = "switchback-guard"
 	GuardAttachmentsName   = "guard-volumeattachments.switchback.longhorn.io"
 	GuardVolumesName       = "guard-volumes.switchback.longhorn.io"
+	GuardSnapshotsName     = "guard-snapshots.switchback.longhorn.io"
 )
 
 // DefaultGuardTimeout bounds one guard decision: below the configuration's
@@ -141,12 +152,21 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 var (
 	volumeAttachmentKind = metav1.GroupVersionKind{Group: longhorn.GroupVersion.Group, Version: longhorn.GroupVersion.Version, Kind: "VolumeAttachment"}
 	volumeKind           = metav1.GroupVersionKind{Group: longhorn.GroupVersion.Group, Version: longhorn.GroupVersion.Version, Kind: longhorn.KindVolume}
+	snapshotKind         = metav1.GroupVersionKind{Group: longhorn.GroupVersion.Group, Version: longhorn.GroupVersion.Version, Kind: longhorn.KindSnapshot}
 )
 
 // Admit answers one review. Anything it cannot decide is allowed (see the
 // package's guard rules): a denial must always be a node under upgrade.
 func (g *Guard) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	if g.cfg.Disabled || slices.Contains(g.cfg.Trusted, req.UserInfo.Username) ||
+	if g.cfg.Disabled {
+		return allow()
+	}
+	if req.Kind == snapshotKind {
+		// Whoever deletes: Longhorn's own engine controller above all.
+		if req.Operation != admissionv1.Delete {
+			return allow()
+		}
+	} else if slices.Contains(g.cfg.Trusted, req.UserInfo.Username) ||
 		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return allow()
 	}
@@ -160,6 +180,8 @@ func (g *Guard) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *a
 		denial, err = g.attachment(ctx, req)
 	case volumeKind:
 		denial, err = g.engineNode(ctx, req)
+	case snapshotKind:
+		denial, err = g.snapshot(ctx, req)
 	default:
 		log.Warn("review of a kind the guard does not check: check the guard configuration's rules")
 		return allow()
@@ -252,6 +274,43 @@ func (g *Guard) engineNode(ctx context.Context, req *admissionv1.AdmissionReques
 	}
 	return fmt.Sprintf("moving the engine of v2 volume %s to node %s (spec.engineNodeID) is refused: that node's v2 data engine is being upgraded by DataEngineUpgradeManager %s (%s); set it once that node's upgrade is over",
 		obj.Name, node, u.Manager, u.State), nil
+}
+
+// snapshot refuses deleting a v2 volume's Snapshot object while the
+// volume's target moves: a switch-over is under way, or its engine node
+// differs from where its target runs (the switch-over is about to start).
+func (g *Guard) snapshot(ctx context.Context, req *admissionv1.AdmissionRequest) (string, error) {
+	var old longhorn.Snapshot
+	if err := decodeObject(req.OldObject.Raw, &old); err != nil {
+		return "", err
+	}
+	if old.DeletionTimestamp != nil || old.Spec.Volume == "" {
+		return "", nil
+	}
+	v, err := g.cfg.Cluster.Volume(ctx, old.Spec.Volume)
+	if errors.Is(err, dataplane.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read volume %s: %w", old.Spec.Volume, err)
+	}
+	if !Moving(v) {
+		return "", nil
+	}
+	return fmt.Sprintf("deleting snapshot %s of v2 volume %s is refused while the volume's target moves (switchoverState %q, engine node %q, target on %q): "+
+		"Longhorn's sync of the switch-over's new engine, whose snapshot list is still empty, would delete the snapshot from every replica; it passes once the move ended",
+		old.Name, v.Name, v.Switchover, v.EngineHome(v.EngineNode), v.TargetNode), nil
+}
+
+// Moving reports whether an attached v2 volume's target is moving: a
+// switch-over under way, or asked for (its engine node is not where its
+// target runs), or not settled (two engines, or the initiator not on the
+// only one). Snapshot objects of such a volume are kept.
+func Moving(v dataplane.Volume) bool {
+	if v.DataEngine != dataplane.DataEngineV2 || !v.Attached() {
+		return false
+	}
+	return v.Switchover != dataplane.SwitchoverNone || v.EngineHome(v.EngineNode) != v.TargetNode || !v.TargetReady
 }
 
 // newTickets returns, sorted by id, the tickets of now that old does not

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -197,4 +198,40 @@ func TestUpgradingFromStore(t *testing.T) {
 		"n2": {Manager: "longhorn-system/upgrade", State: v1beta2.NodeUpgradeStateSwitchingOver},
 	}, got, "only node upgrades at work count: not completed ones, not ones that never started "+
 		"(pending, no status: also those of an upgrade that ended before them), not other namespaces")
+}
+
+// TestGuardKeepsSnapshotsWhileTargetsMove: a Snapshot object of an
+// attached v2 volume whose target moves is not deleted, by anyone; once
+// the move ended, or for a detached or v1 volume, it is.
+func TestGuardKeepsSnapshotsWhileTargetsMove(t *testing.T) {
+	s := sim.New(sim.Config{Clock: sim.NewFakeClock(time.Time{}), TargetMoveLatency: time.Minute})
+	for _, n := range []string{"n1", "n2", "n3"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	require.NoError(t, s.AddVolume("pvc-v2", sim.EngineV2, []string{"n1", "n3"}, ""))
+	require.NoError(t, s.AddVolume("pvc-v1", sim.EngineV1, []string{"n1", "n3"}, "n1"))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "pvc-moving", ReplicasOn: []string{"n1", "n3"}, AttachedTo: "n1"}))
+	g, err := webhook.NewGuard(webhook.GuardConfig{Cluster: s, Upgrading: upgradingFunc(n2Upgrading), Trusted: []string{worker}})
+	require.NoError(t, err)
+	snap := func(volume string) *longhorn.Snapshot {
+		return &longhorn.Snapshot{TypeMeta: metav1.TypeMeta{APIVersion: longhorn.GroupVersion.String(), Kind: longhorn.KindSnapshot},
+			ObjectMeta: metav1.ObjectMeta{Name: "snap-" + volume, Namespace: "longhorn-system"}, Spec: longhorn.SnapshotSpec{Volume: volume}}
+	}
+	deleting := func(volume, user string) *admissionv1.AdmissionResponse {
+		req := guardRequest(t, admissionv1.Delete, user, snap(volume), nil)
+		req.Kind.Kind = longhorn.KindSnapshot
+		return g.Admit(context.Background(), req)
+	}
+	require.True(t, deleting("pvc-moving", "longhorn").Allowed, "settled on its node")
+	require.NoError(t, s.SetEngineNode(context.Background(), "pvc-moving", "n3"))
+	for _, user := range []string{"system:serviceaccount:longhorn-system:longhorn-service-account", worker, "admin"} {
+		resp := deleting("pvc-moving", user)
+		require.False(t, resp.Allowed, user)
+		assert.Contains(t, resp.Result.Message, "deleting snapshot snap-pvc-moving of v2 volume pvc-moving is refused while the volume's target moves")
+	}
+	assert.True(t, deleting("pvc-v2", "longhorn").Allowed, "detached")
+	assert.True(t, deleting("pvc-v1", "longhorn").Allowed, "v1")
+	assert.True(t, deleting("pvc-gone", "longhorn").Allowed, "no such volume")
+	s.Settle()
+	assert.True(t, deleting("pvc-moving", "longhorn").Allowed, "the move over")
 }

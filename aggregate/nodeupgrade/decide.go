@@ -138,7 +138,8 @@ func stepGate(s State, c CompleteStep) error {
 		want  string
 	)
 	switch c.From {
-	case events.NodeSwitchingOver:
+	case events.NodeSwitchingOver, events.NodeUpgradingInstanceManager:
+		// A volume recorded late is switched over in upgrading-instance-manager too.
 		stuck = s.VolumesWhere(func(v Volume) bool { return v.State == events.VolumeSwitchingOver })
 		want = "switched over"
 	case events.NodeSwitchingBack:

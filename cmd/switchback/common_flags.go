@@ -95,6 +95,30 @@ func (f *dataPlaneFlags) longhorn(ctx context.Context, cfg *rest.Config, log *sl
 	return longhorn.NewForConfig(ctx, cfg, longhorn.Options{Namespace: f.namespace, Log: log, AllowExperimental: f.allowExperimental})
 }
 
+// awaitLonghorn is longhorn for a process that runs until stopped (the
+// controller, a worker): a Longhorn it cannot drive is refused at once;
+// anything else (the apiserver unreachable or restarting, a missing
+// permission) is tried again until ctx ends, where a one-shot command
+// fails.
+func (f *dataPlaneFlags) awaitLonghorn(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*longhorn.Plane, error) {
+	var lastLog time.Time
+	for {
+		p, err := f.longhorn(ctx, cfg, log)
+		if err == nil || errors.Is(err, longhorn.ErrUnsupportedLonghorn) || errors.Is(err, longhorn.ErrExperimentalLonghorn) {
+			return p, err
+		}
+		if time.Since(lastLog) >= time.Minute {
+			log.Warn("cannot read Longhorn through the Kubernetes API yet; trying again", "error", err)
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("longhorn: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(bindRetry):
+		}
+	}
+}
+
 // open returns the data plane (cfg is needed for longhorn; nc for sim) and
 // reports the Longhorn it drives in the log and the longhorn_profile metric.
 func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Conn, log *slog.Logger) (dataplane.DataPlane, error) {
@@ -104,7 +128,7 @@ func (f *dataPlaneFlags) open(ctx context.Context, cfg *rest.Config, nc *nats.Co
 		if cfg == nil {
 			return nil, errors.New("--data-plane longhorn needs a Kubernetes configuration (--kubeconfig or in-cluster)")
 		}
-		plane, err := f.longhorn(ctx, cfg, log)
+		plane, err := f.awaitLonghorn(ctx, cfg, log)
 		if err != nil {
 			return nil, err
 		}

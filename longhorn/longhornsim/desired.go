@@ -3,6 +3,9 @@ package longhornsim
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,9 +19,10 @@ import (
 // The adapter's mapping (longhorn/mapping.go) reads these back; the tests
 // check that the round trip gives the simulator's own view.
 
-// finalizer keeps Longhorn's objects until the manager has cleaned up, as
-// Longhorn's controllers do, so a deleted IM or replica is visible while
-// its deletion is in progress.
+// finalizer keeps Longhorn's replicas until the manager has cleaned up, as
+// Longhorn's replica controller does, so a deleted replica is visible while
+// its deletion is in progress. Instance managers have none: a background
+// delete removes one at once (RuleIMPodLingers).
 const finalizer = "longhorn.io"
 
 // ManagedByLabel marks the Kubernetes Nodes a Manager created, with its
@@ -40,6 +44,7 @@ func condition(typ string, ok bool) longhorn.Condition {
 func kubeNode(n dataplane.Node, namespace string) *longhorn.KubeNode {
 	out := &longhorn.KubeNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{ManagedByLabel: namespace}},
+		Spec:       longhorn.KubeNodeSpec{Unschedulable: n.Cordoned},
 		Status:     longhorn.KubeNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)}},
 	}
 	for _, img := range n.Images {
@@ -60,7 +65,7 @@ func longhornNode(n dataplane.Node, namespace string) *longhorn.LonghornNode {
 // instances of a running IM only.
 func instanceManager(im dataplane.InstanceManager, in sim.IMInstances, namespace string) *longhorn.InstanceManager {
 	out := &longhorn.InstanceManager{
-		ObjectMeta: metav1.ObjectMeta{Name: im.Name, Namespace: namespace, Finalizers: []string{finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Name: im.Name, Namespace: namespace},
 		Spec: longhorn.InstanceManagerSpec{
 			NodeID: im.Node, Image: im.Image, DataEngine: dataplane.DataEngineV2, Type: longhorn.InstanceManagerTypeAllInOne,
 		},
@@ -96,6 +101,11 @@ func instanceManager(im dataplane.InstanceManager, in sim.IMInstances, namespace
 	out.Status.InstanceEngines = procs(engines)
 	out.Status.InstanceEngineFrontends = procs(frontends)
 	out.Status.InstanceReplicas = procs(in.Replicas)
+	var shards []string
+	for i := range im.Shards {
+		shards = append(shards, fmt.Sprintf("%s-shard-%d", im.Node, i))
+	}
+	out.Status.InstanceShards = procs(shards)
 	return out
 }
 
@@ -114,13 +124,47 @@ func engineName(volume, node string) string {
 // <volume>-ef-<n>).
 func frontendName(volume string) string { return volume + "-ef-0" }
 
-// engineIP is the made-up storage IP of a node: the target address engines
-// and EngineFrontends name.
-func engineIP(node string) string {
+// engineIP is the made-up storage IP of a node: the address engines and
+// replicas listen on, which EngineFrontends name.
+func engineIP(node string) string { return madeUpIP(node, 10) }
+
+// podIP is the made-up pod IP of a node's instance manager: the storage IP
+// unless the cluster has a storage network.
+func podIP(node string, storageNetwork bool) string {
+	if !storageNetwork {
+		return engineIP(node)
+	}
+	return madeUpIP(node, 172)
+}
+
+func madeUpIP(node string, first byte) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(node)) // hash writes never fail
 	sum := h.Sum32()
-	return fmt.Sprintf("10.%d.%d.%d", byte(sum>>16), byte(sum>>8), byte(sum)|1)
+	return fmt.Sprintf("%d.%d.%d.%d", first, byte(sum>>16), byte(sum>>8), byte(sum)|1)
+}
+
+// replicaPort is the NVMe-oF port of every simulated replica.
+const replicaPort = 20002
+
+// replicaAddress is where a replica on node listens.
+func replicaAddress(node string) string { return fmt.Sprintf("%s:%d", engineIP(node), replicaPort) }
+
+// render is what the simulated manager renders objects with beyond the
+// simulator's views: the Longhorn version's address field (RuleV1120TargetIP)
+// and whether engines have a storage network.
+type render struct {
+	// v1120 targets initiators at the engine's pod IP, as v1.12.0 does.
+	v1120          bool
+	storageNetwork bool
+}
+
+// targetIP is where an initiator is pointed at an engine on node.
+func (r render) targetIP(node string) string {
+	if r.v1120 {
+		return podIP(node, r.storageNetwork)
+	}
+	return engineIP(node)
 }
 
 // dataEngine is the value Longhorn stores: "v1" or "v2", never empty.
@@ -133,7 +177,7 @@ func dataEngine(v dataplane.Volume) string {
 
 // volume renders a volume. Longhorn reports robustness "unknown" for a
 // detached volume, and no engine node.
-func volume(v dataplane.Volume, namespace string) *longhorn.Volume {
+func volume(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longhorn.Volume {
 	out := &longhorn.Volume{
 		ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: namespace},
 		Spec: longhorn.VolumeSpec{
@@ -148,15 +192,21 @@ func volume(v dataplane.Volume, namespace string) *longhorn.Volume {
 		out.Status.CurrentNodeID = v.AttachedNode
 		out.Status.CurrentEngineNodeID = v.TargetNode
 		out.Status.SwitchoverState = string(v.Switchover)
+		if !vi.DegradedAt.IsZero() {
+			out.Status.LastDegradedAt = vi.DegradedAt.UTC().Format(time.RFC3339)
+		}
 	}
 	return out
 }
 
 // engines renders the volume's engines: one, and during a switch-over a
-// second on the destination, not active until it ends. The replicas in
-// service or rebuilding are in the active engine's address map, with RW or
-// WO modes while attached.
-func engines(v dataplane.Volume, vi sim.VolumeInstances, namespace string) []*longhorn.Engine {
+// second on the destination, not active until it ends. The active engine's
+// address map lists the replicas in service or rebuilding in it (a failed
+// one leaves it at once); its mode map lists them RW or WO, a failed
+// replica it still holds under its address (UNKNOWN-tcp://ip:port) while it
+// removes it, and a replica whose link died under its name, ERR. The new
+// engine of a switch-over holds the replicas in service.
+func engines(v dataplane.Volume, vi sim.VolumeInstances, r render, namespace string) []*longhorn.Engine {
 	cur := &longhorn.Engine{
 		ObjectMeta: metav1.ObjectMeta{Name: engineName(v.Name, v.TargetNode), Namespace: namespace,
 			Labels: map[string]string{longhorn.VolumeLabel: v.Name}},
@@ -164,34 +214,32 @@ func engines(v dataplane.Volume, vi sim.VolumeInstances, namespace string) []*lo
 			DesireState: longhorn.StateStopped, Active: true},
 		Status: longhorn.EngineStatus{CurrentState: longhorn.StateStopped},
 	}
+	serving := map[string]string{}
+	modes := map[string]string{}
+	for _, rep := range v.Replicas {
+		switch {
+		case rep.Failed && rep.InEngine && slices.Contains(vi.DeadLinks, rep.Name):
+			modes[rep.Name] = longhorn.ModeERR
+		case rep.Failed && rep.InEngine:
+			modes[longhorn.UnknownReplicaPrefix+"tcp://"+replicaAddress(rep.Node)] = longhorn.ModeRW
+		case rep.Failed || !rep.InEngine:
+		case rep.State == dataplane.ReplicaRunning:
+			cur.Spec.ReplicaAddressMap = add(cur.Spec.ReplicaAddressMap, rep.Name, replicaAddress(rep.Node))
+			modes[rep.Name] = longhorn.ModeRW
+			serving[rep.Name] = replicaAddress(rep.Node)
+		case rep.State == dataplane.ReplicaRebuilding:
+			cur.Spec.ReplicaAddressMap = add(cur.Spec.ReplicaAddressMap, rep.Name, replicaAddress(rep.Node))
+			modes[rep.Name] = longhorn.ModeWO
+		}
+	}
 	if v.Attached() {
 		cur.Spec.DesireState = longhorn.StateRunning
 		cur.Status.CurrentState = longhorn.StateRunning
 		if !vi.EngineRunning {
 			cur.Status.CurrentState = longhorn.StateError
 		}
-		cur.Status.StorageIP, cur.Status.Port = engineIP(v.TargetNode), enginePort
-	}
-	for _, r := range v.Replicas {
-		mode := ""
-		switch r.State {
-		case dataplane.ReplicaRunning:
-			mode = longhorn.ModeRW
-		case dataplane.ReplicaRebuilding:
-			mode = longhorn.ModeWO
-		default:
-			continue
-		}
-		if cur.Spec.ReplicaAddressMap == nil {
-			cur.Spec.ReplicaAddressMap = map[string]string{}
-		}
-		cur.Spec.ReplicaAddressMap[r.Name] = engineIP(r.Node) + ":20002"
-		if v.Attached() {
-			if cur.Status.ReplicaModeMap == nil {
-				cur.Status.ReplicaModeMap = map[string]string{}
-			}
-			cur.Status.ReplicaModeMap[r.Name] = mode
-		}
+		cur.Status.IP, cur.Status.StorageIP, cur.Status.Port = podIP(v.TargetNode, r.storageNetwork), engineIP(v.TargetNode), enginePort
+		cur.Status.ReplicaModeMap = modes
 	}
 	out := []*longhorn.Engine{cur}
 	if vi.SwitchoverTo != "" {
@@ -199,37 +247,50 @@ func engines(v dataplane.Volume, vi sim.VolumeInstances, namespace string) []*lo
 			ObjectMeta: metav1.ObjectMeta{Name: engineName(v.Name, vi.SwitchoverTo), Namespace: namespace,
 				Labels: map[string]string{longhorn.VolumeLabel: v.Name}},
 			Spec: longhorn.EngineSpec{VolumeName: v.Name, NodeID: vi.SwitchoverTo, DataEngine: dataEngine(v),
-				DesireState: longhorn.StateRunning, ReplicaAddressMap: cur.Spec.ReplicaAddressMap},
+				DesireState: longhorn.StateRunning},
 			Status: longhorn.EngineStatus{CurrentState: longhorn.StateStarting},
 		}
-		if v.Switchover == dataplane.SwitchoverSwitchingOver {
+		if vi.NewEngineRunning {
+			next.Spec.ReplicaAddressMap = maps.Clone(serving)
 			next.Status.CurrentState = longhorn.StateRunning
-			next.Status.StorageIP, next.Status.Port = engineIP(vi.SwitchoverTo), enginePort
+			next.Status.IP, next.Status.StorageIP, next.Status.Port = podIP(vi.SwitchoverTo, r.storageNetwork), engineIP(vi.SwitchoverTo), enginePort
+			next.Status.ReplicaModeMap = map[string]string{}
+			for name := range serving {
+				next.Status.ReplicaModeMap[name] = longhorn.ModeRW
+			}
 		}
 		out = append(out, next)
 	}
 	return out
 }
 
+func add(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
 // frontend renders an attached v2 volume's EngineFrontend: on the attached
-// node, connected to the current engine; while the path is switched it
-// names the new engine in spec and reports the switch's phase.
-func frontend(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longhorn.EngineFrontend {
+// node, connected to the current engine; while its paths are switched it
+// names the new engine in spec and reports its last completed phase.
+func frontend(v dataplane.Volume, vi sim.VolumeInstances, r render, namespace string) *longhorn.EngineFrontend {
 	target := v.TargetNode
 	out := &longhorn.EngineFrontend{
 		ObjectMeta: metav1.ObjectMeta{Name: frontendName(v.Name), Namespace: namespace},
 		Spec: longhorn.EngineFrontendSpec{VolumeName: v.Name, NodeID: v.AttachedNode, DataEngine: dataplane.DataEngineV2,
 			DesireState: longhorn.StateRunning, Frontend: v.Frontend, Active: true,
-			EngineName: engineName(v.Name, target), TargetIP: engineIP(target), TargetPort: enginePort},
-		Status: longhorn.EngineFrontendStatus{CurrentState: longhorn.StateRunning, TargetIP: engineIP(target), TargetPort: enginePort},
+			EngineName: engineName(v.Name, target), TargetIP: r.targetIP(target), TargetPort: enginePort},
+		Status: longhorn.EngineFrontendStatus{CurrentState: longhorn.StateRunning, TargetIP: r.targetIP(target), TargetPort: enginePort},
 	}
 	if !vi.InitiatorRunning {
 		out.Status.CurrentState = longhorn.StateError
 	}
-	if v.Switchover == dataplane.SwitchoverSwitchingOver && vi.SwitchoverTo != "" {
+	if v.Switchover == dataplane.SwitchoverSwitchingOver && vi.SwitchoverTo != "" && vi.NewEngineRunning {
 		out.Spec.EngineName = engineName(v.Name, vi.SwitchoverTo)
-		out.Spec.TargetIP = engineIP(vi.SwitchoverTo)
-		out.Status.SwitchoverPhase = "switching"
+		out.Spec.TargetIP = r.targetIP(vi.SwitchoverTo)
+		out.Status.SwitchoverPhase = vi.PathPhase
 	}
 	return out
 }
@@ -238,12 +299,14 @@ func frontend(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *lon
 //
 //   - running: an attached volume's replica runs; a detached volume's is
 //     stopped, with healthyAt set (a healthy copy at rest);
-//   - rebuilding: running, never healthy since (healthyAt cleared);
-//   - stopped (failed on purpose): desireState stopped, failedAt set;
-//   - error: currentState error, failedAt set.
+//   - rebuilding: starting (its instance starting), or running in the
+//     engine (WO), never healthy since (healthyAt cleared);
+//   - failed: failedAt set, its instance running until it is stopped
+//     (desireState stopped), or in error when it was lost.
 //
-// Stamps already set on the existing object are kept, so a replica does not
-// change on every round; now is the stamp for new ones.
+// A running instance reports its address. Stamps already set on the
+// existing object are kept, so a replica does not change on every round;
+// now is the stamp for new ones.
 func replica(v dataplane.Volume, vi sim.VolumeInstances, r dataplane.Replica, imName string, existing *longhorn.Replica, now, namespace string) *longhorn.Replica {
 	out := &longhorn.Replica{
 		ObjectMeta: metav1.ObjectMeta{Name: r.Name, Namespace: namespace, Finalizers: []string{finalizer},
@@ -266,24 +329,34 @@ func replica(v dataplane.Volume, vi sim.VolumeInstances, r dataplane.Replica, im
 	if existing != nil {
 		failedAt, healthyAt = existing.Spec.FailedAt, existing.Spec.HealthyAt
 	}
-	switch r.State {
-	case dataplane.ReplicaRunning:
+	switch {
+	case r.Failed:
+		out.Spec.FailedAt, out.Spec.HealthyAt = keep(failedAt, now), healthyAt
+		out.Spec.LastFailedAt = out.Spec.FailedAt
+		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateStopped
+		if r.State == dataplane.ReplicaError {
+			out.Status.CurrentState = longhorn.StateError
+		}
+		if r.Running {
+			out.Spec.DesireState, out.Status.CurrentState = longhorn.StateRunning, longhorn.StateRunning
+		}
+	case r.State == dataplane.ReplicaRunning:
 		out.Spec.HealthyAt = keep(healthyAt, now)
 		if v.Attached() {
 			out.Spec.DesireState, out.Status.CurrentState = longhorn.StateRunning, longhorn.StateRunning
 		} else {
 			out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateStopped
 		}
-	case dataplane.ReplicaRebuilding:
+	case r.State == dataplane.ReplicaRebuilding:
 		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateRunning, longhorn.StateRunning
-	case dataplane.ReplicaStopped:
+		if !r.InEngine {
+			out.Status.CurrentState = longhorn.StateStarting
+		}
+	default: // stopped, not failed: a detached volume's copy never healthy
 		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateStopped
-		out.Spec.FailedAt, out.Spec.HealthyAt = keep(failedAt, now), healthyAt
-		out.Spec.LastFailedAt = out.Spec.FailedAt
-	default: // error
-		out.Spec.DesireState, out.Status.CurrentState = longhorn.StateStopped, longhorn.StateError
-		out.Spec.FailedAt, out.Spec.HealthyAt = keep(failedAt, now), healthyAt
-		out.Spec.LastFailedAt = out.Spec.FailedAt
+	}
+	if out.Status.CurrentState == longhorn.StateRunning || out.Status.CurrentState == longhorn.StateStarting {
+		out.Status.StorageIP, out.Status.Port = engineIP(r.Node), replicaPort
 	}
 	return out
 }

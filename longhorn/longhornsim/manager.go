@@ -70,6 +70,11 @@ type Manager struct {
 	// text and the switch-over count Events were recorded for.
 	failures    map[string]string
 	switchovers map[string]uint64
+	// cordons are the nodes' spec.unschedulable as last brought in line
+	// with the simulator: a difference is whoever changed it since.
+	cordons map[string]bool
+	// render is how objects are rendered beyond the simulator's views.
+	render render
 	// upgrader is what the objects of Longhorn's own upgrader were last
 	// brought in line with; nil while the simulator shows none (then their
 	// CRDs, which may not be served, are not asked for).
@@ -96,9 +101,11 @@ func Start(ctx context.Context, dyn dynamic.Interface, s *sim.Sim, opts Options)
 	m := &Manager{
 		dyn: dyn, ns: opts.Namespace, sim: s, log: opts.Log.With("component", "longhornsim"), opts: opts,
 		kick: make(chan struct{}, 1), applied: map[string]int64{}, snapped: map[string][2]string{},
-		failures: map[string]string{}, switchovers: map[string]uint64{},
+		failures: map[string]string{}, switchovers: map[string]uint64{}, cordons: map[string]bool{},
 		done: make(chan struct{}),
 	}
+	cfg := s.Config()
+	m.render = render{v1120: cfg.LonghornVersion == "v1.12.0" && cfg.On(sim.RuleV1120TargetIP), storageNetwork: cfg.StorageNetwork}
 	if err := m.buildInformers(); err != nil {
 		return nil, err
 	}

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
@@ -29,6 +34,17 @@ func (m *Manager) mirror(ctx context.Context) error {
 			m.act("DeleteSnapshot", obj, m.sim.DeleteSnapshot(ctx, vs[0], vs[1]))
 			delete(m.snapped, obj)
 		}
+	}
+	for _, kn := range all[longhorn.KubeNode](m.kubeNodes) {
+		// A cordon someone else changed since the last round.
+		if last, ok := m.cordons[kn.Name]; ok && last != kn.Spec.Unschedulable {
+			if kn.Spec.Unschedulable {
+				m.act("Cordon", kn.Name, m.sim.Cordon(kn.Name))
+			} else {
+				m.act("Uncordon", kn.Name, m.sim.Uncordon(kn.Name))
+			}
+		}
+		m.cordons[kn.Name] = kn.Spec.Unschedulable
 	}
 	for _, n := range all[longhorn.LonghornNode](m.lhNodes) {
 		if !m.pending(longhorn.NodesResource.Resource, n.Name, n.Generation) {
@@ -57,7 +73,14 @@ func (m *Manager) mirror(ctx context.Context) error {
 				m.act("DeleteReplica", r.Name, err)
 			}
 		case m.pending(longhorn.ReplicasResource.Resource, r.Name, r.Generation):
-			if r.Spec.FailedAt != "" && m.simReplicaActive(ctx, r.Spec.VolumeName, r.Name) {
+			sr, ok := m.simReplica(ctx, r.Spec.VolumeName, r.Name)
+			switch {
+			case !ok || r.Spec.FailedAt == "":
+			case r.Spec.DesireState == longhorn.StateStopped && sr.Running:
+				// Longhorn's replica controller stops the instance whatever
+				// the engine still holds (its wait is for deletions only).
+				m.act("ForceStopReplica", r.Name, m.sim.ForceStopReplica(r.Spec.VolumeName, r.Name))
+			case !sr.Failed && sr.Active():
 				m.act("FailReplica", r.Name, m.sim.FailReplica(ctx, r.Spec.VolumeName, r.Name))
 			}
 			m.applied[longhorn.ReplicasResource.Resource+"/"+r.Name] = r.Generation
@@ -75,14 +98,31 @@ func (m *Manager) mirror(ctx context.Context) error {
 	for _, im := range simIMs {
 		imageOf[im.Name] = im.Image
 	}
+	deleting := map[string]bool{}
+	for _, im := range simIMs {
+		deleting[im.Name] = im.Deleting
+	}
+	apiIMs := byName[longhorn.InstanceManager](m.ims)
+	for _, im := range simIMs {
+		// Gone from the apiserver though created here: deleted in the
+		// background (no finalizer keeps it), its pod lingering.
+		if _, ok := apiIMs[im.Name]; !ok && !im.Deleting && m.created(longhorn.InstanceManagersResource.Resource, im.Name) && m.gone(ctx, longhorn.InstanceManagersResource, im.Name) {
+			m.act("DeleteInstanceManagerObject", im.Name, m.sim.DeleteInstanceManagerObject(im.Name, false))
+			delete(m.applied, longhorn.InstanceManagersResource.Resource+"/"+im.Name)
+		}
+	}
 	for _, im := range all[longhorn.InstanceManager](m.ims) {
 		st, ok := stateOf[im.Name]
 		switch {
 		case !ok:
 		case im.DeletionTimestamp != nil:
 			// Deleting the object kills the IM whatever it runs, as in Longhorn
-			// (the adapter refuses to delete a busy one; anybody else may).
-			m.act("DeleteInstanceManager", im.Name, m.sim.CutInstanceManager(im.Name))
+			// (the adapter refuses to delete a busy one; anybody else may),
+			// its object staying until its pod is gone when the delete is a
+			// foreground one.
+			if !deleting[im.Name] {
+				m.act("DeleteInstanceManagerObject", im.Name, m.sim.DeleteInstanceManagerObject(im.Name, slices.Contains(im.Finalizers, longhorn.ForegroundDeletionFinalizer)))
+			}
 		case m.pending(longhorn.InstanceManagersResource.Resource, im.Name, im.Generation):
 			if imageOf[im.Name] != im.Spec.Image && st != dataplane.IMStopped {
 				m.act("SetInstanceManagerImage", im.Name, m.sim.SetInstanceManagerImage(ctx, im.Name, im.Spec.Image))
@@ -93,23 +133,37 @@ func (m *Manager) mirror(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// gone reports whether the apiserver has no such object (the cache may
+// not show one just created yet).
+func (m *Manager) gone(ctx context.Context, gvr schema.GroupVersionResource, name string) bool {
+	_, err := m.ri(gvr).Get(ctx, name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
+}
+
+// created reports whether the manager created (or adopted) the object.
+func (m *Manager) created(resource, name string) bool {
+	_, ok := m.applied[resource+"/"+name]
+	return ok
+}
+
 // pending reports whether an object's spec changed since the simulator last
 // got it (or the manager last wrote it).
 func (m *Manager) pending(resource, name string, generation int64) bool {
 	return generation > m.applied[resource+"/"+name]
 }
 
-func (m *Manager) simReplicaActive(ctx context.Context, volume, name string) bool {
+// simReplica is the simulator's view of a replica.
+func (m *Manager) simReplica(ctx context.Context, volume, name string) (dataplane.Replica, bool) {
 	v, err := m.sim.Volume(ctx, volume)
 	if err != nil {
-		return false
+		return dataplane.Replica{}, false
 	}
 	for _, r := range v.Replicas {
 		if r.Name == name {
-			return r.State == dataplane.ReplicaRunning || r.State == dataplane.ReplicaRebuilding
+			return r, true
 		}
 	}
-	return false
+	return dataplane.Replica{}, false
 }
 
 // act logs a mirrored action.

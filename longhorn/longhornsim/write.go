@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,7 @@ func (m *Manager) write(ctx context.Context) error {
 	return errors.Join(
 		m.writeSetting(ctx, longhorn.SettingDefaultInstanceManagerImage, image),
 		m.writeSetting(ctx, longhorn.SettingCurrentLonghornVersion, platform.LonghornVersion),
+		m.writeSetting(ctx, longhorn.SettingReplicaReplenishmentWaitInterval, strconv.FormatInt(int64(m.sim.ReplenishWait()/time.Second), 10)),
 		m.writeUpgraderSettings(ctx, upgrader.Settings),
 		m.writeUpgraderObjects(ctx, upgrader, image),
 		m.writeNodes(ctx, nodes),
@@ -185,9 +187,15 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 		if have := kube[n.Name]; have == nil {
 			_, err := m.create(ctx, longhorn.KubeNodesResource, "Node", want, want.Status)
 			errs = append(errs, err)
-		} else if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
-			errs = append(errs, m.putStatus(ctx, longhorn.KubeNodesResource, n.Name, want.Status))
+		} else {
+			if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
+				errs = append(errs, m.putStatus(ctx, longhorn.KubeNodesResource, n.Name, want.Status))
+			}
+			if have.Spec.Unschedulable != n.Cordoned && m.cordons[n.Name] != n.Cordoned {
+				errs = append(errs, m.patch(ctx, longhorn.KubeNodesResource, n.Name, map[string]any{"spec": map[string]any{"unschedulable": n.Cordoned}}))
+			}
 		}
+		m.cordons[n.Name] = n.Cordoned
 		wantLH := longhornNode(n, m.ns)
 		have := lh[n.Name]
 		if have == nil {
@@ -217,6 +225,12 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 	return errors.Join(errs...)
 }
 
+// writeIMs keeps the IM objects in step with the simulator's IMs, as
+// Longhorn's controllers do: an IM Longhorn deletes (the simulator shows it
+// deleting) is deleted in the foreground, as Longhorn's datastore deletes
+// one, and its status is written no more; the manager plays Kubernetes'
+// garbage collector, absent from the test apiserver, removing the
+// foregroundDeletion finalizer once the simulator's pod is gone.
 func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager, byIM map[string]sim.IMInstances) error {
 	var errs []error
 	have := byName[longhorn.InstanceManager](m.ims)
@@ -225,10 +239,18 @@ func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager,
 		exists[im.Name] = true
 		want := instanceManager(im, byIM[im.Name], m.ns)
 		h := have[im.Name]
-		if h == nil {
+		switch {
+		case im.Deleting && h != nil && h.DeletionTimestamp == nil:
+			errs = append(errs, m.deleteForeground(ctx, longhorn.InstanceManagersResource, im.Name))
+			continue
+		case im.Deleting:
+			continue
+		case h == nil:
 			_, err := m.create(ctx, longhorn.InstanceManagersResource, longhorn.KindInstanceManager, want, want.Status)
 			errs = append(errs, err)
 			continue
+		case h.DeletionTimestamp != nil:
+			continue // mirrored, not yet taken by the simulator
 		}
 		if !apiequality.Semantic.DeepEqual(h.Status, want.Status) {
 			errs = append(errs, m.putStatus(ctx, longhorn.InstanceManagersResource, im.Name, want.Status))
@@ -238,8 +260,8 @@ func (m *Manager) writeIMs(ctx context.Context, ims []dataplane.InstanceManager,
 				map[string]any{"image": want.Spec.Image}))
 		}
 	}
-	// An IM the simulator dropped (Longhorn removed it, or its node is
-	// gone): Longhorn's cleanup is done, the finalizer goes.
+	// An IM the simulator dropped (its pod gone, or its node gone): its
+	// object goes, the garbage collector's finalizer first.
 	for name, h := range have {
 		if !exists[name] {
 			errs = append(errs, m.remove(ctx, longhorn.InstanceManagersResource, name, h.DeletionTimestamp != nil))
@@ -265,13 +287,13 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 	want := map[string]bool{}
 	for _, v := range vols {
 		vi := byVolume[v.Name]
-		errs = append(errs, m.writeVolume(ctx, v, haveVols[v.Name]))
-		for _, e := range engines(v, vi, m.ns) {
+		errs = append(errs, m.writeVolume(ctx, v, vi, haveVols[v.Name]))
+		for _, e := range engines(v, vi, m.render, m.ns) {
 			want[longhorn.EnginesResource.Resource+"/"+e.Name] = true
 			errs = append(errs, m.writeWhole(ctx, engineWhole(e), engineWhole(haveEngines[e.Name])))
 		}
 		if v.Attached() && v.DataEngine == dataplane.DataEngineV2 {
-			ef := frontend(v, vi, m.ns)
+			ef := frontend(v, vi, m.render, m.ns)
 			want[longhorn.EngineFrontendsResource.Resource+"/"+ef.Name] = true
 			errs = append(errs, m.writeWhole(ctx, frontendWhole(ef), frontendWhole(haveFrontends[ef.Name])))
 			errs = append(errs, m.writeSwitchoverEvents(ctx, v, vi, ef.Name))
@@ -287,28 +309,33 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 			errs = append(errs, m.writeReplica(ctx, replica(v, vi, r, imName, haveReplicas[r.Name], now, m.ns), haveReplicas[r.Name]))
 		}
 	}
-	// What the simulator no longer has: an engine replaced by a switch-over,
-	// the engine frontend of a detached volume, a deleted replica.
+	// What the simulator no longer has of its volumes: an engine replaced
+	// by a switch-over, the engine frontend of a detached volume, a deleted
+	// replica. Objects of volumes it does not have are somebody else's.
+	ours := map[string]bool{}
+	for _, v := range vols {
+		ours[v.Name] = true
+	}
 	for name, h := range haveEngines {
-		if !want[longhorn.EnginesResource.Resource+"/"+name] {
+		if ours[h.Spec.VolumeName] && !want[longhorn.EnginesResource.Resource+"/"+name] {
 			errs = append(errs, m.remove(ctx, longhorn.EnginesResource, name, h.DeletionTimestamp != nil))
 		}
 	}
 	for name, h := range haveFrontends {
-		if !want[longhorn.EngineFrontendsResource.Resource+"/"+name] {
+		if ours[h.Spec.VolumeName] && !want[longhorn.EngineFrontendsResource.Resource+"/"+name] {
 			errs = append(errs, m.remove(ctx, longhorn.EngineFrontendsResource, name, h.DeletionTimestamp != nil))
 		}
 	}
 	for name, h := range haveReplicas {
-		if !want[longhorn.ReplicasResource.Resource+"/"+name] {
+		if ours[h.Spec.VolumeName] && !want[longhorn.ReplicasResource.Resource+"/"+name] {
 			errs = append(errs, m.remove(ctx, longhorn.ReplicasResource, name, h.DeletionTimestamp != nil))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Manager) writeVolume(ctx context.Context, v dataplane.Volume, have *longhorn.Volume) error {
-	want := volume(v, m.ns)
+func (m *Manager) writeVolume(ctx context.Context, v dataplane.Volume, vi sim.VolumeInstances, have *longhorn.Volume) error {
+	want := volume(v, vi, m.ns)
 	if have == nil {
 		_, err := m.create(ctx, longhorn.VolumesResource, longhorn.KindVolume, want, want.Status)
 		return err

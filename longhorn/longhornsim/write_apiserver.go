@@ -101,6 +101,17 @@ func (m *Manager) writeSpec(ctx context.Context, gvr schema.GroupVersionResource
 	return nil
 }
 
+// deleteForeground deletes an object with foreground propagation, as
+// Longhorn's datastore deletes instance managers: it stays, deleting, with
+// the foregroundDeletion finalizer until its dependents are gone.
+func (m *Manager) deleteForeground(ctx context.Context, gvr schema.GroupVersionResource, name string) error {
+	fg := metav1.DeletePropagationForeground
+	if err := m.ri(gvr).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s: %w", gvr.Resource, name, err)
+	}
+	return nil
+}
+
 // remove drops the finalizer of an object the simulator no longer has and
 // deletes it unless its deletion is already under way.
 func (m *Manager) remove(ctx context.Context, gvr schema.GroupVersionResource, name string, deleting bool) error {

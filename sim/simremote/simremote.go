@@ -30,7 +30,7 @@ type request struct {
 type reply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
-	Kind   string          `json:"kind,omitempty"` // notfound, refused
+	Kind   string          `json:"kind,omitempty"` // notfound, refused, switchingpaths, inengine
 }
 
 // Server answers calls for one data plane.
@@ -59,6 +59,10 @@ func Serve(nc *nats.Conn, prefix string, dp dataplane.DataPlane) (*Server, error
 					rep.Kind = "notfound"
 				case errors.Is(err, dataplane.ErrRefused):
 					rep.Kind = "refused"
+				case errors.Is(err, dataplane.ErrSwitchingPaths):
+					rep.Kind = "switchingpaths"
+				case errors.Is(err, dataplane.ErrReplicaInEngine):
+					rep.Kind = "inengine"
 				}
 			} else if res != nil {
 				rep.Result, _ = json.Marshal(res)
@@ -123,6 +127,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 			return nil, dp.DeleteSnapshot(ctx, r.Volume, r.Name)
 		},
 		"failReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
+		"stopReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.StopReplica(ctx, r.Volume, r.Name) },
 		"engineNode":  func(ctx context.Context, r request) (any, error) { return nil, dp.SetEngineNode(ctx, r.Volume, r.Node) },
 		"deleteIM":    func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
 		"imImage": func(ctx context.Context, r request) (any, error) {
@@ -166,6 +171,10 @@ func (c *Client) call(ctx context.Context, method string, req request, out any) 
 		return fmt.Errorf("%w: %s", dataplane.ErrNotFound, rep.Error)
 	case rep.Kind == "refused":
 		return fmt.Errorf("%w: %s", dataplane.ErrRefused, rep.Error)
+	case rep.Kind == "switchingpaths":
+		return fmt.Errorf("%w: %s", dataplane.ErrSwitchingPaths, rep.Error)
+	case rep.Kind == "inengine":
+		return fmt.Errorf("%w: %s", dataplane.ErrReplicaInEngine, rep.Error)
 	case rep.Error != "":
 		return errors.New(rep.Error)
 	}
@@ -243,6 +252,11 @@ func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error 
 // FailReplica implements dataplane.Actions.
 func (c *Client) FailReplica(ctx context.Context, volume, replica string) error {
 	return c.call(ctx, "failReplica", request{Volume: volume, Name: replica}, nil)
+}
+
+// StopReplica implements dataplane.Actions.
+func (c *Client) StopReplica(ctx context.Context, volume, replica string) error {
+	return c.call(ctx, "stopReplica", request{Volume: volume, Name: replica}, nil)
 }
 
 // SetEngineNode implements dataplane.Actions.

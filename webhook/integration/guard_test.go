@@ -169,6 +169,50 @@ func TestGuardOnTheAPIServer(t *testing.T) {
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), "n2"))
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), ""))
 	})
+	t.Run("a snapshot is kept while its volume's target moves, by anyone", func(t *testing.T) {
+		setStatus := func(status map[string]any) {
+			t.Helper()
+			v, err := volumes.Namespace(installNS).Get(ctx, "guard-v2", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.NoError(t, unstructured.SetNestedField(v.Object, status, "status"))
+			_, err = volumes.Namespace(installNS).UpdateStatus(ctx, v, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		snaps := dyn.Resource(longhorn.SnapshotsResource).Namespace(installNS)
+		_, err := snaps.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "longhorn.io/v1beta2", "kind": "Snapshot", "metadata": map[string]any{"name": "user-snap"},
+			"spec": map[string]any{"volume": "guard-v2", "createSnapshot": true},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		del := func(dryRun bool) error {
+			opts := metav1.DeleteOptions{}
+			if dryRun {
+				opts.DryRun = []string{metav1.DryRunAll}
+			}
+			return snaps.Delete(ctx, "user-snap", opts)
+		}
+		setStatus(map[string]any{"state": "attached", "currentNodeID": "n1", "currentEngineNodeID": "n1", "switchoverState": "preparing"})
+		err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+			err := del(true)
+			return err != nil && strings.Contains(err.Error(), "while the volume's target moves"), err
+		})
+		require.NoError(t, err, "the guard never refused the snapshot's deletion")
+		err = del(false)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `admission webhook "`+webhook.GuardSnapshotsName+`" denied the request: deleting snapshot user-snap of v2 volume guard-v2 is refused while the volume's target moves`)
+		// Longhorn's own controllers are refused as well.
+		lcfg := rest.CopyConfig(env.Config)
+		lcfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + installNS + ":longhorn-service-account", Groups: []string{"system:masters"}}
+		ldyn := longhorntest.Dynamic(t, lcfg)
+		require.Error(t, ldyn.Resource(longhorn.SnapshotsResource).Namespace(installNS).Delete(ctx, "user-snap", metav1.DeleteOptions{}))
+
+		setStatus(map[string]any{"state": "detached"})
+		err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+			err := del(false)
+			return err == nil, err
+		})
+		require.NoError(t, err, "the move over (detached), the snapshot goes")
+	})
 	t.Run("once the node's upgrade is over, everything passes", func(t *testing.T) {
 		setState(v1beta2.NodeUpgradeStateCompleted)
 		err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
@@ -202,9 +246,10 @@ func shippedGuardConfiguration(t *testing.T) *admissionregistrationv1.Validating
 	t.Helper()
 	vwc := readWebhookConfiguration(t, "guard.yaml")
 	require.Equal(t, webhook.GuardConfigurationName, vwc.Name)
-	require.Len(t, vwc.Webhooks, 2)
+	require.Len(t, vwc.Webhooks, 3)
 	assert.Equal(t, webhook.GuardAttachmentsName, vwc.Webhooks[0].Name)
 	assert.Equal(t, webhook.GuardVolumesName, vwc.Webhooks[1].Name)
+	assert.Equal(t, webhook.GuardSnapshotsName, vwc.Webhooks[2].Name)
 	for _, wh := range vwc.Webhooks {
 		require.NotNil(t, wh.FailurePolicy)
 		assert.Equal(t, admissionregistrationv1.Ignore, *wh.FailurePolicy, "Longhorn must keep working while Switchback is down")
