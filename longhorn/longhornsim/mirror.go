@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/sim"
 )
 
 // mirror turns what others changed in the objects into simulator actions,
@@ -22,9 +23,14 @@ import (
 func (m *Manager) mirror(ctx context.Context) error {
 	var errs []error
 	// Snapshots first: the adapter takes them before it touches anything.
+	_, byVolume := m.sim.Instances()
 	present := map[string]bool{}
 	for _, s := range all[longhorn.Snapshot](m.snapshots) {
 		present[s.Name] = true
+		if s.DeletionTimestamp != nil {
+			errs = append(errs, m.deleteSnapshot(ctx, s, byVolume[s.Spec.Volume]))
+			continue
+		}
 		if err := m.mirrorSnapshot(ctx, s); err != nil {
 			errs = append(errs, err)
 		}
@@ -175,8 +181,23 @@ func (m *Manager) act(action, object string, err error) {
 	m.log.Debug("mirrored", "action", action, "object", object)
 }
 
+// deleteSnapshot is Longhorn's snapshot controller on a Snapshot object
+// being deleted: it waits while the volume has two engines, then deletes
+// the snapshot (from every replica) and lets the object go.
+func (m *Manager) deleteSnapshot(ctx context.Context, s *longhorn.Snapshot, vi sim.VolumeInstances) error {
+	if vi.SwitchoverTo != "" {
+		return nil
+	}
+	if vs, ok := m.snapped[s.Name]; ok {
+		m.act("DeleteSnapshot", s.Name, m.sim.DeleteSnapshot(ctx, vs[0], vs[1]))
+		delete(m.snapped, s.Name)
+	}
+	return m.remove(ctx, longhorn.SnapshotsResource, s.Name, true)
+}
+
 // mirrorSnapshot takes the snapshot a Snapshot object asks for, once, and
-// reports it ready in the object's status.
+// reports it ready in the object's status; the object gets Longhorn's
+// finalizer, as Longhorn's snapshot webhook gives it.
 func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) error {
 	if _, done := m.snapped[s.Name]; done || !s.Spec.CreateSnapshot || s.DeletionTimestamp != nil {
 		return nil
@@ -188,6 +209,9 @@ func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) erro
 	status := longhorn.SnapshotStatus{ReadyToUse: true, CreationTime: time.Now().UTC().Format(time.RFC3339)}
 	if err := m.sim.CreateSnapshot(ctx, s.Spec.Volume, name); err != nil {
 		status = longhorn.SnapshotStatus{Error: err.Error()}
+	}
+	if err := m.patch(ctx, longhorn.SnapshotsResource, s.Name, map[string]any{"metadata": map[string]any{"finalizers": []string{finalizer}}}); err != nil {
+		return fmt.Errorf("snapshot %s: %w", s.Name, err)
 	}
 	if err := m.putStatus(ctx, longhorn.SnapshotsResource, s.Name, status); err != nil {
 		return fmt.Errorf("snapshot %s: %w", s.Name, err)

@@ -292,6 +292,9 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 			want[longhorn.EnginesResource.Resource+"/"+e.Name] = true
 			errs = append(errs, m.writeWhole(ctx, engineWhole(e), engineWhole(haveEngines[e.Name])))
 		}
+		if vi.SwitchoverTo != "" && !vi.NewEngineRunning && m.sim.Config().On(sim.RuleSnapshotCRSync) {
+			m.syncSnapshotCRs(ctx, v.Name)
+		}
 		if v.Attached() && v.DataEngine == dataplane.DataEngineV2 {
 			ef := frontend(v, vi, m.render, m.ns)
 			want[longhorn.EngineFrontendsResource.Resource+"/"+ef.Name] = true
@@ -369,6 +372,25 @@ func (m *Manager) writeReplica(ctx context.Context, want, have *longhorn.Replica
 				"healthyAt": want.Spec.HealthyAt, "engineName": want.Spec.EngineName, "migrationEngineName": want.Spec.MigrationEngineName}))
 	}
 	return errors.Join(errs...)
+}
+
+// syncSnapshotCRs is Longhorn's engine controller syncing the Snapshot
+// objects of a switch-over's new engine, whose snapshot list is empty until
+// it runs (RuleSnapshotCRSync): it deletes every Snapshot object of the
+// volume but those still being taken and those already being deleted. A
+// deletion refused (by an admission webhook) is retried at the next round,
+// as Longhorn requeues the engine, until the new engine runs.
+func (m *Manager) syncSnapshotCRs(ctx context.Context, volume string) {
+	for _, s := range all[longhorn.Snapshot](m.snapshots) {
+		if s.Spec.Volume != volume || s.DeletionTimestamp != nil || (s.Spec.CreateSnapshot && s.Status.CreationTime == "") {
+			continue
+		}
+		if err := m.ri(longhorn.SnapshotsResource).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			m.log.Info("snapshot sync of a switch-over's new engine: delete refused", "snapshot", s.Name, "volume", volume, "error", err)
+			continue
+		}
+		m.log.Info("snapshot sync of a switch-over's new engine deleted a Snapshot object its empty list lacks", "snapshot", s.Name, "volume", volume)
+	}
 }
 
 // writeSwitchoverEvents records Longhorn's EngineFrontend controller's

@@ -1,0 +1,207 @@
+package longhorn_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/testenv"
+)
+
+// The rules of sim/RULES.md that the simulated manager plays on Longhorn's
+// objects, and the adapter's side of those the simulator plays: each with
+// the rule on and off.
+
+// TestIMDeletionIsForeground: the adapter deletes an idle old IM in the
+// foreground, as Longhorn does; its object stays, deleting and listed so,
+// until its pod is gone (the manager plays the garbage collector), and the
+// node's next IM starts only then. Deleted in the background (kubectl's
+// default, and the adapter's before), the object goes at once and the next
+// IM's pod starts beside the lingering one (RuleIMPodLingers).
+func TestIMDeletionIsForeground(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		foreground bool
+		off        []sim.Rule
+		overlap    bool
+	}{
+		{name: "the adapter's delete", foreground: true},
+		{name: "a background delete", overlap: true},
+		{name: "a background delete, no lingering pod", off: []sim.Rule{sim.RuleIMPodLingers}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Longhorn's node controller waits an hour: the delete is the
+			// test's.
+			s := sim.New(sim.Config{PodTerminationLatency: 2 * time.Second, NodeReconcileLatency: time.Hour, Disable: tc.off})
+			for _, n := range []string{"n1", "n2"} {
+				require.NoError(t, s.AddNode(n))
+			}
+			c := newCluster(t, s)
+			ims, err := c.plane.InstanceManagers(c.ctx, "n1")
+			require.NoError(t, err)
+			require.Len(t, ims, 2, "the old IM, idle, and the default-image one waiting")
+			old := ims[0]
+			require.Equal(t, sim.OldIMImage, old.Image)
+			if tc.foreground {
+				require.NoError(t, c.plane.DeleteInstanceManager(c.ctx, old.Name))
+				obj := c.object(longhorn.InstanceManagersResource, old.Name)
+				assert.NotNil(t, obj.GetDeletionTimestamp())
+				assert.Contains(t, obj.GetFinalizers(), longhorn.ForegroundDeletionFinalizer)
+				eventually(t, 5*time.Second, "listed deleting", func() bool {
+					ims, err := c.plane.InstanceManagers(c.ctx, "n1")
+					return err == nil && slices.ContainsFunc(ims, func(im dataplane.InstanceManager) bool { return im.Name == old.Name && im.Deleting })
+				})
+			} else {
+				require.NoError(t, c.dyn.Resource(longhorn.InstanceManagersResource).Namespace(c.ns).Delete(c.ctx, old.Name, metav1.DeleteOptions{}))
+			}
+			eventually(t, 20*time.Second, "the old IM gone, the next one running", func() bool {
+				ims, err := c.plane.InstanceManagers(c.ctx, "n1")
+				return err == nil && len(ims) == 1 && ims[0].Image == sim.NewIMImage && ims[0].State == dataplane.IMRunning
+			})
+			overlap := slices.ContainsFunc(s.Unsafe(""), func(u sim.Unsafe) bool { return u.Kind == sim.UnsafeIMOverlap })
+			assert.Equal(t, tc.overlap, overlap, "an IM pod started beside the lingering one: %v", s.Unsafe(""))
+		})
+	}
+}
+
+// TestSnapshotsSurviveSwitchovers: a switch-over's new engine, its snapshot
+// list still empty, deletes the volume's Snapshot objects, and Longhorn
+// then deletes the snapshots (RuleSnapshotCRSync); refused at admission
+// while the target moves (as the guard refuses it, webhook/guard.go), the
+// snapshot is kept.
+func TestSnapshotsSurviveSwitchovers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		off    []sim.Rule
+		refuse bool
+		lost   bool
+	}{
+		{name: "nothing refuses the deletion", lost: true},
+		{name: "the deletion refused while the target moves", refuse: true},
+		{name: "no snapshot sync of the new engine", off: []sim.Rule{sim.RuleSnapshotCRSync}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sim.New(sim.Config{TargetMoveLatency: 2 * time.Second, Disable: tc.off})
+			for _, n := range []string{"c1", "n1", "n2"} {
+				require.NoError(t, s.AddNode(n))
+			}
+			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-0", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "c1", EngineOn: "n1"}))
+			c := newCluster(t, s)
+			snaps := c.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns)
+			_, err := snaps.Create(c.ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": longhorn.GroupVersion.String(), "kind": longhorn.KindSnapshot, "metadata": map[string]any{"name": "user-snap"},
+				"spec": map[string]any{"volume": "vol-0", "createSnapshot": true},
+			}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			eventually(t, 5*time.Second, "the user's snapshot taken", func() bool {
+				names, _ := s.Snapshots("vol-0")
+				return slices.Contains(names, "user-snap") && slices.Contains(c.object(longhorn.SnapshotsResource, "user-snap").GetFinalizers(), "longhorn.io")
+			})
+			if tc.refuse {
+				refuseSnapshotDeletions(t, c)
+			}
+			require.NoError(t, c.plane.SetEngineNode(c.ctx, "vol-0", "n2"))
+			eventually(t, 20*time.Second, "the target on n2", func() bool {
+				v, err := c.plane.Volume(c.ctx, "vol-0")
+				return err == nil && v.TargetNode == "n2" && v.TargetReady
+			})
+			c.mgr.Kick()
+			c.waitInStep("after the switch-over")
+			names, err := s.Snapshots("vol-0")
+			require.NoError(t, err)
+			assert.Equal(t, !tc.lost, slices.Contains(names, "user-snap"), "the snapshot in the volume's replicas: %v", names)
+			_, err = snaps.Get(c.ctx, "user-snap", metav1.GetOptions{})
+			assert.Equal(t, !tc.lost, err == nil, "its Snapshot object")
+		})
+	}
+}
+
+// refuseSnapshotDeletions installs, for the test's namespace, an admission
+// policy refusing every deletion of a Snapshot object, and waits until the
+// apiserver applies it.
+func refuseSnapshotDeletions(t *testing.T, c *cluster) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(testenv.Get(t).Config)
+	require.NoError(t, err)
+	name := "refuse-snapshot-deletions-" + c.ns
+	fail := admissionregistrationv1.Fail
+	deny := admissionregistrationv1.Deny
+	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(c.ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"longhorn.io"}, APIVersions: []string{"v1beta2"}, Resources: []string{"snapshots"}}},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "snapshot kept while its volume's target moves"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(c.ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": c.ns}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	snaps := c.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns)
+	eventually(t, 10*time.Second, "the policy applied", func() bool {
+		err := snaps.Delete(c.ctx, "user-snap", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil
+	})
+}
+
+// TestV1120TargetIP: Longhorn v1.12.0 points the initiator at its engine's
+// pod IP, v1.12.1 at its storage IP (RuleV1120TargetIP); with a storage
+// network the two differ, and the adapter sees the switch-over done on
+// either.
+func TestV1120TargetIP(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		off     []sim.Rule
+		podIP   bool
+	}{
+		{version: "v1.12.0", podIP: true},
+		{version: "v1.12.1"},
+		{version: "v1.12.0", off: []sim.Rule{sim.RuleV1120TargetIP}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			s := sim.New(sim.Config{LonghornVersion: tc.version, StorageNetwork: true, TargetMoveLatency: time.Second, Disable: tc.off})
+			for _, n := range []string{"c1", "n1", "n2"} {
+				require.NoError(t, s.AddNode(n))
+			}
+			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-0", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "c1", EngineOn: "n1"}))
+			c := newCluster(t, s)
+			engine := decode[longhorn.Engine](c, longhorn.EnginesResource, "vol-0-e-n1")
+			ef := decode[longhorn.EngineFrontend](c, longhorn.EngineFrontendsResource, "vol-0-ef-0")
+			require.NotEqual(t, engine.Status.IP, engine.Status.StorageIP, "a storage network")
+			want := engine.Status.StorageIP
+			if tc.podIP {
+				want = engine.Status.IP
+			}
+			assert.Equal(t, want, ef.Status.TargetIP)
+			require.NoError(t, c.plane.SetEngineNode(c.ctx, "vol-0", "n2"))
+			eventually(t, 20*time.Second, "the switch-over seen done", func() bool {
+				v, err := c.plane.Volume(c.ctx, "vol-0")
+				return err == nil && v.TargetNode == "n2" && v.TargetReady
+			})
+		})
+	}
+}
