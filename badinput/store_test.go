@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/events"
@@ -120,7 +121,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "before-crash", UID: "uid-before"}
 
 	first := startEngine(t, dir, cluster)
-	_, err := intake.RequestUpgrade(context.Background(), first.x, ref, 1, "v2", nil)
+	_, err := intake.RequestUpgrade(context.Background(), first.x, ref, 1, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2})
 	require.NoError(t, err)
 	st := waitFor(t, 30*time.Second, "the first upgrade ends", func() (manager.State, error) { return first.manager(t, ref), nil }, terminal)
 	require.Equal(t, events.ManagerCompleted, st.State)
@@ -164,7 +165,7 @@ func TestTruncatedStoreFileOnRestart(t *testing.T) {
 	// Appends keep working, at new sequences, and the durable consumers
 	// (orchestrator) see them.
 	next := events.ManagerRef{Namespace: "longhorn-system", Name: "after-crash", UID: "uid-after"}
-	res, err := intake.RequestUpgrade(ctx, second.x, next, 1, "v2", nil)
+	res, err := intake.RequestUpgrade(ctx, second.x, next, 1, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2})
 	require.NoError(t, err)
 	assert.Greater(t, res.Version, acked, "a new append goes after the old last sequence")
 	st2 := waitFor(t, 30*time.Second, "the orchestrator handles the new upgrade", func() (manager.State, error) { return second.manager(t, next), nil },

@@ -65,6 +65,11 @@ type Node struct {
 	// no instance-manager pod on a cordoned node, so a node whose IM is
 	// replaced while cordoned would wait for it forever.
 	Cordoned bool
+	// ManagerIMImage is the --instance-manager-image the node's
+	// longhorn-manager runs with ("" when no manager pod runs there):
+	// Longhorn creates the node's new IM only once it is the default image,
+	// that is once the manager's DaemonSet rolled out there.
+	ManagerIMImage string
 }
 
 // IMState is an instance manager's lifecycle state.

@@ -87,7 +87,7 @@ func inScope(g grant) bool {
 	case "longhorn.io":
 		return !strings.Contains(g.resource, "dataengineupgrade")
 	case "":
-		return g.resource == "nodes" || g.resource == "events"
+		return g.resource == "nodes" || g.resource == "events" || g.resource == "pods"
 	}
 	return false
 }

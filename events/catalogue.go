@@ -54,6 +54,9 @@ type UpgradeRequested struct {
 	DataEngine string `json:"dataEngine"`
 	// Nodes is spec.nodes as written by the user; empty means every v2 node.
 	Nodes []string `json:"nodes,omitempty"`
+	// AllowNodesWithoutReplicaScheduling is the spec field of that name:
+	// nodes whose replica scheduling is off before the upgrade are accepted.
+	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
 }
 
 // PrecheckPassed records one pre-upgrade requirement that holds. Check is the

@@ -166,6 +166,13 @@ func eventObject(obj any) ([]string, error) {
 	return nil, nil
 }
 
+func podNode(obj any) ([]string, error) {
+	if p, ok := obj.(*Pod); ok {
+		return distinct(p.Spec.NodeName), nil
+	}
+	return nil, nil
+}
+
 func imNode(obj any) ([]string, error) {
 	if im, ok := obj.(*InstanceManager); ok {
 		return distinct(im.Spec.NodeID), nil

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/webhooktest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
@@ -72,6 +73,9 @@ type clusterOptions struct {
 	platform *dataplane.Platform
 	// log receives the adapter's logs (default: testLog).
 	log *slog.Logger
+	// guard serves deploy/webhook/guard.yaml for the cluster, as an
+	// installation has it.
+	guard bool
 }
 
 // longhornNamespace installs Longhorn's test CRDs on the package's
@@ -133,6 +137,9 @@ func newClusterWith(t *testing.T, s *sim.Sim, o clusterOptions) *cluster {
 	}
 	plane, err := longhorn.New(ctx, dyn, opts)
 	require.NoError(t, err)
+	if o.guard {
+		webhooktest.ServeGuard(t, cfg, ns, plane)
+	}
 	c := &cluster{t: t, ctx: ctx, sim: s, dyn: dyn, ns: ns, mgr: mgr, plane: plane}
 	c.waitInStep("the adapter shows the simulated cluster")
 	return c

@@ -44,12 +44,13 @@ func conditionTrue(conds []Condition, typ string) bool {
 // Kubernetes one the kubelet. A missing Kubernetes node is NotReady. The
 // node runs the v2 engine when it has a v2 instance manager and is not
 // labelled to disable it.
-func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool) dataplane.Node {
+func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool, managers []*Pod) dataplane.Node {
 	n := dataplane.Node{
 		Name:            ln.Name,
 		Ready:           conditionTrue(ln.Status.Conditions, ConditionReady),
 		V2:              hasV2IM,
 		AllowScheduling: ln.Spec.AllowScheduling,
+		ManagerIMImage:  managerIMImage(managers),
 	}
 	if kn == nil {
 		n.Ready = false
@@ -68,6 +69,36 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool) dataplane.Node {
 	slices.Sort(n.Images)
 	n.Images = slices.Compact(n.Images)
 	return n
+}
+
+// managerIMImage is the --instance-manager-image of the manager
+// pods on a node ("" when none runs, or its command line names none);
+// while a rollout replaces it, the newest pod's.
+func managerIMImage(pods []*Pod) string {
+	var newest *Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && (newest == nil || p.CreationTimestamp.After(newest.CreationTimestamp.Time)) {
+			newest = p
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	for _, c := range newest.Spec.Containers {
+		if c.Name != ManagerContainer {
+			continue
+		}
+		line := append(slices.Clone(c.Command), c.Args...)
+		for i, a := range line {
+			if v, ok := strings.CutPrefix(a, ManagerIMImageFlag+"="); ok {
+				return v
+			}
+			if a == ManagerIMImageFlag && i+1 < len(line) {
+				return line[i+1]
+			}
+		}
+	}
+	return ""
 }
 
 // imageAliases returns name and the shorter forms the Longhorn setting may

@@ -277,14 +277,14 @@ func TestToNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := toNode(tt.ln, tt.kn, tt.v2IM)
+			n := toNode(tt.ln, tt.kn, tt.v2IM, nil)
 			assert.Equal(t, tt.ready, n.Ready)
 			assert.Equal(t, tt.v2, n.V2)
 		})
 	}
-	n := toNode(ln(ready, true), kn(ready, nil, "docker.io/longhornio/longhorn-instance-manager:v1.9.0", "docker.io/library/busybox:1"), true)
+	n := toNode(ln(ready, true), kn(ready, nil, "docker.io/longhornio/longhorn-instance-manager:v1.9.0", "docker.io/library/busybox:1"), true, nil)
 	assert.True(t, n.AllowScheduling)
-	assert.False(t, toNode(ln(ready, false), kn(ready, nil), true).AllowScheduling)
+	assert.False(t, toNode(ln(ready, false), kn(ready, nil), true, nil).AllowScheduling)
 	assert.Contains(t, n.Images, "longhornio/longhorn-instance-manager:v1.9.0", "the setting's short form matches the kubelet's")
 	assert.Contains(t, n.Images, "docker.io/longhornio/longhorn-instance-manager:v1.9.0")
 	assert.Contains(t, n.Images, "busybox:1")
@@ -410,4 +410,27 @@ func TestUpgraderWireTypes(t *testing.T) {
 			"engines": map[string]any{"pvc-1": map[string]any{"originalNodeID": "n2", "temporaryNodeID": "n3"}}},
 	}}, &u))
 	assert.Equal(t, dataplane.IMUpgrade{Name: "upgrade-n2-1", Node: "n2", State: "waiting-for-source-im"}, toIMUpgrade(&u))
+}
+
+// TestManagerIMImage: the --instance-manager-image of a node's manager pod,
+// in either form of the flag, the newest pod's while a rollout replaces it.
+func TestManagerIMImage(t *testing.T) {
+	pod := func(age int, line ...string) *Pod {
+		return &Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, age, 0, 0, 0, time.UTC))},
+			Spec: PodSpec{Containers: []Container{{Name: "sidecar", Command: []string{"--instance-manager-image", "wrong"}},
+				{Name: ManagerContainer, Command: line[:1], Args: line[1:]}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		pods []*Pod
+		want string
+	}{
+		{"none", nil, ""},
+		{"separate value", []*Pod{pod(1, "longhorn-manager", "-d", "daemon", "--instance-manager-image", "im:v2", "--manager-image", "m")}, "im:v2"},
+		{"joined value", []*Pod{pod(1, "longhorn-manager", "--instance-manager-image=im:v2")}, "im:v2"},
+		{"no flag", []*Pod{pod(1, "longhorn-manager", "daemon")}, ""},
+		{"a rollout: the newest", []*Pod{pod(1, "m", "--instance-manager-image", "im:v1"), pod(2, "m", "--instance-manager-image", "im:v2")}, "im:v2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, managerIMImage(tc.pods)) })
+	}
 }

@@ -43,7 +43,7 @@ func TestDeployedRBACSuffices(t *testing.T) {
 
 	e := enginetest.Start(t, worker, enginetest.Options{})
 	m := ref("rbac")
-	e.Request(m, storage...)
+	e.RequestSpec(m, storageSpec(storage))
 	completed(t, e, m)
 	was.restored(t, c)
 

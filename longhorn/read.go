@@ -51,7 +51,7 @@ func (p *Plane) node(ln *LonghornNode) dataplane.Node {
 	hasV2 := slices.ContainsFunc(indexed[InstanceManager](p.ims, byNode, ln.Name), func(im *InstanceManager) bool {
 		return isV2(im.Spec.DataEngine)
 	})
-	return toNode(ln, kn, hasV2)
+	return toNode(ln, kn, hasV2, indexed[Pod](p.managers, byNode, ln.Name))
 }
 
 // DefaultInstanceManagerImage returns the value of the setting

@@ -1,19 +1,17 @@
 package longhorn_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/internal/webhooktest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/testenv"
@@ -82,13 +80,13 @@ func TestIMDeletionIsForeground(t *testing.T) {
 // snapshot is kept.
 func TestSnapshotsSurviveSwitchovers(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		off    []sim.Rule
-		refuse bool
-		lost   bool
+		name  string
+		off   []sim.Rule
+		guard bool
+		lost  bool
 	}{
 		{name: "nothing refuses the deletion", lost: true},
-		{name: "the deletion refused while the target moves", refuse: true},
+		{name: "the shipped guard refuses the deletion while the target moves", guard: true},
 		{name: "no snapshot sync of the new engine", off: []sim.Rule{sim.RuleSnapshotCRSync}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,8 +106,8 @@ func TestSnapshotsSurviveSwitchovers(t *testing.T) {
 				names, _ := s.Snapshots("vol-0")
 				return slices.Contains(names, "user-snap") && slices.Contains(c.object(longhorn.SnapshotsResource, "user-snap").GetFinalizers(), "longhorn.io")
 			})
-			if tc.refuse {
-				refuseSnapshotDeletions(t, c)
+			if tc.guard {
+				webhooktest.ServeGuard(t, testenv.Get(t).Config, c.ns, c.plane)
 			}
 			require.NoError(t, c.plane.SetEngineNode(c.ctx, "vol-0", "n2"))
 			eventually(t, 20*time.Second, "the target on n2", func() bool {
@@ -125,47 +123,6 @@ func TestSnapshotsSurviveSwitchovers(t *testing.T) {
 			assert.Equal(t, !tc.lost, err == nil, "its Snapshot object")
 		})
 	}
-}
-
-// refuseSnapshotDeletions installs, for the test's namespace, an admission
-// policy refusing every deletion of a Snapshot object, and waits until the
-// apiserver applies it.
-func refuseSnapshotDeletions(t *testing.T, c *cluster) {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(testenv.Get(t).Config)
-	require.NoError(t, err)
-	name := "refuse-snapshot-deletions-" + c.ns
-	fail := admissionregistrationv1.Fail
-	deny := admissionregistrationv1.Deny
-	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(c.ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{"longhorn.io"}, APIVersions: []string{"v1beta2"}, Resources: []string{"snapshots"}}},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "snapshot kept while its volume's target moves"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(c.ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{deny},
-			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": c.ns}}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
-	})
-	snaps := c.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns)
-	eventually(t, 10*time.Second, "the policy applied", func() bool {
-		err := snaps.Delete(c.ctx, "user-snap", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil
-	})
 }
 
 // TestV1120TargetIP: Longhorn v1.12.0 points the initiator at its engine's

@@ -37,6 +37,9 @@ var (
 	VolumeAttachmentsResource = GroupVersion.WithResource("volumeattachments")
 	KubeNodesResource         = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	EventsResource            = schema.GroupVersionResource{Version: "v1", Resource: "events"}
+	// PodsResource holds, in Longhorn's namespace, the longhorn-manager pods
+	// (ManagerPodLabel).
+	PodsResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // Resources of Longhorn's own instance-manager upgrader (a Longhorn that
@@ -90,6 +93,14 @@ const (
 	// InstanceManagerUpgradeControlName is the name of the singleton
 	// upgrade control of Longhorn's own upgrader (LM#4676:types/types.go).
 	InstanceManagerUpgradeControlName = "longhorn-instance-manager-upgrade-control"
+	// ManagerPodLabel and ManagerPodLabelValue select the longhorn-manager
+	// pods of Longhorn's DaemonSet; ManagerContainer is their container and
+	// ManagerIMImageFlag the flag naming the instance-manager image the
+	// manager creates IMs of.
+	ManagerPodLabel      = "app"
+	ManagerPodLabelValue = "longhorn-manager"
+	ManagerContainer     = "longhorn-manager"
+	ManagerIMImageFlag   = "--instance-manager-image"
 	// ConditionReady is the Ready condition of Longhorn and Kubernetes nodes.
 	ConditionReady = "Ready"
 	// DisableV2Label on a Kubernetes node turns the v2 data engine off there.
@@ -241,6 +252,27 @@ type InstanceProcessStatus struct {
 	State string `json:"state"`
 }
 
+// Pod is a core Pod, reduced to the fields used: a longhorn-manager pod.
+type Pod struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PodSpec `json:"spec"`
+}
+
+// PodSpec is the node a pod runs on and its containers.
+type PodSpec struct {
+	NodeName   string      `json:"nodeName,omitempty"`
+	Containers []Container `json:"containers"`
+}
+
+// Container is a container's name, image and command line.
+type Container struct {
+	Name    string   `json:"name"`
+	Image   string   `json:"image,omitempty"`
+	Command []string `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+}
+
 // Setting is a settings.longhorn.io object; its value is top-level.
 type Setting struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -365,7 +397,7 @@ func ToUnstructured(obj any, kind string) (*unstructured.Unstructured, error) {
 	}
 	u := &unstructured.Unstructured{Object: m}
 	switch obj.(type) {
-	case *KubeNode, *Event:
+	case *KubeNode, *Event, *Pod:
 		u.SetAPIVersion("v1")
 	default:
 		u.SetAPIVersion(GroupVersion.String())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
@@ -64,6 +65,37 @@ func storageLayout(t *testing.T, cfg sim.Config) (*sim.Sim, []string) {
 	return s, []string{"n1", "n2", "n3"}
 }
 
+// storageSpec is the request of an upgrade of nodes of storageLayout. n3
+// does not schedule replicas, which the request accepts (precheck
+// ReplicaSchedulingAllowed): Longhorn rebuilds its replicas elsewhere.
+func storageSpec(nodes []string) v1beta2.DataEngineUpgradeManagerSpec {
+	return v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: nodes, AllowNodesWithoutReplicaScheduling: true}
+}
+
+// TestNodeWithoutReplicaSchedulingIsRefusedUnlessAccepted: n3 of the
+// storage layout does not allow replica scheduling and holds replicas of
+// attached volumes: an upgrade naming it is refused, naming the node and
+// its volumes, and the cluster is not touched.
+func TestNodeWithoutReplicaSchedulingIsRefusedUnlessAccepted(t *testing.T) {
+	s, storage := storageLayout(t, latencies)
+	c := newCluster(t, s)
+	e := enginetest.Start(t, c.plane, enginetest.Options{})
+	m := ref("unschedulable")
+	e.Request(m, storage...)
+	st := e.WaitManager(m, 30*time.Second, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	var failed []string
+	for _, p := range st.Prechecks {
+		if !p.Passed {
+			failed = append(failed, p.Check)
+			assert.Contains(t, p.Message, "n3 (replicas of vol-0, vol-2, vol-3, vol-5)")
+		}
+	}
+	assert.Equal(t, []string{"ReplicaSchedulingAllowed"}, failed)
+	actions, _ := s.ActionLog()
+	assert.Empty(t, actions, "the cluster was not touched")
+}
+
 // TestFailingSwitchoverStallsThenResumes: Longhorn keeps reverting a
 // volume's switch-over (told to fail it); the node stays in switching-over
 // (not error) with a message naming the volume, the state and the Warning's
@@ -75,7 +107,7 @@ func TestFailingSwitchoverStallsThenResumes(t *testing.T) {
 	was := recordBefore(t, c)
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("stuck")
-	e.Request(m, storage...)
+	e.RequestSpec(m, storageSpec(storage))
 	// The stall is recorded once the initiator's phase call fails, and
 	// recorded again with the Warning's text once its Event reaches the
 	// worker's cache.
@@ -204,7 +236,7 @@ func upgradeToStep(t *testing.T, prefix string, step events.NodeState, opts engi
 	s, storage := storageLayout(t, latencies)
 	c := newCluster(t, s)
 	u := inFlight{s: s, c: c, was: recordBefore(t, c), e: enginetest.Start(t, c.plane, opts), m: ref(prefix + string(step))}
-	u.e.Request(u.m, storage...)
+	u.e.RequestSpec(u.m, storageSpec(storage))
 	u.node = u.e.WaitManager(u.m, 10*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
 	u.e.WaitNode(u.m, u.node, 10*time.Second, "step "+string(step), enginetest.AtOrPast(step))
 	return u
@@ -221,7 +253,7 @@ func TestOtherUpgraderSwitchedOnHoldsBeforeTheNextNode(t *testing.T) {
 	was := recordBefore(t, c)
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
 	m := ref("held")
-	e.Request(m, storage...)
+	e.RequestSpec(m, storageSpec(storage))
 	first := e.WaitManager(m, 20*time.Second, "a node in flight", func(s manager.State) bool { return s.UpgradingNode != "" }).UpgradingNode
 	s.SetLonghornUpgrader(dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingIMAutoUpgrade: `{"v1":"false","v2":"true"}`}})
 	c.mgr.Kick()

@@ -22,7 +22,8 @@ import (
 // (experimental, its physics not established), what is proven is the exact
 // sequence of writes the adapter makes to Longhorn's objects: scheduling
 // off, snapshots, replicas failed, engines moved, the IM's image set,
-// scheduling restored, engines moved back, snapshots removed. Run with
+// scheduling restored, engines moved back, snapshots removed (kept through
+// the switch-overs by the guard, as installed). Run with
 // -update to rewrite testdata/inplace-writes.golden.
 func TestInPlaceWriteSequence(t *testing.T) {
 	s := inPlaceLayout(t)
@@ -30,6 +31,7 @@ func TestInPlaceWriteSequence(t *testing.T) {
 	c := newClusterWith(t, s, clusterOptions{
 		platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"},
 		log:      slog.New(writes),
+		guard:    true,
 	})
 	was := recordBefore(t, c)
 	e := enginetest.Start(t, c.plane, enginetest.Options{})
@@ -150,7 +152,7 @@ func TestSchedulingOffExactlyUntilTheNewIMRuns(t *testing.T) {
 	probe := &schedulingProbe{DataPlane: c.plane, image: sim.NewIMImage}
 	e := enginetest.Start(t, probe, enginetest.Options{})
 	m := ref("scheduling")
-	e.Request(m, storage...)
+	e.RequestSpec(m, storageSpec(storage))
 	completed(t, e, m)
 
 	byNode := map[string][]schedulingCall{}

@@ -216,7 +216,9 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 			do: func(w worker) error { return w.plane.FailReplica(ctx, "vol-1", r1) },
 			until: func() bool {
 				v, err := c.plane.Volume(ctx, "vol-1")
-				return err == nil && !v.Rebuilding() && v.HealthyReplicas() == v.NumberOfReplicas
+				// Out of the engine too: StopReplica waits for it.
+				return err == nil && !v.Rebuilding() && v.HealthyReplicas() == v.NumberOfReplicas &&
+					!slices.ContainsFunc(v.Replicas, func(r dataplane.Replica) bool { return r.Name == r1 && r.InEngine })
 			}},
 		{name: "n1 may not stop n2's replica of vol-2", as: "n1",
 			do:     patch(longhorn.ReplicasResource, r2, `{"spec":{"desireState":"stopped"}}`),
@@ -320,7 +322,7 @@ func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
 		}},
 		{name: "in-place", golden: filepath.Join("testdata", "inplace-writes.golden"), build: func(t *testing.T) (*cluster, []string) {
 			// The cluster of TestInPlaceWriteSequence.
-			return newClusterWith(t, inPlaceLayout(t), clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}}), []string{"n1"}
+			return newClusterWith(t, inPlaceLayout(t), clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}, guard: true}), []string{"n1"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,7 +336,7 @@ func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
 				e.StartWorker(n)
 			}
 			e.Plane = c.plane
-			e.Request(policyRef, nodes...)
+			e.RequestSpec(policyRef, storageSpec(nodes))
 			st := e.WaitManager(policyRef, 30*time.Second, "a terminal state", terminal)
 			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 			was.restored(t, c)

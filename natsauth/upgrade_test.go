@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -53,7 +54,7 @@ func runUpgrade(t *testing.T, d *deployment, c *sim.Sim, ref events.ManagerRef, 
 		during()
 	}
 	x := commands.New(commands.Config{Store: d.store, Source: events.SourceIntake})
-	_, err := intake.RequestUpgrade(d.ctx, x, ref, 1, "v2", nil)
+	_, err := intake.RequestUpgrade(d.ctx, x, ref, 1, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2})
 	require.NoError(t, err)
 	var st manager.State
 	eventually(t, 45*time.Second, "the upgrade ends", func() bool {

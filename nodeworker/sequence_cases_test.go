@@ -24,7 +24,7 @@ import (
 // workloads (initiators) on c1, the engines and replicas on the storage
 // nodes n1-n3, and a detached volume; Longhorn's replica-replenishment
 // wait is its default.
-func storageNodes(t testing.TB, cfg sim.Config) (*sim.Sim, *sim.FakeClock) {
+func storageNodes(t testing.TB, cfg sim.Config, n1 ...func(*sim.NodeSpec)) (*sim.Sim, *sim.FakeClock) {
 	t.Helper()
 	fc := sim.NewFakeClock(time.Time{})
 	cfg.Clock = fc
@@ -33,7 +33,13 @@ func storageNodes(t testing.TB, cfg sim.Config) (*sim.Sim, *sim.FakeClock) {
 	}
 	s := sim.New(cfg)
 	for _, n := range []string{"c1", "n1", "n2", "n3"} {
-		require.NoError(t, s.AddNode(n))
+		spec := sim.NodeSpec{Name: n}
+		for _, f := range n1 {
+			if n == "n1" {
+				f(&spec)
+			}
+		}
+		require.NoError(t, s.AddNodeSpec(spec))
 	}
 	for _, v := range []sim.VolumeSpec{
 		{Name: "vol-a", AttachedTo: "c1", EngineOn: "n1", ReplicasOn: []string{"n1", "n2", "n3"}},
@@ -218,8 +224,10 @@ type ruleCase struct {
 	// off, the fix reverted finds nothing of the kind.
 	rules []sim.Rule
 	cfg   sim.Config
-	// setup shapes the cluster before the upgrade; during changes it under
-	// the upgrade, as a user would (each run gets its own).
+	// n1 shapes the node upgraded as it is built; setup shapes the
+	// cluster before the upgrade; during changes it under the upgrade, as a
+	// user would (each run gets its own).
+	n1     func(*sim.NodeSpec)
 	setup  func(t testing.TB, s *sim.Sim)
 	during func() func(*sequence, string, nodeupgrade.State)
 	// mutate reverts the fix in the run's sequence.
@@ -238,8 +246,8 @@ var ruleCases = []ruleCase{
 		mutate: func(q *sequence) { q.decide = restoringSchedulingFirst },
 		want:   violPathDown},
 	{name: "failing-replicas: a replica stopped only once its engine removed it",
-		rules: []sim.Rule{sim.RuleReplicaLinkTimeout},
-		cfg:   sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second, ReplicaRemoveLatency: 3 * time.Second},
+		rules:  []sim.Rule{sim.RuleReplicaLinkTimeout},
+		cfg:    sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second, ReplicaRemoveLatency: 3 * time.Second},
 		mutate: func(q *sequence) { q.plane = onePatchFailure{q.s} },
 		want:   violIOStall},
 	{name: "upgrading-instance-manager: the old IM deleted in the foreground",
@@ -249,10 +257,13 @@ var ruleCases = []ruleCase{
 		mutate: func(q *sequence) { q.plane = backgroundIMDeletion{q.s} },
 		want:   violIMOverlap},
 	{name: "a cordoned node is held before its IM is touched",
-		rules:  []sim.Rule{sim.RuleNoIMOnCordonedNode},
-		cfg:    sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
-		setup:  func(t testing.TB, s *sim.Sim) { require.NoError(t, s.Cordon("n1")) },
-		during: func() func(*sequence, string, nodeupgrade.State) { var t0 time.Time; return once(since(&t0, 20*time.Minute), uncordon("n1")) },
+		rules: []sim.Rule{sim.RuleNoIMOnCordonedNode},
+		cfg:   sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
+		setup: func(t testing.TB, s *sim.Sim) { require.NoError(t, s.Cordon("n1")) },
+		during: func() func(*sequence, string, nodeupgrade.State) {
+			var t0 time.Time
+			return once(since(&t0, 20*time.Minute), uncordon("n1"))
+		},
 		mutate: func(q *sequence) { q.decide = ignoring(func(o *observation) { o.node.Cordoned = false }) },
 		want:   violNoIM},
 	{name: "a default image changed under the upgrade holds it, Longhorn's IM left alone",
@@ -264,13 +275,32 @@ var ruleCases = []ruleCase{
 				once(at("n1", events.NodeSwitchingOver), setDefaultImage("longhornio/longhorn-instance-manager:v1.12.2")),
 				once(since(&t0, 20*time.Minute), setDefaultImage(sim.NewIMImage)))
 		},
-		mutate: func(q *sequence) { q.decide = ignoring(func(o *observation) { o.defaultImage = "" }) },
-		want:   violDeletedDefIM},
+		// A Longhorn upgrade rolls every manager out with the setting: the
+		// fix reverted must ignore both.
+		mutate: func(q *sequence) {
+			q.decide = ignoring(func(o *observation) { o.defaultImage, o.node.ManagerIMImage = "", sim.NewIMImage })
+		},
+		want: violDeletedDefIM},
+	{name: "a node whose longhorn-manager has not rolled out is held, its IM kept",
+		rules: []sim.Rule{sim.RuleDefaultIMFollowsSetting},
+		cfg:   sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
+		n1:    func(n *sim.NodeSpec) { n.ManagerImage = sim.OldIMImage },
+		during: func() func(*sequence, string, nodeupgrade.State) {
+			var t0 time.Time
+			return once(since(&t0, 20*time.Minute), rollOutManager("n1"))
+		},
+		mutate: func(q *sequence) {
+			q.decide = ignoring(func(o *observation) { o.node.ManagerIMImage = sim.NewIMImage })
+		},
+		want: violNoIM},
 	{name: "an IM running shards is held, not emptied",
-		rules:  []sim.Rule{sim.RuleShardsNotCounted},
-		cfg:    sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
-		setup:  func(t testing.TB, s *sim.Sim) { require.NoError(t, s.SetShards("n1", 2)) },
-		during: func() func(*sequence, string, nodeupgrade.State) { var t0 time.Time; return once(since(&t0, 20*time.Minute), moveShards("n1")) },
+		rules: []sim.Rule{sim.RuleShardsNotCounted},
+		cfg:   sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
+		setup: func(t testing.TB, s *sim.Sim) { require.NoError(t, s.SetShards("n1", 2)) },
+		during: func() func(*sequence, string, nodeupgrade.State) {
+			var t0 time.Time
+			return once(since(&t0, 20*time.Minute), moveShards("n1"))
+		},
 		mutate: func(q *sequence) {
 			q.decide = ignoring(func(o *observation) {
 				for i := range o.ims {
@@ -301,6 +331,10 @@ func setDefaultImage(image string) func(*sequence) {
 	return func(q *sequence) { require.NoError(q.t, q.s.SetDefaultIMImage(image)) }
 }
 
+func rollOutManager(node string) func(*sequence) {
+	return func(q *sequence) { require.NoError(q.t, q.s.SetManagerImage(node, sim.NewIMImage)) }
+}
+
 func moveShards(node string) func(*sequence) {
 	return func(q *sequence) { require.NoError(q.t, q.s.SetShards(node, 0)) }
 }
@@ -315,7 +349,11 @@ func (rc ruleCase) run(t *testing.T, off []sim.Rule, reverted bool) []string {
 	t.Helper()
 	cfg := rc.cfg
 	cfg.Disable = off
-	s, fc := storageNodes(t, cfg)
+	var tweaks []func(*sim.NodeSpec)
+	if rc.n1 != nil {
+		tweaks = append(tweaks, rc.n1)
+	}
+	s, fc := storageNodes(t, cfg, tweaks...)
 	if rc.setup != nil {
 		rc.setup(t, s)
 	}

@@ -72,41 +72,12 @@ func nodeCheck(o observation, c settings) *stepPlan {
 	return nil
 }
 
-// Reasons of the holds a node's upgrade waits in, touching nothing, until
-// the cluster is fixed.
-const (
-	// ReasonNodeCordoned: the Kubernetes node is cordoned, and Longhorn
-	// starts no instance-manager pod there. Switchback never uncordons it.
-	ReasonNodeCordoned = "NodeCordoned"
-	// ReasonShardsOnNode: the node's instance manager runs erasure-coded
-	// shards, which Longhorn does not count before it removes the IM.
-	ReasonShardsOnNode = "ShardsOnNode"
-	// ReasonDefaultImageChanged: Longhorn's default instance-manager image
-	// is no longer the image the upgrade targets: Longhorn would replace
-	// the node's IM with another image, and deleting Longhorn's own IM would
-	// only make it create it again.
-	ReasonDefaultImageChanged = "DefaultImageChanged"
-)
-
 // holdCheck holds a node that must not be touched, or whose IM must not be
-// replaced, as the cluster is now: cordoned, running shards, or Longhorn's
-// default image changed under the upgrade. Each lifts by itself once fixed.
+// replaced, as the cluster is now (plan.Holds): each lifts by itself once
+// fixed.
 func holdCheck(o observation, c settings) *stepPlan {
-	switch {
-	case o.node.Cordoned:
-		return &stepPlan{block: waiting("", ReasonNodeCordoned,
-			"node %s is cordoned (spec.unschedulable): Longhorn starts no instance-manager pod on a cordoned node, so its instance manager is not replaced; uncordon it (Switchback never does) and the upgrade goes on by itself", c.node)}
-	case o.defaultImage != "" && o.defaultImage != c.image:
-		return &stepPlan{block: waiting("", ReasonDefaultImageChanged,
-			"Longhorn's default instance-manager image is now %s, not %s, which this upgrade targets: Longhorn would give node %s an instance manager of %s; set default-instance-manager-image back, or delete the manager and start a new upgrade",
-			o.defaultImage, c.image, c.node, o.defaultImage)}
-	}
-	for _, im := range o.ims {
-		if im.Shards > 0 && im.Image != c.image {
-			return &stepPlan{block: waiting("", ReasonShardsOnNode,
-				"instance manager %s on %s runs %d erasure-coded shard instance(s): Longhorn does not count them before it removes an instance manager, so replacing it would lose them; move them off the node, and the upgrade goes on by itself",
-				im.Name, c.node, im.Shards)}
-		}
+	if h := plan.Holds(o.profile, o.node, o.ims, o.defaultImage, c.image); len(h) > 0 {
+		return &stepPlan{block: waiting("", h[0].Reason, "%s", h[0].Message)}
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func im(name, image string, state dataplane.IMState) dataplane.InstanceManager {
 
 func observed(profile dataplane.Profile, vols ...dataplane.Volume) observation {
 	o := observation{profile: profile, found: true,
-		node:     dataplane.Node{Name: "n1", Ready: true, V2: true, AllowScheduling: true},
+		node:     dataplane.Node{Name: "n1", Ready: true, V2: true, AllowScheduling: true, ManagerIMImage: newIM},
 		ims:      []dataplane.InstanceManager{im("im-n1-1", oldIM, dataplane.IMRunning)},
 		on:       vols,
 		recorded: map[string]dataplane.Volume{}}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -40,7 +41,7 @@ func TestActiveFromStreamFollowsTheStream(t *testing.T) {
 	}
 	x := commands.New(commands.Config{Store: store, Source: events.SourceIntake, Now: func() time.Time { return at }})
 	request := func(name string) {
-		_, err := intake.RequestUpgrade(ctx, x, ref(name), 1, "v2", nil)
+		_, err := intake.RequestUpgrade(ctx, x, ref(name), 1, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2})
 		require.NoError(t, err)
 	}
 	end := func(name string, e events.Event) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/events"
@@ -48,7 +49,7 @@ func activeRef(name string) events.ManagerRef {
 
 func (h *activeHistory) request(names ...string) {
 	for _, name := range names {
-		_, err := intake.RequestUpgrade(h.ctx, h.x, activeRef(name), 1, "v2", nil)
+		_, err := intake.RequestUpgrade(h.ctx, h.x, activeRef(name), 1, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2})
 		require.NoError(h.t, err)
 	}
 }

@@ -78,6 +78,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 	results := precheck.Run(precheck.Input{
 		Cluster: cluster, DataEngine: st.DataEngine, RequestedNodes: st.RequestedNodes,
 		TargetImage: cluster.DefaultImage, ActiveUpgrades: active,
+		AllowNodesWithoutReplicaScheduling: st.AllowNodesWithoutReplicaScheduling,
 	})
 	recorded := make([]manager.PrecheckResult, len(results))
 	for i, r := range results {

@@ -43,6 +43,9 @@ type NodePlan struct {
 	// SingleReplica are the attached v2 volumes that serve from a single
 	// healthy replica while the node is upgraded.
 	SingleReplica []string `json:"singleReplica,omitempty"`
+	// Holds are what would keep the node's upgrade waiting as the cluster
+	// is now (see Holds); none when its IM already runs the target image.
+	Holds []Hold `json:"holds,omitempty"`
 }
 
 // Switchover is one attached volume whose target leaves the node while its
@@ -79,12 +82,12 @@ func (p Plan) Order() []string {
 	return out
 }
 
-// Feasible reports whether every node exists and can be upgraded live, and
-// every switch-over has a temporary target. A plan that is not feasible
-// would stall, so the dry run says so up front.
+// Feasible reports whether every node exists, can be upgraded live and is
+// held by nothing, and every switch-over has a temporary target. A plan
+// that is not feasible would stall, so the dry run says so up front.
 func (p Plan) Feasible() bool {
 	for _, n := range p.Nodes {
-		if n.Unknown || !n.Live {
+		if n.Unknown || !n.Live || len(n.Holds) > 0 {
 			return false
 		}
 		for _, s := range n.Switchovers {
@@ -117,6 +120,9 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 		np.Unknown = !known
 		np.Live, np.NotLive = LiveVerdict(c.Platform.Profile, name, vols)
 		np.SingleReplica = SingleReplicaWhile(vols, name)
+		if n, ok := c.Node(name); ok && np.Image != targetImage {
+			np.Holds = Holds(c.Platform.Profile, n, imsOf(c.InstanceManagers, name), c.DefaultImage, targetImage)
+		}
 		extra := map[string]int{}
 		for _, vol := range vols {
 			if !Concerned(vol, name) || !vol.Attached() {
@@ -145,6 +151,17 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 		v.upgraded(name, targetImage)
 	}
 	return p
+}
+
+// imsOf returns node's v2 instance managers.
+func imsOf(ims []dataplane.InstanceManager, node string) []dataplane.InstanceManager {
+	var out []dataplane.InstanceManager
+	for _, im := range ims {
+		if im.Node == node && isV2IM(im) {
+			out = append(out, im)
+		}
+	}
+	return out
 }
 
 // v2Volumes returns the v2 volumes sorted by name, each with its replicas

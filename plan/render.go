@@ -10,8 +10,8 @@ import (
 // Longhorn it was computed for, one row per node in order with whether it
 // can be upgraded live there, then one row per switch-over with its
 // temporary target and why, then the replicas to fail, the nodes that
-// cannot be upgraded live and why, and the volumes left on a single healthy
-// replica, per node.
+// cannot be upgraded live and why, what would hold a node, and the volumes
+// left on a single healthy replica, per node.
 func (p Plan) String() string {
 	var b strings.Builder
 	if p.Platform.Profile != "" {
@@ -43,6 +43,8 @@ func (p Plan) String() string {
 			live = "-"
 		case !n.Live:
 			live = "no (initiators, see below)"
+		case len(n.Holds) > 0:
+			live = "held (see below)"
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\n", i+1, n.Node, img, live, len(n.Switchovers), len(n.Replicas))
 	}
@@ -60,7 +62,7 @@ func (p Plan) String() string {
 		_ = w.Flush()
 	}
 
-	var replicas, notLive, single []string
+	var replicas, notLive, held, single []string
 	for _, n := range p.Nodes {
 		if len(n.Replicas) > 0 {
 			refs := make([]string, len(n.Replicas))
@@ -72,6 +74,9 @@ func (p Plan) String() string {
 		if !n.Live {
 			notLive = append(notLive, fmt.Sprintf("  %s: %s\n", n.Node, n.NotLive))
 		}
+		for _, h := range n.Holds {
+			held = append(held, fmt.Sprintf("  %s: %s: %s\n", n.Node, h.Reason, h.Message))
+		}
 		if len(n.SingleReplica) > 0 {
 			single = append(single, fmt.Sprintf("  %s: %s\n", n.Node, strings.Join(n.SingleReplica, ", ")))
 		}
@@ -81,6 +86,9 @@ func (p Plan) String() string {
 	}
 	if len(notLive) > 0 {
 		b.WriteString("\nNot live on this Longhorn (the upgrade stalls there, touching nothing, until fixed):\n" + strings.Join(notLive, ""))
+	}
+	if len(held) > 0 {
+		b.WriteString("\nHeld as the cluster is now (the upgrade waits there, touching nothing, until fixed):\n" + strings.Join(held, ""))
 	}
 	if len(single) > 0 {
 		b.WriteString("\nServed from a single healthy replica while the node is upgraded:\n" + strings.Join(single, ""))

@@ -105,3 +105,29 @@ Served from a single healthy replica while the node is upgraded:
 	assert.Equal(t, "Plan: no node to upgrade to im:v2\n", Build(Cluster{}, nil, newIM).String())
 	assert.Equal(t, "Plan: no node to upgrade to -\n", Plan{}.String())
 }
+
+// A node held as the cluster is now says so in its row and, with the
+// remedy, in a section of its own; a node already on the target image is
+// held by nothing.
+func TestPlanStringHolds(t *testing.T) {
+	c := cluster3()
+	c.Platform = dataplane.Platform{Profile: dataplane.ProfileV112, LonghornVersion: "v1.12.1"}
+	c.Nodes[0].Cordoned = true
+	c.Nodes[1].ManagerIMImage = oldIM
+	c.Nodes[2].Cordoned = true
+	c.InstanceManagers[2].Image = newIM
+	want := `Longhorn: v1.12 (Longhorn v1.12.1): an engine follows its volume's attachment node unless spec.engineNodeID says otherwise, so by default a node with attached v2 volumes holds both their initiators and their targets and cannot be upgraded live; nodes holding only replicas, or targets of volumes attached elsewhere, can
+Plan: 3 node(s) to instance-manager image im:v2
+Warning: the plan cannot complete as is (see below)
+
+ORDER  NODE    IMAGE NOW  LIVE ON THIS LONGHORN  SWITCH-OVERS  REPLICAS TO FAIL
+1      node-1  im:v1      held (see below)       0             0
+2      node-2  im:v1      held (see below)       0             0
+3      node-3  im:v2      yes                    0             0
+
+Held as the cluster is now (the upgrade waits there, touching nothing, until fixed):
+  node-1: NodeCordoned: node node-1 is cordoned (spec.unschedulable): Longhorn starts no instance-manager pod on a cordoned node, so its instance manager is not replaced; uncordon it (Switchback never does) and the upgrade goes on by itself
+  node-2: ManagerNotRolledOut: node node-2: its longhorn-manager runs with --instance-manager-image im:v1, and Longhorn creates an instance manager of im:v2 there only once its manager runs with that image: let the longhorn-manager DaemonSet roll out on the node, and the upgrade goes on by itself
+`
+	assert.Equal(t, want, Build(c, nil, newIM).String())
+}

@@ -30,6 +30,10 @@ const (
 	// NoVersionDrift holds when no node was left on an older instance-manager
 	// image by an earlier, unfinished upgrade.
 	NoVersionDrift = "NoVersionDrift"
+	// ReplicaSchedulingAllowed holds when every node to upgrade that holds
+	// replicas of attached v2 volumes lets Longhorn reuse them afterwards,
+	// or the request accepts that it will not.
+	ReplicaSchedulingAllowed = "ReplicaSchedulingAllowed"
 	// VolumesHealthy holds when every attached v2 volume concerned by the
 	// nodes to upgrade is healthy and has more than one replica.
 	VolumesHealthy = "VolumesHealthy"
@@ -62,6 +66,9 @@ const (
 	ReasonImageNotReady = "ImageNotReady"
 	// ReasonVersionDrift: an earlier upgrade left nodes on another image.
 	ReasonVersionDrift = "VersionDrift"
+	// ReasonReplicaSchedulingDisabled: a node to upgrade does not allow
+	// replica scheduling and holds replicas of attached v2 volumes.
+	ReasonReplicaSchedulingDisabled = "ReplicaSchedulingDisabled"
 	// ReasonVolumeUnhealthy: a concerned volume is not healthy.
 	ReasonVolumeUnhealthy = "VolumeUnhealthy"
 	// ReasonSingleReplica: concerned volumes are healthy but one has a single
@@ -83,6 +90,8 @@ type Input struct {
 	// ActiveUpgrades are the other managers that are not completed, error or
 	// cancelled, as namespace/name.
 	ActiveUpgrades []string
+	// AllowNodesWithoutReplicaScheduling is the spec field of that name.
+	AllowNodesWithoutReplicaScheduling bool
 }
 
 // Result is the outcome of one check.
@@ -103,7 +112,8 @@ type Result struct {
 // (DataEngineSupported, NodesKnown), then the cluster's shape
 // (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade, then Longhorn's
 // own upgrader: NoOtherUpgrader), the image
-// (DefaultImageOnAllNodesReady), versions (NoVersionDrift), and last the
+// (DefaultImageOnAllNodesReady), versions (NoVersionDrift), the nodes'
+// settings (ReplicaSchedulingAllowed), and last the
 // volumes, the most detailed and the most likely to change from one try to
 // the next. The order is also the order of the precheck events and conditions.
 var checks = []struct {
@@ -117,6 +127,7 @@ var checks = []struct {
 	{NoOtherUpgrader, CheckNoOtherUpgrader},
 	{DefaultImageOnAllNodesReady, CheckDefaultImageOnAllNodesReady},
 	{NoVersionDrift, CheckNoVersionDrift},
+	{ReplicaSchedulingAllowed, CheckReplicaSchedulingAllowed},
 	{VolumesHealthy, CheckVolumesHealthy},
 }
 

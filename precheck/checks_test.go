@@ -23,7 +23,7 @@ func TestRunHealthyCluster(t *testing.T) {
 	rs := Run(input(c))
 	require.Equal(t, []string{
 		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade", "NoOtherUpgrader",
-		"DefaultImageOnAllNodesReady", "NoVersionDrift", "VolumesHealthy",
+		"DefaultImageOnAllNodesReady", "NoVersionDrift", "ReplicaSchedulingAllowed", "VolumesHealthy",
 	}, checkNames(rs))
 	assert.Equal(t, Names(), checkNames(rs))
 	assert.Equal(t, []Result{
@@ -34,14 +34,15 @@ func TestRunHealthyCluster(t *testing.T) {
 		{NoOtherUpgrader, true, ReasonChecksPassed, "this Longhorn has no instance-manager upgrader of its own"},
 		{DefaultImageOnAllNodesReady, true, ReasonChecksPassed, "instance-manager image im:v2 is present on every node to upgrade (3)"},
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
+		{ReplicaSchedulingAllowed, true, ReasonChecksPassed, "every node to upgrade that holds replicas of attached v2 volumes allows replica scheduling"},
 		{VolumesHealthy, true, ReasonChecksPassed, "every attached v2 volume on the nodes to upgrade is healthy and has more than one replica (1)"},
 	}, rs)
 	assert.True(t, Passed(rs))
-	assert.Equal(t, "all 8 prechecks passed", Summary(rs))
+	assert.Equal(t, "all 9 prechecks passed", Summary(rs))
 }
 
 func TestRunReportsEveryProblemAtOnce(t *testing.T) {
-	// One v2 node without the target image, a single-replica volume, another
+	// One v2 node without the target image nor replica scheduling, a single-replica volume, another
 	// upgrade active, Longhorn's own upgrader on, a v1 request naming a
 	// ghost: each check finds its own
 	// problem, whatever the others found. NoVersionDrift needs two v2 nodes to
@@ -62,10 +63,13 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		{NoOtherUpgrader, false, ReasonOtherUpgraderActive, `Longhorn's own instance-manager upgrader would race this upgrade: setting allow-v2-instance-manager-automatic-upgrade is "true": set it to "false"`},
 		{DefaultImageOnAllNodesReady, false, ReasonImageNotReady, "instance-manager image im:v2 is not present on nodes: node-1"},
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
+		{ReplicaSchedulingAllowed, false, ReasonReplicaSchedulingDisabled, "nodes to upgrade do not allow replica scheduling (spec.allowScheduling is false) and hold replicas of attached v2 volumes: node-1 (replicas of vol-1); " +
+			"Longhorn would not reuse those replicas after the upgrade but rebuild each on another node once replica-replenishment-wait-interval has passed: " +
+			"allow scheduling on them, or set spec.allowNodesWithoutReplicaScheduling in a new manager"},
 		{VolumesHealthy, false, ReasonSingleReplica, "attached v2 volumes on the nodes to upgrade must be healthy and have more than one replica: vol-1 has a single replica"},
 	}, Run(in))
 	assert.False(t, Passed(Run(in)))
-	assert.Equal(t, "7 of 8 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, VolumesHealthy", Summary(Run(in)))
+	assert.Equal(t, "8 of 9 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, ReplicaSchedulingAllowed, VolumesHealthy", Summary(Run(in)))
 }
 
 func TestPassedAndSummary(t *testing.T) {

@@ -30,6 +30,11 @@ type NodeSpec struct {
 	NoScheduling bool
 	// Shards is the number of erasure-coded shard instances its IM runs.
 	Shards int
+	// ManagerImage is the --instance-manager-image its longhorn-manager
+	// runs with ("" = Config.DefaultIMImage): another one is a manager
+	// DaemonSet not rolled out there yet, and no default-image IM is made
+	// for the node (RuleDefaultIMFollowsSetting).
+	ManagerImage string
 }
 
 // AddNode adds a Ready v2 node with a running IM on Config.IMImage.
@@ -57,8 +62,12 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 	}
 	images = slices.Clone(images)
 	slices.Sort(images)
+	manager := spec.ManagerImage
+	if manager == "" {
+		manager = s.cfg.DefaultIMImage
+	}
 	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images),
-		managerImage: s.cfg.DefaultIMImage, shards: spec.Shards}
+		managerImage: manager, shards: spec.Shards}
 	if n.v2 {
 		n.imSeq = 1
 		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning, epoch: 1}

@@ -243,7 +243,7 @@ func (s *Sim) replenishAt(v *volume) time.Time {
 		return time.Time{}
 	}
 	// Longhorn's status.lastDegradedAt has a second's precision.
-	at := v.degradedAt.Truncate(time.Second)
+	at := v.degradedAt.UTC().Truncate(time.Second)
 	if !s.potentiallyReusable(v) {
 		return at
 	}

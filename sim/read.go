@@ -209,6 +209,7 @@ func (n *node) export() dataplane.Node {
 		AllowScheduling: n.allowSched,
 		Images:          slices.Clone(n.images),
 		Cordoned:        n.cordoned,
+		ManagerIMImage:  n.managerImage,
 	}
 }
 

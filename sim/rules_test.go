@@ -333,7 +333,7 @@ func TestIOChecker_QueuesThenFails(t *testing.T) {
 		VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
 	s.SetPhase("node-1/test")
 	require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-2"))
-	fc.Advance(3 * time.Second) // switching: only the new path serves
+	fc.Advance(3 * time.Second)                    // switching: only the new path serves
 	require.NoError(t, s.PlaceEngine("vol-1", "")) // withdrawn there: the old path stays down
 	fc.Advance(500 * time.Millisecond)
 	st := s.IOStats()

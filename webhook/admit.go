@@ -50,6 +50,9 @@ var admissionChecks = []admissionCheck{
 	// once, with what to turn off.
 	{precheck.NoOtherUpgrader, "", precheck.CheckNoOtherUpgrader},
 	{precheck.NoVersionDrift, "spec.nodes", precheck.CheckNoVersionDrift},
+	// A node's scheduling setting is the operator's to change; the request
+	// can also accept it.
+	{precheck.ReplicaSchedulingAllowed, "spec.allowNodesWithoutReplicaScheduling", precheck.CheckReplicaSchedulingAllowed},
 }
 
 // deferredChecks are the prechecks left to the controller at the start of
@@ -211,6 +214,8 @@ func (a *Admitter) Evaluate(ctx context.Context, m *v1beta2.DataEngineUpgradeMan
 		RequestedNodes: m.Spec.Nodes,
 		TargetImage:    cluster.DefaultImage,
 		ActiveUpgrades: active,
+
+		AllowNodesWithoutReplicaScheduling: m.Spec.AllowNodesWithoutReplicaScheduling,
 	}
 	out := make([]precheck.Result, len(admissionChecks))
 	for i, c := range admissionChecks {

@@ -44,7 +44,7 @@ import (
 // a switch-over's new engine included, whose snapshot list is still empty,
 // and deletes the objects that list lacks; the snapshot controller then
 // deletes the snapshots from every replica once one engine is left
-// (docs/longhorn-evidence.md §3.4). So no Snapshot object of a v2 volume is
+// (docs/longhorn-evidence.md §8.4). So no Snapshot object of a v2 volume is
 // deleted while its target moves, by anyone: the deletion is retried by
 // whoever asked (Longhorn's engine controller requeues it, and by then the
 // new engine lists the snapshots), a user's passes once the move ended.

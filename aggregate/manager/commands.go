@@ -28,6 +28,8 @@ type RequestUpgrade struct {
 	DataEngine string
 	// Nodes is spec.nodes as written; empty means every v2 node.
 	Nodes []string
+	// AllowNodesWithoutReplicaScheduling is the spec field of that name.
+	AllowNodesWithoutReplicaScheduling bool
 }
 
 // RecordPrechecks records the precheck results and, if all passed, the plan.

@@ -63,6 +63,8 @@ func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
 			Generation: c.Generation,
 			DataEngine: c.DataEngine,
 			Nodes:      cloneStrings(c.Nodes),
+
+			AllowNodesWithoutReplicaScheduling: c.AllowNodesWithoutReplicaScheduling,
 		}}, nil
 	}
 	if c.Ref != s.Ref {
@@ -70,7 +72,8 @@ func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
 	}
 	// spec is immutable: the same spec is a retry, another one is a bug or a
 	// bypassed admission check, never a new intent.
-	if c.DataEngine != s.DataEngine || !slices.Equal(cloneStrings(c.Nodes), s.RequestedNodes) {
+	if c.DataEngine != s.DataEngine || !slices.Equal(cloneStrings(c.Nodes), s.RequestedNodes) ||
+		c.AllowNodesWithoutReplicaScheduling != s.AllowNodesWithoutReplicaScheduling {
 		return nil, refuse(s, c, ErrConflict, "spec is immutable: recorded dataEngine %q nodes %v, got %q %v",
 			s.DataEngine, s.RequestedNodes, c.DataEngine, c.Nodes)
 	}

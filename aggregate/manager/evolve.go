@@ -96,9 +96,11 @@ func applyRequested(s State, e events.Envelope, d events.UpgradeRequested) (Stat
 		Generation:     d.Generation,
 		DataEngine:     d.DataEngine,
 		RequestedNodes: cloneStrings(d.Nodes),
-		State:          events.ManagerPending,
-		UpdatedAt:      s.UpdatedAt,
-		Transitions:    s.Transitions,
+
+		AllowNodesWithoutReplicaScheduling: d.AllowNodesWithoutReplicaScheduling,
+		State:                              events.ManagerPending,
+		UpdatedAt:                          s.UpdatedAt,
+		Transitions:                        s.Transitions,
 	}, nil
 }
 

@@ -20,6 +20,9 @@ type State struct {
 	Generation     int64    `json:"generation,omitempty"`
 	DataEngine     string   `json:"dataEngine,omitempty"`
 	RequestedNodes []string `json:"requestedNodes,omitempty"`
+	// AllowNodesWithoutReplicaScheduling is the spec's opt-in to nodes whose
+	// replica scheduling is off before the upgrade.
+	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
 	// State is the manager's lifecycle state.
 	State events.ManagerState `json:"state,omitempty"`
 	// Message is the last progress or error message (status.message).

@@ -14,6 +14,7 @@ import (
 // treats them alike; listType=set makes the comparison ignore order.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.nodes) ? self.nodes : []) == (has(oldSelf.nodes) ? oldSelf.nodes : [])",message="spec.nodes is immutable: delete this DataEngineUpgradeManager and create a new one to upgrade other nodes",fieldPath=".nodes",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.allowNodesWithoutReplicaScheduling) && self.allowNodesWithoutReplicaScheduling) == (has(oldSelf.allowNodesWithoutReplicaScheduling) && oldSelf.allowNodesWithoutReplicaScheduling)",message="spec.allowNodesWithoutReplicaScheduling is immutable",fieldPath=".allowNodesWithoutReplicaScheduling",reason=FieldValueForbidden
 type DataEngineUpgradeManagerSpec struct {
 	// DataEngine is the data engine to upgrade. Only v2 is supported.
 	//
@@ -33,6 +34,19 @@ type DataEngineUpgradeManagerSpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Nodes []string `json:"nodes,omitempty"`
+
+	// AllowNodesWithoutReplicaScheduling accepts nodes to upgrade whose
+	// Longhorn spec.allowScheduling is already false and that hold replicas
+	// of attached v2 volumes. Their replicas are failed like any others,
+	// but Longhorn never reuses a replica on a node that does not allow
+	// scheduling: it rebuilds them on other nodes once its
+	// replica-replenishment-wait-interval has passed, and on a cluster with
+	// no node to take them the volumes stay degraded and the node's upgrade
+	// waits at rebuilding-replica. Without it, such nodes refuse the upgrade
+	// (precheck ReplicaSchedulingAllowed).
+	//
+	// +optional
+	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
 }
 
 // UpgradeNodeStatus is the manager's summary of one node's upgrade; the

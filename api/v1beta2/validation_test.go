@@ -94,6 +94,26 @@ func TestAdmissionRejections(t *testing.T) {
 			apply:   deum("nodes-empty", "v2", "[]"),
 		},
 		{
+			name:    "spec.allowNodesWithoutReplicaScheduling turned on",
+			kind:    "lhum",
+			initial: deum("allow-on", "v2", ""),
+			apply:   deum("allow-on", "v2", "") + "  allowNodesWithoutReplicaScheduling: true\n",
+			want:    []string{"spec.allowNodesWithoutReplicaScheduling: Forbidden: spec.allowNodesWithoutReplicaScheduling is immutable"},
+		},
+		{
+			name:    "spec.allowNodesWithoutReplicaScheduling turned off",
+			kind:    "lhum",
+			initial: deum("allow-off", "v2", "") + "  allowNodesWithoutReplicaScheduling: true\n",
+			apply:   deum("allow-off", "v2", "") + "  allowNodesWithoutReplicaScheduling: false\n",
+			want:    []string{"spec.allowNodesWithoutReplicaScheduling: Forbidden: spec.allowNodesWithoutReplicaScheduling is immutable"},
+		},
+		{
+			name:    "control: spec.allowNodesWithoutReplicaScheduling false and absent are the same",
+			kind:    "lhum",
+			initial: deum("allow-absent", "v2", ""),
+			apply:   deum("allow-absent", "v2", "") + "  allowNodesWithoutReplicaScheduling: false\n",
+		},
+		{
 			name:  "duplicate node",
 			apply: deum("nodes-duplicate", "v2", "[node-1, node-2, node-1]"),
 			want:  []string{`spec.nodes[2]: Duplicate value: "node-1"`},

@@ -180,6 +180,7 @@ func demoCommand() *cobra.Command {
 		}
 		io := cluster.IOStats()
 		fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", io.Issued, io.Failed, io.FailedByActions())
+		fmt.Fprintf(stdout, "I/O checker: %s\n", describeWorstStall(io))
 		if *keepRunning {
 			url := conn.server.ClientURL()
 			fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)

@@ -30,6 +30,7 @@ func TestDemoCompletesAndItsHistoryReplays(t *testing.T) {
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	assert.Contains(t, out, "upgrade completed")
 	assert.Contains(t, out, "0 failed (0 caused by the upgrade)")
+	assert.Contains(t, out, "I/O checker: no I/O waited longer than the stall threshold")
 	assert.Contains(t, out, "switchback replay --data-dir "+dir)
 
 	// replay from the demo's store, offline: the objects as kubectl prints

@@ -109,3 +109,19 @@ func isTerminalWriter(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// describeWorstStall says how long I/O waited at worst because of the
+// upgrade: the longest stall over the I/O checker's threshold not caused by
+// an injected fault, with its volume and cause, or that there was none.
+func describeWorstStall(io sim.IOStats) string {
+	n := len(io.StallsByActions())
+	if n == 0 {
+		return "no I/O waited longer than the stall threshold"
+	}
+	w := io.WorstStall()
+	s := fmt.Sprintf("%d stall(s) over the threshold; the worst %s on volume %s (%s)", n, w.Duration(io.At).Round(time.Millisecond), w.Volume, w.Cause)
+	if w.Phase != "" {
+		s += " during " + w.Phase
+	}
+	return s
+}

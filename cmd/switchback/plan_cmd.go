@@ -37,6 +37,8 @@ func planCommand() *cobra.Command {
 	kf.register(fs, "with --data-plane longhorn: ")
 	var nodes stringList
 	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
+	allowUnschedulable := fs.Bool("allow-nodes-without-replica-scheduling", false,
+		"as spec.allowNodesWithoutReplicaScheduling: accept nodes to upgrade that do not allow replica scheduling")
 	output := fs.StringP("output", "o", "table", "output format: table, json or yaml")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
@@ -73,7 +75,8 @@ func planCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage})
+		results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage,
+			AllowNodesWithoutReplicaScheduling: *allowUnschedulable})
 		built := plan.Build(snap, nodes, snap.DefaultImage)
 		if *output != "table" {
 			if err := writeStructured(stdout, *output, planOutput{Prechecks: results, Plan: built}); err != nil {

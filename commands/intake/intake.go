@@ -146,7 +146,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 			return 0, err
 		}
 	}
-	res, err := RequestUpgrade(ctx, c.x, ref, m.Generation, string(m.Spec.DataEngine), m.Spec.Nodes)
+	res, err := RequestUpgrade(ctx, c.x, ref, m.Generation, m.Spec)
 	if err != nil {
 		return 0, err
 	}

@@ -15,9 +15,10 @@ const (
 	NewIM = "im:v2"
 )
 
-// V2Node is a Ready v2 node with both OldIM and NewIM pulled.
+// V2Node is a Ready v2 node that allows replica scheduling, with both OldIM
+// and NewIM pulled and its longhorn-manager already on NewIM.
 func V2Node(name string) dataplane.Node {
-	return dataplane.Node{Name: name, Ready: true, V2: true, Images: []string{OldIM, NewIM}}
+	return dataplane.Node{Name: name, Ready: true, V2: true, AllowScheduling: true, Images: []string{OldIM, NewIM}, ManagerIMImage: NewIM}
 }
 
 // RunningIM is the running v2 instance manager of node, on image.

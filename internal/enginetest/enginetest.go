@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -210,7 +211,13 @@ func (e *Engine) Context() context.Context { return e.ctx }
 // Request records a new manager as the intake would.
 func (e *Engine) Request(ref events.ManagerRef, nodes ...string) {
 	e.t.Helper()
-	if _, err := intake.RequestUpgrade(e.ctx, e.intake, ref, 1, "v2", nodes); err != nil {
+	e.RequestSpec(ref, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: nodes})
+}
+
+// RequestSpec records the creation of manager ref with spec.
+func (e *Engine) RequestSpec(ref events.ManagerRef, spec v1beta2.DataEngineUpgradeManagerSpec) {
+	e.t.Helper()
+	if _, err := intake.RequestUpgrade(e.ctx, e.intake, ref, 1, spec); err != nil {
 		e.t.Fatalf("request upgrade %s: %v", ref, err)
 	}
 }

@@ -53,6 +53,19 @@ func kubeNode(n dataplane.Node, namespace string) *longhorn.KubeNode {
 	return out
 }
 
+// managerPod renders the node's longhorn-manager pod of Longhorn's
+// DaemonSet, with the --instance-manager-image it runs with.
+func managerPod(n dataplane.Node, namespace string) *longhorn.Pod {
+	return &longhorn.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "longhorn-manager-" + n.Name, Namespace: namespace,
+			Labels: map[string]string{longhorn.ManagerPodLabel: longhorn.ManagerPodLabelValue, ManagedByLabel: namespace}},
+		Spec: longhorn.PodSpec{NodeName: n.Name, Containers: []longhorn.Container{{
+			Name: longhorn.ManagerContainer, Image: "longhornio/longhorn-manager",
+			Command: []string{"longhorn-manager", "-d", "daemon", longhorn.ManagerIMImageFlag, n.ManagerIMImage},
+		}}},
+	}
+}
+
 func longhornNode(n dataplane.Node, namespace string) *longhorn.LonghornNode {
 	return &longhorn.LonghornNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace},

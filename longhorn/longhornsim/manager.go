@@ -59,7 +59,7 @@ type Manager struct {
 	log  *slog.Logger
 	opts Options
 
-	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, snapshots *watchedKind
+	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, snapshots, managers *watchedKind
 
 	kick    chan struct{}
 	applied map[string]int64 // resource/name → generation whose spec the simulator has
@@ -166,6 +166,11 @@ func (m *Manager) buildInformers() error {
 	set(&m.snapshots, func() (*watchedKind, error) {
 		return newWatchedKind[longhorn.Snapshot](m.dyn, longhorn.SnapshotsResource, ns, nil, kick)
 	})
+	set(&m.managers, func() (*watchedKind, error) {
+		return newWatchedKind[longhorn.Pod](m.dyn, longhorn.PodsResource, ns, func(o *metav1.ListOptions) {
+			o.LabelSelector = longhorn.ManagerPodLabel + "=" + longhorn.ManagerPodLabelValue
+		}, kick)
+	})
 	if err != nil {
 		return fmt.Errorf("longhornsim: %w", err)
 	}
@@ -173,7 +178,7 @@ func (m *Manager) buildInformers() error {
 }
 
 func (m *Manager) allKinds() []*watchedKind {
-	return []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots}
+	return []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots, m.managers}
 }
 
 // Kick asks for a round now, e.g. after a test changed the simulator

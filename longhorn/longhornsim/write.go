@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,6 +181,7 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 	var errs []error
 	kube := byName[longhorn.KubeNode](m.kubeNodes)
 	lh := byName[longhorn.LonghornNode](m.lhNodes)
+	pods := byName[longhorn.Pod](m.managers)
 	exists := map[string]bool{}
 	for _, n := range nodes {
 		exists[n.Name] = true
@@ -196,6 +198,23 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 			}
 		}
 		m.cordons[n.Name] = n.Cordoned
+		if n.ManagerIMImage != "" {
+			// A pod's command cannot change: a rollout replaces the pod.
+			want := managerPod(n, m.ns)
+			have := pods[want.Name]
+			if have != nil && !slices.Equal(have.Spec.Containers[0].Command, want.Spec.Containers[0].Command) {
+				// No kubelet confirms a graceful deletion here.
+				now := int64(0)
+				if err := m.ri(longhorn.PodsResource).Delete(ctx, have.Name, metav1.DeleteOptions{GracePeriodSeconds: &now}); err != nil && !apierrors.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("delete pod %s: %w", have.Name, err))
+				}
+				have = nil
+			}
+			if have == nil {
+				_, err := m.create(ctx, longhorn.PodsResource, "Pod", want, nil)
+				errs = append(errs, err)
+			}
+		}
 		wantLH := longhornNode(n, m.ns)
 		have := lh[n.Name]
 		if have == nil {
