@@ -20,6 +20,8 @@ func TestNeedsPlacement(t *testing.T) {
 	served := volume("vol-a", "c1", "n1", "n2", "n3") // its target on n1
 	rebuilding := served
 	rebuilding.Replicas = []dataplane.Replica{replica("vol-a", "n2", dataplane.ReplicaRunning), replica("vol-a", "n3", dataplane.ReplicaRebuilding)}
+	switchingPaths := served
+	switchingPaths.Switchover, switchingPaths.PathsSwitching = dataplane.SwitchoverSwitchingOver, true
 	elsewhere := volume("vol-a", "c1", "n2", "n2", "n3")
 	due := elsewhere
 	due.ReplenishAt = now.Add(replenishMargin / 2)
@@ -34,7 +36,9 @@ func TestNeedsPlacement(t *testing.T) {
 	}{
 		{"pending, movable now", events.NodeSwitchingOver, served, events.VolumePending, true},
 		{"pending, waiting for a rebuild", events.NodeSwitchingOver, rebuilding, events.VolumePending, false},
-		{"already switching over", events.NodeSwitchingOver, served, events.VolumeSwitchingOver, false},
+		{"switching over, its target still on the node: the destination is checked", events.NodeSwitchingOver, served, events.VolumeSwitchingOver, true},
+		{"switching over, the initiator switching paths: no redirect", events.NodeSwitchingOver, switchingPaths, events.VolumeSwitchingOver, false},
+		{"switching over, its target gone from the node", events.NodeSwitchingOver, elsewhere, events.VolumeSwitchingOver, false},
 		{"its target on another node", events.NodeSwitchingOver, elsewhere, events.VolumePending, false},
 		{"a late volume, while the IM waits", events.NodeUpgradingInstanceManager, served, events.VolumePending, true},
 		{"coming home, replenishment due", events.NodeSwitchingBack, due, events.VolumeSwitchedOver, true},

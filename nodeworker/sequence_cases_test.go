@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/sim"
@@ -409,4 +410,60 @@ func TestEveryRuleHasItsCase(t *testing.T) {
 	for _, r := range sim.Rules {
 		assert.True(t, proven[r.Rule], "rule %s has no case", r.Rule)
 	}
+}
+
+// TestSwitchoverRedirectedWhenItsTemporaryTargetIsLost: Longhorn has no
+// timeout on a switch-over, and one whose temporary target goes NotReady
+// while it prepares stays preparing for good. The switch-over is sent to
+// another node and the upgrade completes, Longhorn rebuilding the lost
+// node's replica elsewhere; with the redirect reverted (the lost node shown
+// fit), the node never gets past switching-over.
+func TestSwitchoverRedirectedWhenItsTemporaryTargetIsLost(t *testing.T) {
+	run := func(t *testing.T, reverted bool) (kinds []string, redirected bool) {
+		fc := sim.NewFakeClock(time.Time{})
+		s := sim.New(sim.Config{Clock: fc, TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second,
+			ReplicaReplenishWait: 600 * time.Second})
+		for _, n := range []string{"c1", "n1", "n2", "n3", "n4"} {
+			require.NoError(t, s.AddNode(n))
+		}
+		require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-x", AttachedTo: "c1", EngineOn: "n1", ReplicasOn: []string{"n1", "n2", "n3"}}))
+		s.Settle()
+		q := newSequence(t, s, fc, 1)
+		q.limit = time.Hour
+		// The node stays lost: Longhorn rebuilds its replica elsewhere.
+		var lost string
+		q.during = func(q *sequence, node string, st nodeupgrade.State) {
+			if v := st.Volumes["vol-x"]; lost == "" && node == "n1" && v.State == events.VolumeSwitchingOver && v.TargetNode != "" {
+				lost = v.TargetNode
+				require.NoError(q.t, q.s.InjectNodeNotReady(lost))
+			}
+			redirected = redirected || (lost != "" && st.Volumes["vol-x"].TargetNode != lost && st.Volumes["vol-x"].State == events.VolumeSwitchingOver)
+		}
+		if reverted {
+			q.decide = ignoring(func(o *observation) {
+				if o.placement == nil {
+					return
+				}
+				for i := range o.placement.Nodes {
+					if o.placement.Nodes[i].Name == lost {
+						o.placement.Nodes[i].Ready = true
+					}
+				}
+				for i := range o.placement.InstanceManagers {
+					if o.placement.InstanceManagers[i].Node == lost {
+						o.placement.InstanceManagers[i].State = dataplane.IMRunning
+					}
+				}
+			})
+		}
+		q.upgrade("n1")
+		require.NotEmpty(t, lost, "the temporary target was lost while the volume switched over")
+		return q.kinds(), redirected
+	}
+	kinds, redirected := run(t, false)
+	assert.Empty(t, kinds, "with the redirect")
+	assert.True(t, redirected, "the switch-over was redirected")
+	kinds, redirected = run(t, true)
+	assert.Contains(t, kinds, violIncomplete, "with the redirect reverted")
+	assert.False(t, redirected)
 }

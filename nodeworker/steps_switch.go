@@ -42,6 +42,9 @@ func needsPlacement(step events.NodeState, st nodeupgrade.State, o observation, 
 			if rec.State == events.VolumePending && needsSwitch(v, node) && switchBlocker(v, node) == nil {
 				return true
 			}
+			if redirectable(v, rec, node) {
+				return true
+			}
 		case events.NodeSwitchingBack, "":
 			if rec.TargetAway() && replenishSoon(v, o.now) {
 				return true
@@ -158,7 +161,7 @@ func (p *stepPlan) switchAway(o observation, st nodeupgrade.State, c settings, u
 		rec := st.Volumes[v.Name]
 		switch {
 		case rec.State == events.VolumeSwitchingOver:
-			dest[v.Name] = rec.TargetNode
+			dest[v.Name] = p.redirect(v, rec, chooser, c)
 			continue
 		case upgraded || rec.State != events.VolumePending || !needsSwitch(v, c.node):
 			continue
@@ -196,6 +199,39 @@ func (p *stepPlan) switchAway(o observation, st nodeupgrade.State, c settings, u
 		}
 		p.moveEngine(v, to, to, "TargetNotMoved")
 	}
+}
+
+// redirectable reports whether v's switch-over to its recorded temporary
+// target may still be sent elsewhere: its target has not left the node and
+// the initiator is not switching paths (past its switching phase, a
+// withdrawn switch-over leaves the old path inaccessible, sim/RULES.md).
+func redirectable(v dataplane.Volume, rec nodeupgrade.Volume, node string) bool {
+	return rec.State == events.VolumeSwitchingOver && v.TargetHost() == node && !v.PathsSwitching &&
+		v.Switchover != dataplane.SwitchoverFinalizing && !settledOn(v, rec.TargetNode)
+}
+
+// redirect returns where v's switch-over under way goes. Longhorn has no
+// timeout on a switch-over: one whose temporary target can no longer host
+// an engine (its IM gone, the node NotReady or removed) stays preparing
+// for good. While the move may still be redirected, it is sent to another
+// node the chooser picks, and the redirect recorded first; with no other
+// node, the volume waits, naming why.
+func (p *stepPlan) redirect(v dataplane.Volume, rec nodeupgrade.Volume, chooser *plan.Chooser, c settings) string {
+	if chooser == nil || !redirectable(v, rec, c.node) {
+		return rec.TargetNode
+	}
+	why := chooser.Unfit(rec.TargetNode, c.node)
+	if why == "" {
+		return rec.TargetNode
+	}
+	to, reason, ok := chooser.Choose(v, c.node, c.image)
+	if !ok {
+		p.wait(waiting(v.Name, "TemporaryTargetLost", "volume %s: its temporary target %s %s, and no other node can host it: %s", v.Name, rec.TargetNode, why, reason))
+		return rec.TargetNode
+	}
+	p.volumes = append(p.volumes, nodeupgrade.SetVolumeState{Volume: v.Name, To: events.VolumeSwitchingOver, RedirectFrom: rec.TargetNode,
+		TargetNode: to, Message: fmt.Sprintf("target redirected to %s, since %s %s: %s", to, rec.TargetNode, why, reason)})
+	return to
 }
 
 // settledOn reports whether a volume's switch-over to node has fully ended:

@@ -44,6 +44,22 @@ func TestDecideSwitchOver(t *testing.T) {
 		}
 	}
 	pending := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumePending}}
+	// preparingToN3 is vol-s asked to n3, Longhorn preparing there.
+	preparingToN3 := func(v *dataplane.Volume) {
+		v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverPreparing, false
+	}
+	// lostDestination makes node NotReady in the placement o reads.
+	lostDestination := func(o func() observation, node string) func() observation {
+		return func() observation {
+			got := o()
+			for i := range got.placement.Nodes {
+				if got.placement.Nodes[i].Name == node {
+					got.placement.Nodes[i].Ready = false
+				}
+			}
+			return got
+		}
+	}
 	// moveRecorded: the move of vol-s to n3 is recorded, with the engine
 	// node it had.
 	moveRecorded := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}}
@@ -99,6 +115,18 @@ func TestDecideSwitchOver(t *testing.T) {
 				return o
 			},
 			st: pending, reason: "NoTemporaryTarget"},
+		{name: "its destination lost while preparing: redirected to another node, recorded first, then asked",
+			o:  lostDestination(toPlace(preparingToN3), "n3"),
+			st: moveRecorded, volumes: []string{"vol-s->switching-over@n2"}, actions: []string{"SetEngineNode vol-s n2"}},
+		{name: "its destination lost, no other node: waits naming why",
+			o:  lostDestination(lostDestination(toPlace(preparingToN3), "n3"), "n2"),
+			st: moveRecorded, reason: "TemporaryTargetLost"},
+		{name: "its destination lost while the initiator switches paths: never redirected",
+			o: lostDestination(toPlace(func(v *dataplane.Volume) {
+				preparingToN3(v)
+				v.Switchover, v.PathsSwitching = dataplane.SwitchoverSwitchingOver, true
+			}), "n3"),
+			st: moveRecorded, reason: "TargetNotMoved"},
 		{name: "a volume attached elsewhere with its target elsewhere needs no switch-over",
 			o:  func() observation { return observed(dataplane.ProfileV112, volume("vol-r", "c1", "n2", "n1", "n2")) },
 			st: map[string]nodeupgrade.Volume{"vol-r": {State: events.VolumePending}}, done: true},

@@ -175,6 +175,18 @@ func NewChooser(c Cluster) *Chooser {
 	return &Chooser{v: newView(c), placed: map[string]int{}}
 }
 
+// Unfit says why node can no longer host a target while upgrading is
+// upgraded (the first rule of ChooseTemporaryTarget it breaks, or that the
+// cluster has no such node), or "" when it still can.
+func (ch *Chooser) Unfit(node, upgrading string) string {
+	for _, n := range ch.v.nodes {
+		if n.Name == node {
+			return ch.v.disqualify(n, upgrading)
+		}
+	}
+	return "is not a node of the cluster any more"
+}
+
 // Choose is ChooseTemporaryTarget on the Chooser's snapshot, counting the
 // targets it placed before.
 func (ch *Chooser) Choose(vol dataplane.Volume, upgrading, targetImage string) (node string, reason string, ok bool) {

@@ -132,8 +132,11 @@ func noticesFor(v *view, e events.Envelope) []notice {
 		n.volume = d.Volume
 		n.warning = d.To == events.VolumeError
 		n.reason, n.action = "Volume"+camel(string(d.To)), actionUpgradeVolume
-		if d.From == "" {
+		switch d.From {
+		case "":
 			n.reason = "VolumeRecorded"
+		case d.To:
+			n.reason = "VolumeRedirected"
 		}
 		from := string(d.From)
 		if from == "" {

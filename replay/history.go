@@ -71,6 +71,9 @@ func Describe(e events.Envelope) Line {
 			from = "recorded"
 		}
 		l.What, l.Message = fmt.Sprintf("volume %s: %s → %s", d.Volume, from, d.To), d.Message
+		if d.From == d.To {
+			l.What = fmt.Sprintf("volume %s: %s, redirected to %s", d.Volume, d.To, d.TargetNode)
+		}
 	case events.NodeStalled:
 		l.What, l.Message = "STALLED in "+string(d.Step), d.Reason+": "+d.Message
 	case events.NodeResumed:

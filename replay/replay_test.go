@@ -186,3 +186,11 @@ func TestTimelineTimesHaveDateAndZone(t *testing.T) {
 	e := events.New(agg, events.SourceController, "c", at, events.CancelRequested{})[0]
 	assert.Equal(t, "2026-12-01 13:32:21.005 Z", replay.Describe(e).Time)
 }
+
+func TestHistoryLineOfARedirect(t *testing.T) {
+	ref := events.ManagerRef{Namespace: "ns", Name: "m", UID: "uid"}
+	l := replay.Describe(events.Envelope{Aggregate: events.NodeAggregate(ref, "n1"), Data: events.VolumeStateChanged{
+		Volume: "vol-x", From: events.VolumeSwitchingOver, To: events.VolumeSwitchingOver, TargetNode: "n3", Message: "n2 is not ready"}})
+	assert.Equal(t, "volume vol-x: switching-over, redirected to n3", l.What)
+	assert.Equal(t, "n2 is not ready", l.Message)
+}

@@ -41,6 +41,12 @@ type CompleteStep struct {
 // SetVolumeState moves one volume to To. An empty TargetNode keeps the
 // recorded one. EngineNodeBefore, given when a switch-over starts, records
 // the volume's spec.engineNodeID before it.
+//
+// RedirectFrom, when set, redirects a switch-over under way from that
+// temporary target to TargetNode (To is then switching-over): the volume
+// stays switching-over and keeps its EngineNodeBefore. Asked again once
+// done, it is a no-op; asked while the volume is going elsewhere, a
+// conflict.
 type SetVolumeState struct {
 	ID               string
 	At               time.Time
@@ -49,6 +55,7 @@ type SetVolumeState struct {
 	TargetNode       string
 	Message          string
 	EngineNodeBefore *string
+	RedirectFrom     string
 }
 
 // SetVolumeStates applies several volume changes as one decision, so a step

@@ -160,6 +160,9 @@ func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
 		return nil, refuse(s, c, nil, "volume is required")
 	}
 	cur := s.Volumes[c.Volume]
+	if c.RedirectFrom != "" {
+		return decideRedirect(s, c, cur)
+	}
 	if cur.State == c.To {
 		if c.TargetNode == "" || c.TargetNode == cur.TargetNode {
 			return nil, nil
@@ -177,6 +180,21 @@ func decideVolume(s State, c SetVolumeState) ([]events.Event, error) {
 		Message:          c.Message,
 		EngineNodeBefore: c.EngineNodeBefore,
 	}}, nil
+}
+
+// decideRedirect sends a volume switching over to another temporary
+// target.
+func decideRedirect(s State, c SetVolumeState, cur Volume) ([]events.Event, error) {
+	switch {
+	case c.To != events.VolumeSwitchingOver || c.TargetNode == "" || c.TargetNode == c.RedirectFrom:
+		return nil, refuse(s, c, nil, "volume %s: a redirect is a switch-over sent from one temporary target to another, not %q from %q to %q",
+			c.Volume, c.To, c.RedirectFrom, c.TargetNode)
+	case cur.State == events.VolumeSwitchingOver && cur.TargetNode == c.TargetNode:
+		return nil, nil
+	case cur.State != events.VolumeSwitchingOver || cur.TargetNode != c.RedirectFrom:
+		return nil, refuse(s, c, ErrConflict, "volume %s is %s with target on %q, not switching over to %q", c.Volume, cur.State, cur.TargetNode, c.RedirectFrom)
+	}
+	return []events.Event{events.VolumeStateChanged{Volume: c.Volume, From: cur.State, To: cur.State, TargetNode: c.TargetNode, Message: c.Message}}, nil
 }
 
 // decideRecordSnapshots records the node's snapshots once; another name or

@@ -3,6 +3,7 @@ package nodeupgrade
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
@@ -147,6 +148,20 @@ func TestDecidePayloads(t *testing.T) {
 			Volume: "vol-a", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "node-2", Message: "moving target",
 		}}, evs)
 	})
+	t.Run("a redirect keeps the volume switching over, with its new target only", func(t *testing.T) {
+		s := fold(t, append(upTo(events.NodeFailingReplicas), evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, "node-2"))...)
+		redirect := SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3", Message: "node-2 lost its IM"}
+		evs, err := Decide(s, redirect)
+		require.NoError(t, err)
+		require.Equal(t, []events.Event{events.VolumeStateChanged{
+			Volume: "vol-a", From: events.VolumeSwitchingOver, To: events.VolumeSwitchingOver, TargetNode: "node-3", Message: "node-2 lost its IM",
+		}}, evs)
+		s = fold(t, append(append(upTo(events.NodeFailingReplicas), evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, "node-2")), evs...)...)
+		assert.Equal(t, Volume{State: events.VolumeSwitchingOver, TargetNode: "node-3", Message: "node-2 lost its IM"}, s.Volumes["vol-a"])
+		evs, err = Decide(s, redirect)
+		require.NoError(t, err)
+		assert.Empty(t, evs, "redelivered once done")
+	})
 	t.Run("stall defaults to the current step", func(t *testing.T) {
 		s := fold(t, upTo(events.NodeSwitchingOver)...)
 		evs, err := Decide(s, ReportStall{ID: "s", Volume: "vol-a", Reason: "R", Message: "m"})
@@ -203,6 +218,14 @@ func TestDecideRefusals(t *testing.T) {
 		{Name: "volume illegal move", History: upTo(events.NodeInitializing), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedBack}, Kind: nil, Reason: "not allowed"},
 		{Name: "volume unknown state", History: started, Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: "moving"}, Kind: nil, Reason: "not allowed"},
 		{Name: "volume same state other target", History: upTo(events.NodeSwitchingOver), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedOver, TargetNode: "node-3"}, Kind: ErrConflict, Reason: "already switched-over"},
+		{Name: "redirect of a volume not switching over", History: upTo(events.NodeSwitchingOver),
+			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: "not switching over to"},
+		{Name: "redirect from another target", History: append(upTo(events.NodeFailingReplicas), evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, "node-4")),
+			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: `target on "node-4"`},
+		{Name: "redirect to another state", History: upTo(events.NodeFailingReplicas),
+			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchedOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
+		{Name: "redirect to the same target", History: upTo(events.NodeFailingReplicas),
+			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-2"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
 		{Name: "stall at a step not reached", History: started, Cmd: ReportStall{ID: "s", Step: events.NodeFinalizing, Reason: "R", Message: "m"}, Kind: nil, Reason: "not reached yet"},
 		{Name: "stall without reason", History: started, Cmd: ReportStall{ID: "s", Message: "m"}, Kind: nil, Reason: "reason is required"},
 		{Name: "stall without message", History: started, Cmd: ReportStall{ID: "s", Reason: "R"}, Kind: nil, Reason: "message is required"},

@@ -204,6 +204,9 @@ func applyVolume(s *State, e events.Envelope, d events.VolumeStateChanged, owned
 	if !VolumeTransitionAllowed(cur.State, d.To) {
 		return illegal(s, e, "volume %s: %q → %q is not allowed", d.Volume, cur.State, d.To)
 	}
+	if d.From == d.To && (d.TargetNode == "" || d.TargetNode == cur.TargetNode || d.EngineNodeBefore != nil) {
+		return illegal(s, e, "volume %s: a redirect must name a new temporary target, and only it", d.Volume)
+	}
 	v := Volume{State: d.To, TargetNode: cur.TargetNode, Message: d.Message, EngineNodeBefore: cur.EngineNodeBefore}
 	if d.TargetNode != "" {
 		v.TargetNode = d.TargetNode

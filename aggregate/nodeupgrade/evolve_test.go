@@ -104,6 +104,7 @@ func TestEvolveVolumeMatrix(t *testing.T) {
 		{events.VolumePending, events.VolumeSwitchingOver}:       true,
 		{events.VolumePending, events.VolumeCompleted}:           true,
 		{events.VolumePending, events.VolumeError}:               true,
+		{events.VolumeSwitchingOver, events.VolumeSwitchingOver}: true, // a redirect
 		{events.VolumeSwitchingOver, events.VolumeSwitchedOver}:  true,
 		{events.VolumeSwitchingOver, events.VolumeSwitchingBack}: true,
 		{events.VolumeSwitchingOver, events.VolumeError}:         true,

@@ -106,7 +106,9 @@ var volumeTransitions = map[events.VolumeState][]events.VolumeState{
 	events.VolumePending: {events.VolumeSwitchingOver, events.VolumeCompleted, events.VolumeError},
 	// switching-over → switching-back: a cancel (or a restart choosing to
 	// retreat) while the move is under way brings the target home directly.
-	events.VolumeSwitchingOver: {events.VolumeSwitchedOver, events.VolumeSwitchingBack, events.VolumeError},
+	// switching-over → switching-over: a redirect to another temporary
+	// target (SetVolumeState.RedirectFrom), its TargetNode changed.
+	events.VolumeSwitchingOver: {events.VolumeSwitchingOver, events.VolumeSwitchedOver, events.VolumeSwitchingBack, events.VolumeError},
 	events.VolumeSwitchedOver:  {events.VolumeSwitchingBack, events.VolumeError},
 	events.VolumeSwitchingBack: {events.VolumeSwitchedBack, events.VolumeError},
 	events.VolumeSwitchedBack:  {events.VolumeCompleted, events.VolumeError},
