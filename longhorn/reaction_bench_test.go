@@ -48,7 +48,7 @@ import (
 // resync) and wait=poll250ms (the signal hidden, the 250 ms poll steps
 // used before it). Each reports p50-ms, p99-ms and max-ms over
 // REACTION_SAMPLES samples (default 20: p99 is then the largest but one,
-// nearest rank). Goal (issue #20): p99 < 20 ms with the signal.
+// nearest rank). Goal: p99 < 20 ms with the signal.
 func BenchmarkReactionLatency(b *testing.B) {
 	samples := benchenv.Int(b, "REACTION_SAMPLES", 20)
 	for _, pc := range []struct {

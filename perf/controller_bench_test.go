@@ -65,7 +65,7 @@ var nsSeq atomic.Int64
 //     upgrades in progress: the orchestrator's snapshot and the tail after
 //     it, plan, schedule, projection).
 //   - peak-rss-MiB: the process's VmHWM at the end; rss-MiB: its VmRSS then.
-//     Goal (issue #8): < 300 MiB.
+//     Goal: < 300 MiB.
 //   - events: the events in the stream (99 per manager).
 //
 // The stream is written once per process (about 30 s for 10k managers on 2

@@ -14,7 +14,7 @@ import (
 	"github.com/switchback-dev/switchback/internal/benchenv"
 )
 
-// BenchmarkScale (#20): `switchback demo` (built from ./cmd/switchback) run
+// BenchmarkScale: `switchback demo` (built from ./cmd/switchback) run
 // as a process of its own at SCALE_NODES_SMALL (default 50) and
 // SCALE_NODES_LARGE (default 200) nodes × 20 volumes per node, with a 1 ms
 // simulated latency. The demo runs the whole system in that one process:
@@ -30,8 +30,8 @@ import (
 //   - ratio-large/small: those times' ratio; linear is the node ratio (4
 //     at the defaults), goal ≤ 1.1 × linear (4.4);
 //   - peak-rss-MiB@N: the demo process's peak resident set (the kernel's
-//     ru_maxrss once it exited): everything above, in one process. Goal
-//     (issue #20): < 1024 MiB at 200 nodes × 4000 volumes.
+//     ru_maxrss once it exited): everything above, in one process. Goal:
+//     < 1024 MiB at 200 nodes × 4000 volumes.
 func BenchmarkScale(b *testing.B) {
 	small := benchenv.Int(b, "SCALE_NODES_SMALL", 50)
 	large := benchenv.Int(b, "SCALE_NODES_LARGE", 200)

@@ -87,7 +87,7 @@ func (r ring) upgrade(b *testing.B, name string) (wall, cpu time.Duration) {
 	return up.Wait(30 * time.Minute)
 }
 
-// BenchmarkUpgradeEfficiency (#20): the wall time of a whole upgrade against
+// BenchmarkUpgradeEfficiency: the wall time of a whole upgrade against
 // the data plane's floor (ring.floor: the configured latencies along the
 // plan's critical path), at 20 and 100 volumes per node, every component on
 // the product's own settings (poll, resync and stall timers). The latencies
@@ -113,7 +113,7 @@ func BenchmarkUpgradeEfficiency(b *testing.B) {
 	}
 }
 
-// BenchmarkPerVolumeCost (#20): what a volume costs the upgrade at 20 and at
+// BenchmarkPerVolumeCost: what a volume costs the upgrade at 20 and at
 // 100 attached volumes per node, with a data plane answering at once (every
 // latency zero), so that the time is Switchback's own; every component on
 // the product's own settings. ms/volume@N is the upgrade's wall time over

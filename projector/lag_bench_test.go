@@ -56,7 +56,7 @@ import (
 // max-ms over their samples: LAG_SAMPLES_SLOW (default 20) at 1/s and
 // LAG_SAMPLES_FAST (default 500) at 50/s. With 20 samples p99 is the second
 // largest sample (nearest rank), i.e. little more than the max; with 500 it
-// is the 5th largest. Goal (issue #8): p99 < 50 ms.
+// is the 5th largest. Goal: p99 < 50 ms.
 func BenchmarkProjectionLag(b *testing.B) {
 	for _, rc := range []struct {
 		rate    int

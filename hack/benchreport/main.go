@@ -1,6 +1,6 @@
 // Command benchreport turns `go test -bench` output (read on stdin, several
-// -count runs) into BENCHMARKS.md: the machine, versions and date, the goals
-// of issues #8 and #20 with the measured medians (met or missed), and for every
+// -count runs) into BENCHMARKS.md: the machine, versions and date,
+// the performance targets with the measured medians (met or missed), and for every
 // benchmark and metric the min, median and max over the runs. Ratios are
 // metrics the benchmarks report themselves, measured in the same run as
 // their baseline. When the notes file exists (-notes) it is included
@@ -131,7 +131,7 @@ func write(w io.Writer, all map[string]*series, order []string, notes string) {
 	}
 }
 
-// goal is one target of issue #8 or #20: the median of a benchmark's metric
+// goal is one performance target: the median of a benchmark's metric
 // (divided by the median of another, for goals stated as a speed-up)
 // compared with a limit.
 type goal struct {
@@ -142,7 +142,7 @@ type goal struct {
 	limit        float64
 }
 
-// goals are the targets of issues #8 and #20, as the benchmarks' doc
+// goals are the performance targets, as the benchmarks' doc
 // comments state them.
 // "Near linear" scaling is taken as within 25% of the node ratio.
 var goals = []goal{
@@ -152,11 +152,11 @@ var goals = []goal{
 	{what: "append vs raw JetStream publish of the same bytes (ratio)", bench: "eventstore BenchmarkAppendVsRawPublish", unit: "ratio", op: ">=", limit: 0.9},
 	{what: "concurrent appends vs raw async publish of the same bytes (ratio)", bench: "eventstore BenchmarkAppendConcurrentVsRawAsync", unit: "ratio", op: ">=", limit: 0.85},
 	{what: "replay: fold of the whole stream vs raw ordered read at 1M events (ratio)", bench: "eventstore BenchmarkReplay1M", unit: "ratio", op: ">=", limit: 0.9},
-	// Issue #20: folding holds state, not history; "flat" is taken as
+	// Folding holds state, not history; "flat" is taken as
 	// within 25%, as "near linear" is below.
-	{what: "replay peak RSS flat: 1M vs 250k events (#20, flat = 1)", bench: "eventstore BenchmarkReplay1M", unit: "replay-peak-rss-MiB@1M",
+	{what: "replay peak RSS flat: 1M vs 250k events (flat = 1)", bench: "eventstore BenchmarkReplay1M", unit: "replay-peak-rss-MiB@1M",
 		per: "eventstore BenchmarkReplay1M", perUnit: "replay-peak-rss-MiB@250k", op: "<", limit: 1.25},
-	{what: "warm start: first new upgrade after a restart, 10k finished managers in the stream (#20)", bench: "perf BenchmarkControllerResume", unit: "first-upgrade-ms", op: "<", limit: 200},
+	{what: "warm start: first new upgrade after a restart, 10k finished managers in the stream", bench: "perf BenchmarkControllerResume", unit: "first-upgrade-ms", op: "<", limit: 200},
 	{what: "aggregate load: snapshot + tail vs stream only (speed-up)", bench: "eventstore BenchmarkLoad10k/stream-only", unit: "ns/op",
 		per: "eventstore BenchmarkLoad10k/snapshot+tail", perUnit: "ns/op", op: ">=", limit: 10},
 	{what: "controller overhead per step, 100 nodes", bench: "orchestrator BenchmarkStepOverhead", unit: "ms/step@100", op: "<", limit: 5},
@@ -164,18 +164,18 @@ var goals = []goal{
 	{what: "controller overhead per step, 1000 nodes", bench: "orchestrator BenchmarkStepOverhead", unit: "ms/step@1000", op: "<", limit: 5},
 	{what: "near-linear scaling, 500 vs 100 nodes (total time ratio, linear = 5)", bench: "orchestrator BenchmarkStepOverhead", unit: "ratio500/100", op: "<", limit: 6.25},
 	{what: "near-linear scaling, 1000 vs 100 nodes (total time ratio, linear = 10)", bench: "orchestrator BenchmarkStepOverhead", unit: "ratio1000/100", op: "<", limit: 12.5},
-	// Issue #20: a waiting step reacts to the change that unblocks it; the
+	// A waiting step reacts to the change that unblocks it; the
 	// 250 ms poll it replaced is measured beside it (wait=poll250ms).
-	{what: "reaction latency p99, simulator, change signal (#20)", bench: "longhorn BenchmarkReactionLatency/plane=sim/wait=signal", unit: "p99-ms", op: "<", limit: 20},
-	{what: "reaction latency p99, Longhorn adapter over the apiserver's watch, change signal (#20)", bench: "longhorn BenchmarkReactionLatency/plane=longhorn/wait=signal", unit: "p99-ms", op: "<", limit: 20},
-	// Issue #20: whole upgrades with the product's settings. Latencies per
+	{what: "reaction latency p99, simulator, change signal", bench: "longhorn BenchmarkReactionLatency/plane=sim/wait=signal", unit: "p99-ms", op: "<", limit: 20},
+	{what: "reaction latency p99, Longhorn adapter over the apiserver's watch, change signal", bench: "longhorn BenchmarkReactionLatency/plane=longhorn/wait=signal", unit: "p99-ms", op: "<", limit: 20},
+	// Whole upgrades with the product's settings. Latencies per
 	// row: the unit is 100 ms by default (EFFICIENCY_UNIT_MS), 1 ms in the
 	// demo runs of BenchmarkScale, none for the per-volume cost.
-	{what: "upgrade efficiency, 20 volumes/node: floor ÷ wall time (move 100 ms, IM start 1 s, rebuild 500 ms) (#20)", bench: "perf BenchmarkUpgradeEfficiency/vols=20", unit: "efficiency", op: ">=", limit: 0.95},
-	{what: "upgrade efficiency, 100 volumes/node: floor ÷ wall time (move 100 ms, IM start 1 s, rebuild 500 ms) (#20)", bench: "perf BenchmarkUpgradeEfficiency/vols=100", unit: "efficiency", op: ">=", limit: 0.95},
-	{what: "demo scale, 200 vs 50 nodes × 20 volumes, 1 ms latency (upgrade time ratio, linear = 4) (#20)", bench: "perf BenchmarkScale", unit: "ratio-large/small", op: "<=", limit: 4.4},
-	{what: "demo peak RSS, 200 nodes × 4000 volumes, 1 ms latency (#20)", bench: "perf BenchmarkScale", unit: "peak-rss-MiB@200", op: "<", limit: 1024},
-	{what: "cost per volume, 100 vs 20 volumes/node, zero latency (ratio) (#20)", bench: "perf BenchmarkPerVolumeCost", unit: "ratio100/20", op: "<=", limit: 1.2},
+	{what: "upgrade efficiency, 20 volumes/node: floor ÷ wall time (move 100 ms, IM start 1 s, rebuild 500 ms)", bench: "perf BenchmarkUpgradeEfficiency/vols=20", unit: "efficiency", op: ">=", limit: 0.95},
+	{what: "upgrade efficiency, 100 volumes/node: floor ÷ wall time (move 100 ms, IM start 1 s, rebuild 500 ms)", bench: "perf BenchmarkUpgradeEfficiency/vols=100", unit: "efficiency", op: ">=", limit: 0.95},
+	{what: "demo scale, 200 vs 50 nodes × 20 volumes, 1 ms latency (upgrade time ratio, linear = 4)", bench: "perf BenchmarkScale", unit: "ratio-large/small", op: "<=", limit: 4.4},
+	{what: "demo peak RSS, 200 nodes × 4000 volumes, 1 ms latency", bench: "perf BenchmarkScale", unit: "peak-rss-MiB@200", op: "<", limit: 1024},
+	{what: "cost per volume, 100 vs 20 volumes/node, zero latency (ratio)", bench: "perf BenchmarkPerVolumeCost", unit: "ratio100/20", op: "<=", limit: 1.2},
 }
 
 // evaluate returns g's measured median and whether it meets the limit; ok
@@ -205,7 +205,7 @@ func (g goal) evaluate(all map[string]*series) (value float64, met, ok bool) {
 func writeGoals(w io.Writer, all map[string]*series) {
 	fmt.Fprintln(w, "## Goals")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "The targets of issues #8 and #20, against the median over the runs.")
+	fmt.Fprintln(w, "The performance targets, against the median over the runs.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| goal | benchmark | metric | median | target | status |")
 	fmt.Fprintln(w, "|---|---|---|---:|---|---|")
