@@ -138,7 +138,7 @@ func (q *sequence) upgradeNode(name string) bool {
 	require.NoError(q.t, err)
 	nd := &node{q: q, name: name, before: n0.AllowScheduling, engines: engineNodes(q.t, q.s),
 		c: settings{node: name, image: image, snapshot: "switchback-seq-" + name, idPrefix: "worker/seq/" + name + "/"}}
-	nd.exec(nodeupgrade.Start{Node: name, DataEngine: dataplane.DataEngineV2, InstanceManagerImage: image, Attempt: 1,
+	nd.exec(nodeupgrade.Start{ID: nd.nextID(), Node: name, DataEngine: dataplane.DataEngineV2, InstanceManagerImage: image, Attempt: 1,
 		LonghornProfile: string(dataplane.ProfileV112)})
 	start := q.clock.Now()
 	q.s.SetPhase(name + "/" + string(nd.st.State))
@@ -203,7 +203,7 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 		nd.exec(c)
 	}
 	if len(p.volumes) > 0 {
-		nd.exec(nodeupgrade.SetVolumeStates{Changes: p.volumes})
+		nd.exec(nodeupgrade.SetVolumeStates{ID: nd.nextID(), Changes: p.volumes})
 	}
 	for _, a := range p.actions {
 		err := call(ctx, q.plane, a)
@@ -221,13 +221,13 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 	}
 	switch {
 	case p.fatal != nil:
-		nd.exec(nodeupgrade.Fail{Step: step, Reason: p.fatal.reason, Message: p.fatal.message})
+		nd.exec(nodeupgrade.Fail{ID: nd.nextID(), Step: step, Reason: p.fatal.reason, Message: p.fatal.message})
 		return true, 0
 	case p.done && nd.st.CancelRequested:
-		nd.exec(nodeupgrade.ConfirmCancelled{Message: "cancelled"})
+		nd.exec(nodeupgrade.ConfirmCancelled{ID: nd.nextID(), Message: "cancelled"})
 		return true, 0
 	case p.done:
-		nd.exec(nodeupgrade.CompleteStep{From: step, Message: "done"})
+		nd.exec(nodeupgrade.CompleteStep{ID: nd.nextID(), From: step, Message: "done"})
 		q.s.SetPhase(nd.name + "/" + string(nd.st.State))
 		return true, 0
 	}
@@ -235,14 +235,14 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 		policy{stallAfter: 2 * time.Minute, failAfter: 10 * time.Minute, idle: 30 * time.Second})
 	nd.pc = t.pacing
 	if t.resume {
-		nd.exec(nodeupgrade.ReportProgress{Step: step, Message: "progressing again"})
+		nd.exec(nodeupgrade.ReportProgress{ID: nd.nextID(), Step: step, Message: "progressing again"})
 	}
 	if t.fail != nil {
-		nd.exec(nodeupgrade.Fail{Step: step, Reason: t.fail.reason, Message: t.fail.message})
+		nd.exec(nodeupgrade.Fail{ID: nd.nextID(), Step: step, Reason: t.fail.reason, Message: t.fail.message})
 		return true, 0
 	}
 	if b := t.stall; b != nil {
-		nd.exec(nodeupgrade.ReportStall{Step: step, Volume: b.volume, Reason: b.reason, Message: b.message})
+		nd.exec(nodeupgrade.ReportStall{ID: nd.nextID(), Step: step, Volume: b.volume, Reason: b.reason, Message: b.message})
 	}
 	return progressed, t.wait
 }
@@ -268,12 +268,17 @@ func (nd *node) checkDeleted(o observation, name string) {
 	}
 }
 
+// nextID is the id of the harness's next command of its own (the steps'
+// commands carry theirs).
+func (nd *node) nextID() string {
+	nd.ids++
+	return fmt.Sprintf("%s%d", nd.c.idPrefix, nd.ids)
+}
+
 // exec decides and folds one node command.
 func (nd *node) exec(cmd nodeupgrade.Command) {
 	q := nd.q
-	nd.ids++
-	id := fmt.Sprintf("%s%d", nd.c.idPrefix, nd.ids)
-	cmd = withID(cmd, id)
+	id := cmd.CommandID()
 	evs, err := nodeupgrade.Decide(nd.st, cmd)
 	require.NoError(q.t, err, "%T", cmd)
 	if len(evs) == 0 {
@@ -289,34 +294,6 @@ func (nd *node) exec(cmd nodeupgrade.Command) {
 	case nd.st.Stalled && (!was.Stalled || nd.st.StallReason != was.StallReason):
 		q.log = append(q.log, fmt.Sprintf("# %s: stalled %s (%s)", nd.name, nd.st.StallReason, nd.st.StallVolume))
 	}
-}
-
-// withID gives a command the id of its decision.
-func withID(cmd nodeupgrade.Command, id string) nodeupgrade.Command {
-	switch c := cmd.(type) {
-	case nodeupgrade.Start:
-		c.ID = id
-		return c
-	case nodeupgrade.CompleteStep:
-		c.ID = id
-		return c
-	case nodeupgrade.SetVolumeStates:
-		c.ID = id
-		return c
-	case nodeupgrade.ReportStall:
-		c.ID = id
-		return c
-	case nodeupgrade.ReportProgress:
-		c.ID = id
-		return c
-	case nodeupgrade.Fail:
-		c.ID = id
-		return c
-	case nodeupgrade.ConfirmCancelled:
-		c.ID = id
-		return c
-	}
-	return cmd // the steps' own commands carry their ids
 }
 
 // check is what must hold after every turn while node is upgraded.
