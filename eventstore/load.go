@@ -25,23 +25,39 @@ type History struct {
 	Parked []*events.DecodeError
 }
 
-// Headers JetStream adds to a message it serves by direct get. A message
-// stored with any of them is a copy of a served message (`nats stream get`
-// then `nats pub`), never an event Switchback wrote.
+// Headers JetStream adds to a message it serves by direct get, and the one
+// it adds to a message it sources into another stream. A message stored
+// with any of them is a copy of a served or sourced message (`nats stream
+// get` then `nats pub`, a stream source with a subject transform), never an
+// event or a command Switchback wrote.
 const (
-	hdrStream      = "Nats-Stream"
-	hdrSequence    = "Nats-Sequence"
-	hdrSubject     = "Nats-Subject"
-	hdrTimeStamp   = "Nats-Time-Stamp"
-	hdrNumPending  = "Nats-Num-Pending"
-	hdrLastSeq     = "Nats-Last-Sequence"
-	hdrStatus      = "Status"
-	hdrDescription = "Description"
+	hdrStreamSource = "Nats-Stream-Source"
+	hdrStream       = "Nats-Stream"
+	hdrSequence     = "Nats-Sequence"
+	hdrSubject      = "Nats-Subject"
+	hdrTimeStamp    = "Nats-Time-Stamp"
+	hdrNumPending   = "Nats-Num-Pending"
+	hdrLastSeq      = "Nats-Last-Sequence"
+	hdrStatus       = "Status"
+	hdrDescription  = "Description"
 )
 
-// reservedHeaders are the headers a direct batch get appends to each message,
-// once each.
-var reservedHeaders = []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq}
+// reservedHeaders are JetStream's provenance headers: the first
+// servedHeaders of them a direct batch get appends to each message, once
+// each; the rest it never serves, so a message carries them only as a copy.
+var reservedHeaders = []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp, hdrNumPending, hdrLastSeq, hdrStreamSource}
+
+// servedHeaders counts the reservedHeaders a direct batch get appends.
+const servedHeaders = 6
+
+// allowedTimes is how often a message served with added copies of the
+// served headers may carry reservedHeaders[i].
+func allowedTimes(i, added int) int {
+	if i < servedHeaders {
+		return added
+	}
+	return 0
+}
 
 // ownReservedHeaders names the reserved headers that h carries more often
 // than added times (the server's own copies): those the stored message
@@ -49,14 +65,14 @@ var reservedHeaders = []string{hdrStream, hdrSubject, hdrSequence, hdrTimeStamp,
 // may have been re-keyed by a tool.
 func ownReservedHeaders(h nats.Header, added int) []string {
 	var own []string
-	for _, r := range reservedHeaders {
+	for i, r := range reservedHeaders {
 		n := 0
 		for k, vs := range h {
 			if strings.EqualFold(k, r) {
 				n += len(vs)
 			}
 		}
-		if n > added {
+		if n > allowedTimes(i, added) {
 			own = append(own, r)
 		}
 	}

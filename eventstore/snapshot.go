@@ -208,7 +208,7 @@ func (s *Store) snapshotValue(ctx context.Context, key string) ([]byte, error) {
 // onlyReserved reports whether every header of h is one a direct get adds.
 func onlyReserved(h nats.Header) bool {
 	for k := range h {
-		if reservedIndex(k) < 0 {
+		if i := reservedIndex(k); i < 0 || i >= servedHeaders {
 			return false
 		}
 	}

@@ -22,12 +22,17 @@ func TestCarriesOwnReservedAgreesWithOwnReservedHeaders(t *testing.T) {
 		{"NATS-TIME-STAMP": {"a"}, "Nats-Time-Stamp": {"b"}},
 		{"Nats-Msg-Id": {"a", "b"}, "Nats-Stream": {"S"}},
 		{"Nats-Num-Pending": {"1"}, "Nats-Last-Sequence": {"1"}, "Nats-Subject": {"s"}, "Nats-Stream": {"S"}},
+		{"Nats-Stream-Source": {"S 1 > >"}},
+		{"nats-stream-source": {"S 1 > >"}, "Nats-Stream": {"S"}},
 	}
 	for _, h := range cases {
 		for _, added := range []int{0, 1} {
 			assert.Equal(t, len(ownReservedHeaders(h, added)) > 0, carriesOwnReserved(h, added), "%v added %d", h, added)
 		}
 	}
+	// A direct get never serves the source header: one is always a copy's.
+	assert.True(t, carriesOwnReserved(nats.Header{"Nats-Stream-Source": {"S 1 > >"}}, 1))
+	assert.Equal(t, []string{"Nats-Stream-Source"}, ownReservedHeaders(nats.Header{"Nats-Stream-Source": {"S 1 > >"}, "Nats-Stream": {"S"}}, 1))
 }
 
 // TestOrderedReadRecovers follows a subject across pull requests that

@@ -87,7 +87,7 @@ func carriesOwnReserved(h nats.Header, added int) bool {
 	for k, vs := range h {
 		if i := reservedIndex(k); i >= 0 {
 			counts[i] += len(vs)
-			if counts[i] > added {
+			if counts[i] > allowedTimes(i, added) {
 				return true
 			}
 		}

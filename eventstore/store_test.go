@@ -327,6 +327,32 @@ func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
 		v, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", i+2)))
 		require.NoError(t, err, "append after %q", f.name)
 	}
+	// The source header the server refuses from clients (10227); a copy
+	// gets it from a stream source whose subject transform lands on the
+	// aggregate's subject.
+	_, err = js.CreateStream(c, jetstream.StreamConfig{Name: "ELSEWHERE", Subjects: []string{"elsewhere.>"}})
+	require.NoError(t, err)
+	src, err := events.Encode(resumed(agg, "copy-sourced"))
+	require.NoError(t, err)
+	src.Subject = "elsewhere.copy"
+	_, err = js.PublishMsg(c, src)
+	require.NoError(t, err)
+	es, err := js.Stream(c, topology.EventStream)
+	require.NoError(t, err)
+	cfg := es.CachedInfo().Config
+	cfg.Sources = []*jetstream.StreamSource{{Name: "ELSEWHERE", SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: "elsewhere.copy", Destination: agg.Subject()}}}}
+	_, err = js.UpdateStream(c, cfg)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		last, err := es.GetLastMsgForSubject(c, agg.Subject())
+		return err == nil && last.Header.Get("Nats-Stream-Source") != ""
+	}, 10*time.Second, 10*time.Millisecond, "the sourced copy lands on the aggregate")
+	forged = append(forged, struct {
+		name    string
+		headers map[string]string
+	}{name: "sourced from another stream"})
+	v, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", len(forged)+1)))
+	require.NoError(t, err, "append after the sourced copy")
 	require.NoError(t, nc.Flush())
 
 	h, err := s.Load(c, agg)

@@ -69,11 +69,20 @@ func Terminate(msg jetstream.Msg, why error) error {
 	return msg.TermWithReason(deadletter.HeaderSafe(why.Error()))
 }
 
+// ErrForeignAdvisory is DeadLetterCommand's answer for an advisory naming a
+// consumer other than the command's node consumer: a worker may terminate
+// deliveries on its own ack subjects only, and an ack subject names the
+// stream sequence it settles, so a worker that writes another node's
+// sequence into its own ack subject draws an advisory for a command it was
+// never given. The command stays queued.
+var ErrForeignAdvisory = errors.New("advisory of another consumer than the command's node's")
+
 // DeadLetterCommand copies one command message to the dead-letter stream
 // under sb.dlq.cmd.<node>; the caller removes it from the queue with
 // RemoveCommand once the failure is recorded, so a crash in between repeats
 // the (idempotent) parking instead of losing the failure. ok is false when
-// the message is already gone from the queue.
+// the message is already gone from the queue. A command whose node
+// consumer is not consumer is not parked (ErrForeignAdvisory).
 func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer string, deliveries int, reason string) (dead DeadCommand, ok bool, err error) {
 	raw, err := q.cmd.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -81,6 +90,11 @@ func (q *Queue) DeadLetterCommand(ctx context.Context, seq uint64, consumer stri
 	}
 	if err != nil {
 		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d: %w", seq, err)
+	}
+	// The queue's node is the subject's: a misrouted command (another
+	// node's body on this node's subject) is its worker's to refuse.
+	if queued, ok := topology.CommandSubjectNode(raw.Subject); !ok || consumer != topology.NodeConsumer(queued) {
+		return DeadCommand{}, false, fmt.Errorf("nodequeue: dead-letter seq %d on %s: consumer %q is not that queue's: %w", seq, raw.Subject, consumer, ErrForeignAdvisory)
 	}
 	node := "unknown"
 	cmd, decodeErr := DecodeCommand(raw.Data)
@@ -128,6 +142,10 @@ func (q *Queue) WatchDeadLetters(ctx context.Context, onDead func(context.Contex
 			reason = "refused by its worker: " + deadletter.HeaderSafe(adv.Reason)
 		}
 		dead, ok, err := q.DeadLetterCommand(ctx, adv.StreamSeq, adv.Consumer, adv.Deliveries, reason)
+		if errors.Is(err, ErrForeignAdvisory) {
+			_ = m.Term() // forged by a worker; the advisory stays in the stream as its record
+			return
+		}
 		if err != nil {
 			_ = m.Nak()
 			return

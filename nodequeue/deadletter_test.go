@@ -49,3 +49,41 @@ func TestDeadLetterCannotBeHiddenByATakenID(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "max deliveries", m.Header.Get(topology.HeaderDeadReason))
 }
+
+// TestDeadLetterOnlyFromTheQueuesConsumer: an advisory parks a command only
+// when it names the consumer of the queue the command is on; a misrouted
+// command (another node's body) is still that queue's to park.
+func TestDeadLetterOnlyFromTheQueuesConsumer(t *testing.T) {
+	q, js, ctx := open(t, nodequeue.Config{})
+	_, err := q.Publish(ctx, cmd("n2", "c1"))
+	require.NoError(t, err)
+	misrouted, err := js.Publish(ctx, topology.CommandSubject("n1"), []byte(`{"id":"m1","kind":"advance","node":"n2"}`))
+	require.NoError(t, err)
+	cmds, err := js.Stream(ctx, topology.CommandStream)
+	require.NoError(t, err)
+	m, err := cmds.GetLastMsgForSubject(ctx, topology.CommandSubject("n2"))
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		name     string
+		seq      uint64
+		consumer string
+		parked   bool
+	}{
+		{"another node's consumer", m.Sequence, topology.NodeConsumer("n1"), false},
+		{"no consumer", m.Sequence, "", false},
+		{"the dead-letterer's", m.Sequence, "dead-letterer", false},
+		{"the queue's own consumer", m.Sequence, topology.NodeConsumer("n2"), true},
+		{"misrouted, the queue's consumer", misrouted.Sequence, topology.NodeConsumer("n1"), true},
+		{"misrouted, the node its body names", misrouted.Sequence, topology.NodeConsumer("n2"), false},
+	} {
+		_, ok, err := q.DeadLetterCommand(ctx, c.seq, c.consumer, 1, "refused")
+		if c.parked {
+			assert.NoError(t, err, c.name)
+			assert.True(t, ok, c.name)
+			continue
+		}
+		assert.ErrorIs(t, err, nodequeue.ErrForeignAdvisory, c.name)
+		assert.False(t, ok, c.name)
+	}
+}

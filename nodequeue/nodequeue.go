@@ -164,9 +164,12 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 }
 
 // Stream limits. Only the controller publishes commands and dead letters
-// (and JetStream its advisories), so the limits bound a runaway controller,
-// not a hostile worker; with limits retention the oldest messages go first:
-// done commands and old evidence.
+// (and JetStream its advisories); with limits retention the oldest messages
+// go first: done commands and old evidence. A copy JetStream publishes on a
+// command subject for a client that named it as a reply counts against the
+// same per-subject limit, so the limits alone do not keep a node's queued
+// commands from a client that can make JetStream answer there
+// (docs/security.md §11).
 const (
 	// MaxCommandBytes bounds one command (they are well under a kilobyte).
 	MaxCommandBytes = 64 << 10

@@ -3,6 +3,7 @@ package topology
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -55,6 +56,17 @@ func SimChangedSubject(prefix string) string { return prefix + "." + simChangedT
 
 // CommandSubject is node's command subject.
 func CommandSubject(node string) string { return commandPrefix + "." + events.EncodeToken(node) }
+
+// CommandSubjectNode is the node whose command subject subject is; ok is
+// false for any other subject.
+func CommandSubjectNode(subject string) (node string, ok bool) {
+	tok, ok := strings.CutPrefix(subject, commandPrefix+".")
+	if !ok || strings.Contains(tok, ".") {
+		return "", false
+	}
+	node, err := events.DecodeToken(tok)
+	return node, err == nil
+}
 
 // DeadCommandSubject is where node's dead commands are parked.
 func DeadCommandSubject(node string) string {

@@ -53,3 +53,17 @@ func TestConsumerConfigs(t *testing.T) {
 	assert.Equal(t, -1, topology.ProjectorConsumerConfig(topology.ProjectorConsumer, time.Second).MaxDeliver, "the projector never gives up a message")
 	assert.Equal(t, 128, topology.OrchestratorConsumerConfig(128).MaxAckPending)
 }
+
+// TestCommandSubjectNode reads back the node of a command subject, and
+// nothing else.
+func TestCommandSubjectNode(t *testing.T) {
+	for _, node := range []string{"n1", "n3.example.com", "UPPER_case", strings.Repeat("a", 253)} {
+		got, ok := topology.CommandSubjectNode(topology.CommandSubject(node))
+		assert.True(t, ok, node)
+		assert.Equal(t, node, got)
+	}
+	for _, subject := range []string{"sb.cmd.node", "sb.cmd.node.", "sb.cmd.node.n1.x", "sb.dlq.cmd.n1", "sb.evt.ns.m.uid.node.n1"} {
+		_, ok := topology.CommandSubjectNode(subject)
+		assert.False(t, ok, subject)
+	}
+}
