@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Result is what Publish did.
@@ -157,10 +158,7 @@ var ErrUndecodableHeaders = errors.New("the stored message's headers do not deco
 // leaderGet is JetStream's STREAM.MSG.GET: the stored message as the leader
 // has it, headers decoded.
 func leaderGet(ctx context.Context, js jetstream.JetStream, stream string, req map[string]any) (*nats.Msg, uint64, error) {
-	prefix := js.Options().APIPrefix
-	if prefix == "" {
-		prefix = jetstream.DefaultAPIPrefix
-	}
+	prefix := topology.APIPrefix(js.Options().APIPrefix)
 	body, _ := json.Marshal(req)
 	reply, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+stream, body)
 	if err != nil {

@@ -6,16 +6,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // apiPrefix is the JetStream API prefix of the store's connection.
-func (s *Store) apiPrefix() string {
-	if p := s.js.Options().APIPrefix; p != "" {
-		return p
-	}
-	return jetstream.DefaultAPIPrefix
-}
+func (s *Store) apiPrefix() string { return topology.APIPrefix(s.js.Options().APIPrefix) }
 
 // rawInbox is a subscription to a fresh inbox whose messages reach the
 // reader exactly as the server sent them. A synchronous subscription's

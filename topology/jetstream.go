@@ -1,5 +1,7 @@
 package topology
 
+import "strings"
+
 // JetStream's own subjects, as the permissions name them.
 const (
 	// JSAPI prefixes every JetStream API request.
@@ -26,4 +28,19 @@ func MaxDeliveriesAdvisories(stream string) string {
 // terminated a message (a worker refusing a command it can never run).
 func TerminatedAdvisories(stream string) string {
 	return EventPrefix + "ADVISORY.CONSUMER.MSG_TERMINATED." + stream + ".*"
+}
+
+// APIPrefix is the API prefix a JetStream client configured with
+// configured (its Options().APIPrefix) sends its requests under, ending in
+// a dot (JSAPI when none is configured): a configured prefix may lack the
+// dot, and requests built by hand append the API's tokens to it.
+func APIPrefix(configured string) string {
+	p := configured
+	if p == "" {
+		return JSAPI
+	}
+	if !strings.HasSuffix(p, ".") {
+		p += "."
+	}
+	return p
 }

@@ -67,3 +67,17 @@ func TestCommandSubjectNode(t *testing.T) {
 		assert.False(t, ok, subject)
 	}
 }
+
+// TestAPIPrefix: requests built by hand append the API's tokens to the
+// prefix, with or without the dot a client was configured with.
+func TestAPIPrefix(t *testing.T) {
+	for configured, want := range map[string]string{
+		"":           "$JS.API.",
+		"$JS.API.":   "$JS.API.",
+		"$SB.API":    "$SB.API.",
+		"$SB.API.":   "$SB.API.",
+		"JS.hub.API": "JS.hub.API.",
+	} {
+		assert.Equal(t, want, topology.APIPrefix(configured), configured)
+	}
+}
