@@ -260,6 +260,34 @@ type Volume struct {
 	// when it is not degraded. A rebuild that starts while the volume's
 	// target moves makes Longhorn revert the move.
 	ReplenishAt time.Time
+	// Away is the controller's record that a node's upgrade moves the
+	// volume's target away and back (see TargetAway); nil when none.
+	Away *TargetAway
+}
+
+// TargetAway is the controller's record, kept on the volume, that the
+// upgrade of Node moves the volume's target to Temporary and back to
+// exactly EngineNodeBefore. It is a projection of the node upgrade's
+// history (the switch-over it recorded), written by the controller alone:
+// on the Longhorn data plane the workers' admission policy lets the worker
+// of Node change spec.engineNodeID only to Temporary or EngineNodeBefore of
+// such a record, so a worker cannot move, or pull onto its node, a target
+// its node's upgrade never moved.
+type TargetAway struct {
+	// Node is the upgrading node the target left.
+	Node string
+	// EngineNodeBefore is spec.engineNodeID before the switch-over ("" =
+	// follow the attached node): where the target comes back to.
+	EngineNodeBefore string
+	// Temporary is where the target goes while Node is upgraded.
+	Temporary string
+}
+
+// Allows reports whether the record lets the upgrade of node set the
+// volume's engine node to engineNode: to the temporary target, or back to
+// the engine node before. A nil record allows nothing.
+func (a *TargetAway) Allows(node, engineNode string) bool {
+	return a != nil && a.Node == node && (engineNode == a.EngineNodeBefore || (a.Temporary != "" && engineNode == a.Temporary))
 }
 
 // Attached reports whether the volume is attached somewhere.
@@ -406,8 +434,19 @@ type Actions interface {
 	SetInstanceManagerImage(ctx context.Context, name, image string) error
 }
 
-// DataPlane is a whole cluster: reads and actions.
+// TargetRecorder keeps the controller's records of targets away
+// (Volume.Away). Only the controller writes them; the node steps read them.
+type TargetRecorder interface {
+	// RecordTargetAway sets the volume's record (nil removes it). Setting
+	// the record it has is a no-op; a volume gone is an error matching
+	// ErrNotFound.
+	RecordTargetAway(ctx context.Context, volume string, away *TargetAway) error
+}
+
+// DataPlane is a whole cluster: reads, actions and the controller's
+// records of targets away.
 type DataPlane interface {
 	Reader
 	Actions
+	TargetRecorder
 }

@@ -264,6 +264,25 @@ func (p *Plane) SetEngineNode(ctx context.Context, volume, node string) error {
 	return nil
 }
 
+// RecordTargetAway implements dataplane.TargetRecorder: it sets the
+// volume's TargetAwayAnnotation (nil removes it). It is the controller's
+// write, never a worker's: the workers' admission policy refuses a worker
+// that changes it. A volume already carrying the record is a no-op.
+func (p *Plane) RecordTargetAway(ctx context.Context, volume string, away *dataplane.TargetAway) error {
+	action := "remove annotation " + TargetAwayAnnotation
+	if away != nil {
+		action = fmt.Sprintf("set annotation %s=%q", TargetAwayAnnotation, FormatTargetAway(*away))
+	}
+	return p.updateSynced(ctx, p.volumes, volume, action, func(u *unstructured.Unstructured) ([]byte, error) {
+		have := ParseTargetAway(u.GetAnnotations()[TargetAwayAnnotation])
+		_, present := u.GetAnnotations()[TargetAwayAnnotation]
+		if (away == nil && !present) || (away != nil && have != nil && *have == *away) {
+			return nil, nil
+		}
+		return patchTargetAway(away, u.GetResourceVersion()), nil
+	})
+}
+
 // DeleteInstanceManager deletes a v2 instance manager that runs no engine,
 // engine frontend or replica (its status maps), as Longhorn's node
 // controller would once it is idle, and as Longhorn deletes one: in the
@@ -296,7 +315,7 @@ func (p *Plane) SetInstanceManagerImage(ctx context.Context, name, image string)
 		return fmt.Errorf("%s %q: set %s: %w: Longhorn %s replaces instance managers itself", resourceName(InstanceManagersResource), name, fieldIMImage, dataplane.ErrRefused, p.opts.Platform.Profile)
 	}
 	var im InstanceManager
-	u, err := p.update(ctx, InstanceManagersResource, name, fmt.Sprintf("set %s=%q", fieldIMImage, image), func(u *unstructured.Unstructured) ([]byte, error) {
+	return p.updateSynced(ctx, p.ims, name, fmt.Sprintf("set %s=%q", fieldIMImage, image), func(u *unstructured.Unstructured) ([]byte, error) {
 		if err := FromUnstructured(u, &im); err != nil {
 			return nil, err
 		}
@@ -308,10 +327,17 @@ func (p *Plane) SetInstanceManagerImage(ctx context.Context, name, image string)
 		}
 		return patchIMImage(image, u.GetResourceVersion()), nil
 	})
+}
+
+// updateSynced is update of w's resource, then a wait until w's cache
+// shows the object as written (or as read, when nothing was to do).
+func (p *Plane) updateSynced(ctx context.Context, w *watched, name, action string,
+	decide func(u *unstructured.Unstructured) ([]byte, error)) error {
+	u, err := p.update(ctx, w.gvr, name, action, decide)
 	if err != nil {
 		return err
 	}
-	p.awaitCache(ctx, p.ims, name, u.GetResourceVersion())
+	p.awaitCache(ctx, w, name, u.GetResourceVersion())
 	return nil
 }
 

@@ -295,6 +295,7 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		AttachedNode:     attachedNode(v),
 		EngineNode:       v.Spec.EngineNodeID,
 		Frontend:         frontendOf(v),
+		Away:             ParseTargetAway(v.Annotations[TargetAwayAnnotation]),
 	}
 	active := activeEngine(engines, out.AttachedNode)
 	out.TargetNode = targetNode(v, active)
@@ -345,4 +346,20 @@ func robustness(s string) dataplane.Robustness {
 // with every desired replica running, faulted with none.
 func computedRobustness(v dataplane.Volume) dataplane.Robustness {
 	return dataplane.RobustnessOf(v.HealthyReplicas(), v.NumberOfReplicas)
+}
+
+// FormatTargetAway is the value of TargetAwayAnnotation holding a.
+func FormatTargetAway(a dataplane.TargetAway) string {
+	return a.Node + "," + a.EngineNodeBefore + "," + a.Temporary
+}
+
+// ParseTargetAway reads a value of TargetAwayAnnotation; nil for none, or
+// for one the admission policy would not take as a record either (not three
+// fields, or no node): such a value allows no move.
+func ParseTargetAway(s string) *dataplane.TargetAway {
+	f := strings.Split(s, ",")
+	if len(f) != 3 || f[0] == "" {
+		return nil
+	}
+	return &dataplane.TargetAway{Node: f[0], EngineNodeBefore: f[1], Temporary: f[2]}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/switchback-dev/switchback/dataplane"
 )
 
 // Fields the actions write; a written value that comes back otherwise
@@ -44,6 +46,18 @@ func patchAllowScheduling(allow bool) []byte {
 // decision not to change it mid-switch must hold on the object patched.
 func patchEngineNode(node, rv string) []byte {
 	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"engineNodeID": node}}, rv))
+}
+
+// patchTargetAway sets the volume's TargetAwayAnnotation (nil removes it),
+// on the volume as read: the record is written against the volume it was
+// decided on.
+func patchTargetAway(away *dataplane.TargetAway, rv string) []byte {
+	var value any
+	if away != nil {
+		value = FormatTargetAway(*away)
+	}
+	return mergePatch(map[string]any{"metadata": map[string]any{"resourceVersion": rv,
+		"annotations": map[string]any{TargetAwayAnnotation: value}}})
 }
 
 func patchIMImage(image, rv string) []byte {

@@ -30,8 +30,8 @@ import (
 // deploy/rbac, bound in the test's namespace: both identities detect
 // Longhorn and sync every cache; a whole upgrade runs as the worker (every
 // write of the node steps); the controller reads the snapshot the
-// prechecks run on, Longhorn's own upgrader included, and its writes are
-// refused.
+// prechecks run on, Longhorn's own upgrader included, and writes the
+// records of targets away; its other writes are refused.
 func TestDeployedRBACSuffices(t *testing.T) {
 	s, storage := storageLayout(t, latencies)
 	c := newCluster(t, s)
@@ -51,6 +51,17 @@ func TestDeployedRBACSuffices(t *testing.T) {
 	require.Error(t, err, "the controller never changes Longhorn")
 	assert.True(t, apierrors.IsForbidden(err), "%v", err)
 	assert.Contains(t, err.Error(), `nodes.longhorn.io "n1": set spec.allowScheduling=false`, "the error names the object and the action")
+
+	// The one write of the controller: the record of a target away.
+	vols, err := controller.Volumes(c.ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, vols)
+	away := &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: "n2"}
+	require.NoError(t, controller.RecordTargetAway(c.ctx, vols[0].Name, away), "the controller records a target away")
+	v, err := controller.Volume(c.ctx, vols[0].Name)
+	require.NoError(t, err)
+	assert.Equal(t, away, v.Away, "and reads it back")
+	require.NoError(t, controller.RecordTargetAway(c.ctx, vols[0].Name, nil), "and removes it")
 
 	// The prechecks' snapshot, as the controller (and its webhook) reads it.
 	_, err = controller.LonghornUpgrader(c.ctx)

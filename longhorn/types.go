@@ -112,6 +112,14 @@ const (
 	// the Snapshot object, whose own name must be unique per namespace
 	// (see SnapshotObjectName).
 	SnapshotNameAnnotation = "switchback.dev/snapshot-name"
+	// TargetAwayAnnotation on a Volume is the controller's record of its
+	// target away (dataplane.TargetAway), "<node>,<engine node before>,<temporary
+	// node>" (node names hold no comma). The workers' admission policy
+	// (deploy/rbac/worker-admission-policy.yaml) reads it: the worker of
+	// <node> may set spec.engineNodeID only to the temporary node (the
+	// target leaving) or to the engine node before (coming home), and never
+	// writes the annotation itself.
+	TargetAwayAnnotation = "switchback.dev/target-away"
 	// InstanceManagerTypeAllInOne is the type of v2 instance managers: one
 	// process holds the node's engines, engine frontends and replicas.
 	InstanceManagerTypeAllInOne = "aio"

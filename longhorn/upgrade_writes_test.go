@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,15 +16,17 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/internal/goldentest"
+	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
 )
 
 // TestInPlaceWriteSequence: on a Longhorn that updates IMs in place
 // (experimental, its physics not established), what is proven is the exact
 // sequence of writes the adapter makes to Longhorn's objects: scheduling
-// off, snapshots, replicas failed, engines moved, the IM's image set,
-// scheduling restored, engines moved back, snapshots removed (kept through
-// the switch-overs by the guard, as installed). Run with
+// off, snapshots, replicas failed, the controller's records of the targets
+// away, engines moved, the IM's image set, engines moved back, scheduling
+// restored, snapshots removed (kept through the switch-overs by the guard,
+// as installed), the records removed. Run with
 // -update to rewrite testdata/inplace-writes.golden.
 func TestInPlaceWriteSequence(t *testing.T) {
 	s := inPlaceLayout(t)
@@ -62,9 +65,27 @@ func inPlaceLayout(t *testing.T) *sim.Sim {
 
 // writeLog is a slog handler keeping the adapter's write lines (resource,
 // object, action) in order; the snapshot writes of one phase, made at once,
-// sorted.
+// sorted. The controller's writes of the records of targets away are
+// listed apart, sorted, at the end: it makes each as it sees the volume's
+// change in the history, while the worker goes on with other volumes (the
+// worker's move of a target waits for its record; the policy tests prove
+// a move without one is refused).
 type writeLog struct {
 	goldentest.Lines
+	mu      sync.Mutex
+	records []string
+}
+
+// String is the log as testdata/inplace-writes.golden has it.
+func (w *writeLog) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.records) == 0 {
+		return w.Lines.String()
+	}
+	records := slices.Sorted(slices.Values(w.records))
+	return w.Lines.String() + "# and the controller's records of targets away, sorted: each set before its target moves, removed once it is home\n" +
+		strings.Join(records, "\n") + "\n"
 }
 
 // newWriteLog returns an empty log headed by what its order means, as
@@ -98,6 +119,12 @@ func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
 	line := fmt.Sprintf("%s %s %s: %s", verb, attrs["resource"], attrs["name"], attrs["action"])
 	if verb == "create" {
 		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
+	}
+	if strings.Contains(attrs["action"], " annotation "+longhorn.TargetAwayAnnotation) {
+		w.mu.Lock()
+		w.records = append(w.records, line)
+		w.mu.Unlock()
+		return nil
 	}
 	if attrs["resource"] == "snapshots.longhorn.io" || verb == "create" {
 		// The worker takes and removes snapshots several at once: each such

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -70,6 +71,9 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 		tok := sc.podToken(t, n)
 		as[n] = worker{plane: sc.plane(t, tok, testLog()), dyn: sc.dynamic(t, tok)}
 	}
+	// The controller, with the test's own credentials: it writes the
+	// records of targets away.
+	as["controller"] = worker{plane: c.plane, dyn: c.dyn}
 	as["secret"] = worker{dyn: sc.dynamic(t, sc.secretToken(t))}
 	as["unbound"] = worker{dyn: sc.dynamic(t, sc.token(t, nil))}
 
@@ -157,6 +161,10 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 		return err == nil && len(ims) == 1 && (ims[0].Name == im1) == isIM1 && ims[0].State == dataplane.IMRunning && !ims[0].Busy()
 	}
 	noNode := "the token is bound to no pod on a node"
+	// recordAway is the controller's write of a record of a target away.
+	recordAway := func(volume string, away *dataplane.TargetAway) func(worker) error {
+		return func(w worker) error { return w.plane.RecordTargetAway(ctx, volume, away) }
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -239,12 +247,50 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 			do:     patch(longhorn.ReplicasResource, r1, `{"spec":{"evictionRequested":true}}`),
 			denied: "a worker only fails a replica"},
 
+		{name: "n1 may not move vol-1's target off n1 before the controller recorded the move", as: "n1",
+			do:     func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-1", "n3") },
+			denied: `moving its engine from "n1" to "n3": the volume has no record of its target away from node "n1"`},
+		{name: "n1 may not pull vol-2's target onto n1", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-2", `{"spec":{"engineNodeID":"n1"}}`),
+			denied: `moving its engine from "" to "n1": the volume has no record of its target away from node "n1"`},
+		{name: "n1 may not move vol-2's target between two other nodes in two writes (onto n1, then off n1)", as: "n1",
+			do: func(w worker) error {
+				for _, to := range []string{"n1", "n3"} {
+					if _, err := w.dyn.Resource(longhorn.VolumesResource).Namespace(c.ns).Patch(ctx, "vol-2", types.MergePatchType,
+						[]byte(`{"spec":{"engineNodeID":"`+to+`"}}`), metav1.PatchOptions{}); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			denied: `moving its engine from "" to "n1": the volume has no record of its target away from node "n1"`},
+		{name: "n1 may not write the record of vol-1's target away itself", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"metadata":{"annotations":{"`+longhorn.TargetAwayAnnotation+`":"n1,n1,n3"}}}`),
+			denied: "it changes the annotation " + longhorn.TargetAwayAnnotation + ", the record of a target away that only the controller writes"},
+		{name: "the controller records vol-1's target away from n1 to n3", as: "controller",
+			do: recordAway("vol-1", &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: "n3"})},
+		{name: "n1 may not remove the record", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"metadata":{"annotations":{"`+longhorn.TargetAwayAnnotation+`":null}}}`),
+			denied: "it changes the annotation " + longhorn.TargetAwayAnnotation},
+		{name: "n1 may not move vol-1's target elsewhere than the recorded temporary node", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"spec":{"engineNodeID":"n2"}}`),
+			denied: `moving its engine from "n1" to "n2" is not what the record of its target away says (annotation switchback.dev/target-away "n1,n1,n3")`},
 		{name: "n1 moves vol-1's target off n1", as: "n1",
 			do:    func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-1", "n3") },
 			until: func() bool { return settled("vol-1", "n3") && n1Runs(true) }},
 		{name: "n1 may not move vol-2's target (on n2, attached to n2)", as: "n1",
 			do:     func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-2", "n3") },
 			denied: `moving its engine from "" to "n3" (attached to "n2", target on "n2") concerns neither side of node "n1"`},
+		{name: "n1 may not pull vol-2's target onto n1 under a record of another node", as: "n1",
+			do: func(w worker) error {
+				if err := recordAway("vol-2", &dataplane.TargetAway{Node: "n2", Temporary: "n1"})(as["controller"]); err != nil {
+					return err
+				}
+				return patch(longhorn.VolumesResource, "vol-2", `{"spec":{"engineNodeID":"n1"}}`)(w)
+			},
+			denied: `the volume has no record of its target away from node "n1" (annotation switchback.dev/target-away "n2,,n1")`},
+		{name: "the controller records vol-2's target away from n2 to n3", as: "controller",
+			do: recordAway("vol-2", &dataplane.TargetAway{Node: "n2", Temporary: "n3"})},
 		{name: "n2 may move vol-2's target off n2, its engine following the attachment", as: "n2",
 			do: patch(longhorn.VolumesResource, "vol-2", `{"spec":{"engineNodeID":"n3"}}`)},
 		{name: "n1 may not move vol-1's target between two other nodes", as: "n1",
@@ -260,11 +306,6 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 		{name: "n1 may not delete n2's IM", as: "n1",
 			do:     del(longhorn.InstanceManagersResource, im2),
 			denied: `it is on node "n2"`},
-		{name: "n1 may not set n2's IM image", as: "n1",
-			do:     patch(longhorn.InstanceManagersResource, im2, `{"spec":{"image":"im:new"}}`),
-			denied: `it is on node "n2"`},
-		{name: "n1 may set its IM's image (the in-place profile's step)", as: "n1",
-			do: patch(longhorn.InstanceManagersResource, im1, `{"spec":{"image":"im:new"}}`)},
 		{name: "n1 may not change another field of its IM", as: "n1",
 			do:     patch(longhorn.InstanceManagersResource, im1, `{"spec":{"nodeID":"n2"}}`),
 			denied: "it changes spec.nodeID; a worker changes only spec.image"},
@@ -275,6 +316,11 @@ func TestWorkerPolicyScopesWritesToTheTokensNode(t *testing.T) {
 		{name: "n1 brings vol-1's target home", as: "n1",
 			do:    func(w worker) error { return w.plane.SetEngineNode(ctx, "vol-1", "n1") },
 			until: func() bool { return settled("vol-1", "n1") }},
+		{name: "the controller removes vol-1's record once its target is home", as: "controller",
+			do: recordAway("vol-1", nil)},
+		{name: "n1 may not move vol-1's target off n1 again without a record", as: "n1",
+			do:     patch(longhorn.VolumesResource, "vol-1", `{"spec":{"engineNodeID":"n3"}}`),
+			denied: `the volume has no record of its target away from node "n1" (annotation switchback.dev/target-away "")`},
 		{name: "n2 may not delete n1's upgrade snapshot", as: "n2",
 			do:     del(longhorn.SnapshotsResource, longhorn.SnapshotObjectName("vol-1", snap1)),
 			denied: `is not named as an upgrade snapshot of node "n2"`},
@@ -348,9 +394,95 @@ func TestWorkerPolicyAdmitsWholeUpgrades(t *testing.T) {
 			if tc.golden != "" {
 				want, err := os.ReadFile(tc.golden)
 				require.NoError(t, err)
-				assert.Equal(t, strings.ReplaceAll(string(want), "switchback-uid-in-p-", upgradeSnapshot("")), writes.String(),
+				// The workers' writes only: the records of targets away
+				// are the controller's, through the test's own adapter.
+				var workers []string
+				for _, line := range strings.SplitAfter(string(want), "\n") {
+					if !strings.Contains(line, longhorn.TargetAwayAnnotation) && !strings.HasPrefix(line, "# and the controller's records") {
+						workers = append(workers, line)
+					}
+				}
+				assert.Equal(t, strings.ReplaceAll(strings.Join(workers, ""), "switchback-uid-in-p-", upgradeSnapshot("")), writes.String(),
 					"the writes of the in-place steps, each admitted")
 			}
+		})
+	}
+}
+
+// TestWorkerPolicySetsOnlyTheDefaultImageOnAnIdleIM: a worker sets its
+// instance manager's spec.image (the in-place profile's step) only to the
+// value of Longhorn's setting default-instance-manager-image, the policy's
+// parameter, and only while the IM runs no engine or replica (its engine
+// frontends may run: the in-place profile's initiators survive the
+// restart). Each write is a dry run: admission decides, nothing changes.
+func TestWorkerPolicySetsOnlyTheDefaultImageOnAnIdleIM(t *testing.T) {
+	// In place: Longhorn replaces no idle IM of an old image by itself.
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace})
+	for _, n := range []string{"c1", "n1", "n2", "n3", "n4"} {
+		require.NoError(t, s.AddNodeSpec(sim.NodeSpec{Name: n}))
+	}
+	// n1's IM runs vol-1's engine (replicas elsewhere); n4's runs nothing;
+	// n3's runs the engine frontend of vol-3 only (attached to n3, its
+	// engine on n2).
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-1", ReplicasOn: []string{"n2", "c1"}, AttachedTo: "c1", EngineOn: "n1"}))
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-3", ReplicasOn: []string{"n2", "c1"}, AttachedTo: "n3", EngineOn: "n2"}))
+	c := newClusterWith(t, s, clusterOptions{platform: &dataplane.Platform{Profile: dataplane.ProfileInPlace, Evidence: "told by the test"}})
+	sc := underWorkerPolicy(t, c)
+	ctx := c.ctx
+	image, err := c.plane.DefaultInstanceManagerImage(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, sim.OldIMImage, image, "the IMs run another image than Longhorn's default")
+
+	imOf := func(node string) string {
+		ims, err := c.plane.InstanceManagers(ctx, node)
+		require.NoError(t, err)
+		require.Len(t, ims, 1, "the IMs of %s", node)
+		require.Equal(t, sim.OldIMImage, ims[0].Image)
+		return ims[0].Name
+	}
+	as := map[string]dynamic.Interface{}
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		as[n] = sc.dynamic(t, sc.podToken(t, n))
+	}
+	// The image policy loads asynchronously: wait until it refuses an image
+	// the node scope admits (n4's idle IM, another image).
+	attack := func() error {
+		_, err := as["n4"].Resource(longhorn.InstanceManagersResource).Namespace(c.ns).Patch(ctx, imOf("n4"), types.MergePatchType,
+			[]byte(`{"spec":{"image":"probe"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	eventually(t, 30*time.Second, "the image policy refuses another image", func() bool {
+		err := attack()
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `it sets spec.image to "probe"`)
+	})
+	for _, tc := range []struct {
+		name, as, node, image string
+		// denied is what the refusal names; "" means admitted.
+		denied string
+	}{
+		{name: "n4 sets its idle IM to Longhorn's default image", as: "n4", node: "n4", image: image},
+		{name: "n3 sets its IM running only an engine frontend to Longhorn's default image", as: "n3", node: "n3", image: image},
+		{name: "n4 may not set its idle IM to another image", as: "n4", node: "n4", image: "attacker/instance-manager:v1",
+			denied: `it sets spec.image to "attacker/instance-manager:v1"; a worker sets only the image of Longhorn's setting default-instance-manager-image ("` + image + `")`},
+		{name: "n1 may not set its IM running vol-1's engine, even to the default image", as: "n1", node: "n1", image: image,
+			denied: "it still runs instances (status.instanceEngines); a worker sets the image only of an instance manager that runs no engine or replica"},
+		{name: "n2 may not set its IM running replicas and an engine to the default image", as: "n2", node: "n2", image: image,
+			denied: "it still runs instances (status.instanceEngines, status.instanceReplicas)"},
+		{name: "n4 may not set n1's IM to the default image", as: "n4", node: "n1", image: image,
+			denied: `it is on node "n1" (spec.nodeID)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := `{"spec":{"image":"` + tc.image + `"}}`
+			_, err := as[tc.as].Resource(longhorn.InstanceManagersResource).Namespace(c.ns).Patch(ctx, imOf(tc.node), types.MergePatchType, []byte(body),
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			if tc.denied == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.True(t, apierrors.IsForbidden(err), "a denial is Forbidden: %v", err)
+			assert.ErrorContains(t, err, `switchback-worker of node "`+tc.as+`"`)
+			assert.ErrorContains(t, err, tc.denied)
 		})
 	}
 }

@@ -39,7 +39,7 @@ func decideCancel(o observation, st nodeupgrade.State, c settings) stepPlan {
 			p.wait(waiting(v.Name, "WaitingForInstanceManager", "cancel: volume %s waits for the instance manager on %s to run before its target comes back", v.Name, c.node))
 			continue
 		}
-		p.bringHome(o, v, rec, "TargetNotMovedBack")
+		p.bringHome(o, v, rec, c.node, "TargetNotMovedBack")
 	}
 	if p.done {
 		p.restoreScheduling(o, st, c)

@@ -153,7 +153,7 @@ func restoringSchedulingFirst(step events.NodeState, o observation, st nodeupgra
 			p.volume(v.Name, events.VolumeSwitchedBack, home, "target back on "+home)
 			continue
 		}
-		p.moveEngine(v, before, home, "TargetNotMovedBack")
+		p.moveEngine(v, c.node, before, home, "TargetNotMovedBack")
 	}
 	return p
 }

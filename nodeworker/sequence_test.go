@@ -13,6 +13,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/sim"
 )
 
@@ -288,11 +289,31 @@ func (nd *node) exec(cmd nodeupgrade.Command) {
 	was := nd.st
 	nd.st, err = nodeupgrade.ApplyAll(nd.st, envs)
 	require.NoError(q.t, err)
+	nd.projectTargetsAway(envs)
 	switch {
 	case nd.st.State != was.State:
 		q.log = append(q.log, fmt.Sprintf("# %s: %s", nd.name, nd.st.State))
 	case nd.st.Stalled && (!was.Stalled || nd.st.StallReason != was.StallReason):
 		q.log = append(q.log, fmt.Sprintf("# %s: stalled %s (%s)", nd.name, nd.st.StallReason, nd.st.StallVolume))
+	}
+}
+
+// projectTargetsAway plays the controller's part: the records of targets
+// away the volume changes among envs call for, written at once.
+func (nd *node) projectTargetsAway(envs []events.Envelope) {
+	q := nd.q
+	for _, e := range envs {
+		d, ok := e.Data.(events.VolumeStateChanged)
+		if !ok {
+			continue
+		}
+		v, err := q.s.Volume(context.Background(), d.Volume)
+		if err != nil {
+			continue
+		}
+		if want, write, _ := orchestrator.TargetAwayRecord(nd.name, nd.st.Volumes[d.Volume], v); write {
+			require.NoError(q.t, q.s.RecordTargetAway(context.Background(), d.Volume, want))
+		}
 	}
 }
 

@@ -197,7 +197,7 @@ func (p *stepPlan) switchAway(o observation, st nodeupgrade.State, c settings, u
 			p.volume(v.Name, events.VolumeSwitchedOver, to, "target runs on "+to)
 			continue
 		}
-		p.moveEngine(v, to, to, "TargetNotMoved")
+		p.moveEngine(v, c.node, to, to, "TargetNotMoved")
 	}
 }
 
@@ -242,14 +242,20 @@ func settledOn(v dataplane.Volume, node string) bool {
 }
 
 // moveEngine asks for, or waits on, the move of v's engine to engineNode
-// (whose target runs on home). spec.engineNodeID is never changed while the
-// initiator's path is being switched: the old path may already be
-// inaccessible, and only Longhorn's own end of the switch puts it right.
-func (p *stepPlan) moveEngine(v dataplane.Volume, engineNode, home, notMoved string) {
+// (whose target runs on home) by node's upgrade. spec.engineNodeID is never
+// changed while the initiator's path is being switched: the old path may
+// already be inaccessible, and only Longhorn's own end of the switch puts it
+// right. Nor before the controller's record of the target away allows the
+// move (Volume.Away, projected from the switch-over this node's history
+// holds): the workers' admission policy admits no move of a target the
+// record does not name, so asking first would only be refused.
+func (p *stepPlan) moveEngine(v dataplane.Volume, node, engineNode, home, notMoved string) {
 	p.done = false
 	switch {
 	case v.EngineNode != engineNode && v.PathsSwitching:
 		p.wait(waiting(v.Name, "SwitchoverInProgress", "volume %s: its initiator is switching paths; waiting for Longhorn to finish before asking for %s", v.Name, home))
+	case v.EngineNode != engineNode && !v.Away.Allows(node, engineNode):
+		p.wait(waiting(v.Name, "TargetAwayUnrecorded", "volume %s: waiting for the controller to record that the upgrade of %s moves its target (engine node %q) before asking for %s", v.Name, node, engineNode, home))
 	case v.EngineNode != engineNode:
 		p.act(actSetEngineNode, v.Name, engineNode)
 	case v.Switchover == dataplane.SwitchoverReverting || v.SwitchoverError != "":
@@ -277,7 +283,7 @@ func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan 
 		if rec.State != events.VolumeSwitchedOver && rec.State != events.VolumeSwitchingBack {
 			continue
 		}
-		p.bringHome(o, v, rec, "TargetNotMovedBack")
+		p.bringHome(o, v, rec, c.node, "TargetNotMovedBack")
 	}
 	if p.done {
 		p.restoreScheduling(o, st, c)
@@ -287,8 +293,8 @@ func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan 
 
 // bringHome moves one volume's engine back to the node it was recorded on
 // before the switch-over, once no rebuild can revert the move. Used by
-// switch-back and cancel.
-func (p *stepPlan) bringHome(o observation, v dataplane.Volume, rec nodeupgrade.Volume, notMoved string) {
+// switch-back and cancel of node's upgrade.
+func (p *stepPlan) bringHome(o observation, v dataplane.Volume, rec nodeupgrade.Volume, node, notMoved string) {
 	before := ""
 	if rec.EngineNodeBefore != nil {
 		before = *rec.EngineNodeBefore
@@ -311,5 +317,5 @@ func (p *stepPlan) bringHome(o observation, v dataplane.Volume, rec nodeupgrade.
 			return
 		}
 	}
-	p.moveEngine(v, before, home, notMoved)
+	p.moveEngine(v, node, before, home, notMoved)
 }

@@ -63,6 +63,13 @@ func TestDecideSwitchOver(t *testing.T) {
 	// moveRecorded: the move of vol-s to n3 is recorded, with the engine
 	// node it had.
 	moveRecorded := map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")}}
+	// awayTo is the controller's record of vol-s's move to node by n1.
+	awayTo := func(node string) *dataplane.TargetAway {
+		return &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: node}
+	}
+	recorded := func(away *dataplane.TargetAway) func(v *dataplane.Volume) {
+		return func(v *dataplane.Volume) { v.Away = away }
+	}
 	tests := []struct {
 		name    string
 		o       func() observation
@@ -72,10 +79,19 @@ func TestDecideSwitchOver(t *testing.T) {
 		reason  string
 		done    bool
 	}{
-		{name: "a pending volume: destination and engine node before recorded, then asked for",
+		{name: "a pending volume: destination and engine node before recorded, the move waits for the controller's record",
 			o:       toPlace(func(*dataplane.Volume) {}),
 			st:      pending,
-			volumes: []string{"vol-s->switching-over@n3 before=n1"}, actions: []string{"SetEngineNode vol-s n3"}},
+			volumes: []string{"vol-s->switching-over@n3 before=n1"}, reason: "TargetAwayUnrecorded"},
+		{name: "the controller's record on the volume: the move asked for",
+			o:  toPlace(recorded(awayTo("n3"))),
+			st: moveRecorded, actions: []string{"SetEngineNode vol-s n3"}},
+		{name: "a record of another destination: waits for the controller",
+			o:  toPlace(recorded(awayTo("n2"))),
+			st: moveRecorded, reason: "TargetAwayUnrecorded"},
+		{name: "a record of another node's upgrade: waits for the controller",
+			o:  toPlace(recorded(&dataplane.TargetAway{Node: "n2", EngineNodeBefore: "n1", Temporary: "n3"})),
+			st: moveRecorded, reason: "TargetAwayUnrecorded"},
 		{name: "redelivered after the move was asked: waits, asks nothing again",
 			o: changed(func(v *dataplane.Volume) {
 				v.EngineNode, v.Switchover, v.TargetReady = "n3", dataplane.SwitchoverPreparing, false
@@ -115,9 +131,16 @@ func TestDecideSwitchOver(t *testing.T) {
 				return o
 			},
 			st: pending, reason: "NoTemporaryTarget"},
-		{name: "its destination lost while preparing: redirected to another node, recorded first, then asked",
+		{name: "its destination lost while preparing: redirected to another node, recorded first, then waits for the record",
 			o:  lostDestination(toPlace(preparingToN3), "n3"),
-			st: moveRecorded, volumes: []string{"vol-s->switching-over@n2"}, actions: []string{"SetEngineNode vol-s n2"}},
+			st: moveRecorded, volumes: []string{"vol-s->switching-over@n2"}, reason: "TargetAwayUnrecorded"},
+		{name: "the redirect recorded by the controller: asked for",
+			o: lostDestination(toPlace(func(v *dataplane.Volume) {
+				preparingToN3(v)
+				v.Away = awayTo("n2")
+			}), "n3"),
+			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n2", EngineNodeBefore: ptr("n1")}},
+			actions: []string{"SetEngineNode vol-s n2"}},
 		{name: "its destination lost, no other node: waits naming why",
 			o:  lostDestination(lostDestination(toPlace(preparingToN3), "n3"), "n2"),
 			st: moveRecorded, reason: "TemporaryTargetLost"},
@@ -159,7 +182,9 @@ func TestDecideSwitchOver(t *testing.T) {
 
 func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 	away := volume("vol-s", "c1", "n3", "n2")
+	away.Away = &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: "n3"}
 	followed := volume("vol-a", "n1", "n3", "n2")
+	followed.Away = &dataplane.TargetAway{Node: "n1", Temporary: "n3"}
 	o := observed(dataplane.ProfileInPlace, away, followed)
 	o.node.AllowScheduling = false
 	st := state(events.NodeSwitchingBack, map[string]nodeupgrade.Volume{
@@ -200,6 +225,9 @@ func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 func TestSwitchBackWaitsForRebuilds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	away := volume("vol-s", "c1", "n3", "n2", "n3")
+	away.Away = &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: "n3"}
+	unrecorded := away
+	unrecorded.Away = nil
 	rebuilding := away
 	rebuilding.Replicas = []dataplane.Replica{replica("vol-s", "n2", dataplane.ReplicaRunning), replica("vol-s", "n3", dataplane.ReplicaRebuilding)}
 	due := away
@@ -219,6 +247,7 @@ func TestSwitchBackWaitsForRebuilds(t *testing.T) {
 		{"a new replica is due and a node could take it", due, spare, "ReplenishmentDue", []string{}},
 		{"a new replica is due, no node could take it", due, full, "", []string{"SetEngineNode vol-s n1"}},
 		{"nothing due", away, nil, "", []string{"SetEngineNode vol-s n1"}},
+		{"nothing due, no record of the target away", unrecorded, nil, "TargetAwayUnrecorded", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := schedulingOff(observed(dataplane.ProfileV112, tc.v))

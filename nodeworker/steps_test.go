@@ -296,6 +296,7 @@ func TestDecideWaitHealthyAndFinalize(t *testing.T) {
 
 func TestDecideCancel(t *testing.T) {
 	away := volume("vol-s", "c1", "n3", "n2")
+	away.Away = &dataplane.TargetAway{Node: "n1", EngineNodeBefore: "n1", Temporary: "n3"}
 	st := state(events.NodeUpgradingInstanceManager, map[string]nodeupgrade.Volume{
 		"vol-s": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("n1")},
 	})

@@ -31,8 +31,13 @@ const (
 type Config struct {
 	Store *eventstore.Store
 	Queue *nodequeue.Queue
-	// Cluster is read for prechecks and planning.
+	// Cluster is read for prechecks and planning, and for the records of
+	// targets away (targets.go).
 	Cluster dataplane.Reader
+	// Targets writes the records of targets away; default: Cluster, when
+	// it is a dataplane.TargetRecorder. Without one no record is written,
+	// and the workers wait on every move of a target.
+	Targets dataplane.TargetRecorder
 	// ActiveUpgrades lists the other managers still in progress (namespace/name);
 	// default: folded from the stream.
 	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
@@ -58,6 +63,8 @@ type Orchestrator struct {
 	plans map[string]manager.State // by manager UID; see plan
 
 	active *activeUpgrades
+
+	targets dataplane.TargetRecorder
 }
 
 // NewOrchestrator validates cfg.
@@ -80,6 +87,13 @@ func New(cfg Config) (*Orchestrator, error) {
 		active: &activeUpgrades{store: cfg.Store, log: log}}
 	if o.cfg.ActiveUpgrades == nil {
 		o.cfg.ActiveUpgrades = o.active.except
+	}
+	o.targets = cfg.Targets
+	if tr, ok := cfg.Cluster.(dataplane.TargetRecorder); ok && o.targets == nil {
+		o.targets = tr
+	}
+	if o.targets == nil {
+		log.Warn("no writer of the records of targets away: workers will wait on every move of a target")
 	}
 	return o, nil
 }

@@ -49,6 +49,9 @@ const (
 	// effectGateAdvisory applies it too, but the effects after it run
 	// whatever it finds (the node's outcome is recorded even while held).
 	effectGateAdvisory
+	// effectRecordTarget brings the event's volume's record of its target
+	// away in line with the node's history (targets.go).
+	effectRecordTarget
 )
 
 // effect is one thing a reaction does.
@@ -76,6 +79,8 @@ func (f effect) String() string {
 		return "gate"
 	case effectGateAdvisory:
 		return "gate (advisory)"
+	case effectRecordTarget:
+		return "record target away"
 	}
 	return fmt.Sprintf("effect %d", f.kind)
 }
@@ -88,7 +93,7 @@ func eventNode(e events.Envelope, _ manager.State) string { return e.Aggregate.N
 
 // readsOf says what to read for e.
 func readsOf(e events.Envelope) reads {
-	switch e.Data.(type) {
+	switch d := e.Data.(type) {
 	case events.UpgradeReleased, events.NodeUpgradeFailed:
 		return reads{}
 	case events.NodeStateChanged:
@@ -97,6 +102,10 @@ func readsOf(e events.Envelope) reads {
 		return reads{manager: true, node: upgradingNode}
 	case events.NodeCancelRequested:
 		return reads{manager: true, node: eventNode}
+	case events.VolumeStateChanged:
+		if awayReaction(d.To) {
+			return reads{node: eventNode}
+		}
 	}
 	return reads{manager: true}
 }
@@ -171,6 +180,11 @@ func react(e events.Envelope, r reading) []effect {
 			return nil
 		}
 		return []effect{mgr(manager.ConfirmCancelled{ID: id(e), Node: node, Message: d.Message})}
+	case events.VolumeStateChanged:
+		if !awayReaction(d.To) || !r.node.Exists {
+			return nil
+		}
+		return []effect{{kind: effectRecordTarget, node: node}}
 	}
 	return nil
 }

@@ -65,6 +65,12 @@ func TestReact(t *testing.T) {
 		{"a node cancelled: confirmed", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: cancelling}, []string{"manager manager.ConfirmCancelled"}},
 		{"a node cancelled after the end: nothing", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: done}, nil},
 		{"a volume change: nothing", ev("n1", events.VolumeStateChanged{Volume: "v"}), reading{manager: planned}, nil},
+		{"a volume switching over: its record of the target away", ev("n1", events.VolumeStateChanged{Volume: "v", To: events.VolumeSwitchingOver}),
+			reading{node: running}, []string{"record target away"}},
+		{"a volume switched back: its record of the target away", ev("n1", events.VolumeStateChanged{Volume: "v", To: events.VolumeSwitchedBack}),
+			reading{node: running}, []string{"record target away"}},
+		{"a volume switched over: nothing (the record is the switching-over's)", ev("n1", events.VolumeStateChanged{Volume: "v", To: events.VolumeSwitchedOver}),
+			reading{node: running}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -90,4 +96,7 @@ func TestReadsOf(t *testing.T) {
 	assert.Equal(t, "n1", readsOf(e(events.UpgradeFailed{})).node(e(events.UpgradeFailed{}), m), "the node in flight")
 	assert.Equal(t, "n2", readsOf(e(events.NodeCancelRequested{})).node(e(events.NodeCancelRequested{}), m), "the event's node")
 	assert.True(t, readsOf(e(events.NodeUpgradeCompleted{})).manager)
+	away := readsOf(e(events.VolumeStateChanged{To: events.VolumeSwitchingOver}))
+	assert.False(t, away.manager, "a record of a target away needs only the node")
+	assert.Equal(t, "n2", away.node(e(events.VolumeStateChanged{}), m), "the event's node")
 }

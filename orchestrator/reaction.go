@@ -51,6 +51,8 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 			err = o.cancelNode(ctx, r.manager, f.node, e)
 		case effectPrechecks:
 			err = o.runPrechecks(ctx, ref, r.manager, e)
+		case effectRecordTarget:
+			err = o.recordTargetAway(ctx, e, r.node)
 		case effectGate, effectGateAdvisory:
 			var ok bool
 			if ok, err = o.gateOtherUpgrader(ctx, r.manager); err == nil && !ok && f.kind == effectGate {

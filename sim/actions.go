@@ -249,6 +249,31 @@ func (s *Sim) SetEngineNode(ctx context.Context, volName, nodeName string) error
 	})
 }
 
+// RecordTargetAway implements dataplane.TargetRecorder: the record is kept
+// on the volume as the controller writes it, and read back in Volume.Away.
+// It is metadata, not a Longhorn action: the action log does not show it.
+func (s *Sim) RecordTargetAway(ctx context.Context, volName string, away *dataplane.TargetAway) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.volume(volName)
+	if err != nil {
+		return fmt.Errorf("record the target away: %w", err)
+	}
+	if (v.away == nil && away == nil) || (v.away != nil && away != nil && *v.away == *away) {
+		return nil
+	}
+	v.away = nil
+	if away != nil {
+		a := *away
+		v.away = &a
+	}
+	s.changes.Notify()
+	return nil
+}
+
 // PlaceEngine is SetEngineNode done by the cluster's user: the value becomes
 // the volume's baseline, which an upgrade must leave in place. Not part of
 // dataplane: tests use it to shape the cluster.

@@ -259,6 +259,9 @@ type volume struct {
 	swGen      uint64
 	swDone     uint64 // switch-overs completed
 	swError    string
+	// away is the controller's record of the target away (Volume.Away):
+	// kept as written, Longhorn's physics ignore it.
+	away *dataplane.TargetAway
 	// pathDown is why the initiator has no usable path although its target
 	// runs ("" when it has one): a switch-over withdrawn or reverted after
 	// the old path was made inaccessible. Its I/O queues until a later

@@ -263,6 +263,10 @@ func (v *volume) export() dataplane.Volume {
 		Robustness:       v.robustness(),
 		Replicas:         make([]dataplane.Replica, len(v.replicas)),
 	}
+	if v.away != nil {
+		a := *v.away
+		out.Away = &a
+	}
 	if v.sw != nil {
 		out.Switchover = v.sw.state
 		out.PathsSwitching = v.sw.switchingPaths()

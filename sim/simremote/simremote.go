@@ -23,6 +23,8 @@ type request struct {
 	Name   string `json:"name,omitempty"`
 	Image  string `json:"image,omitempty"`
 	Allow  bool   `json:"allow,omitempty"`
+	// Away is the record of RecordTargetAway; nil removes it.
+	Away *dataplane.TargetAway `json:"away,omitempty"`
 }
 
 // reply carries a result or an error kind that maps back to the
@@ -129,7 +131,10 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"failReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
 		"stopReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.StopReplica(ctx, r.Volume, r.Name) },
 		"engineNode":  func(ctx context.Context, r request) (any, error) { return nil, dp.SetEngineNode(ctx, r.Volume, r.Node) },
-		"deleteIM":    func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
+		"targetAway": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.RecordTargetAway(ctx, r.Volume, r.Away)
+		},
+		"deleteIM": func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
 		"imImage": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.SetInstanceManagerImage(ctx, r.Name, r.Image)
 		},
@@ -262,6 +267,11 @@ func (c *Client) StopReplica(ctx context.Context, volume, replica string) error 
 // SetEngineNode implements dataplane.Actions.
 func (c *Client) SetEngineNode(ctx context.Context, volume, node string) error {
 	return c.call(ctx, "engineNode", request{Volume: volume, Node: node}, nil)
+}
+
+// RecordTargetAway implements dataplane.TargetRecorder.
+func (c *Client) RecordTargetAway(ctx context.Context, volume string, away *dataplane.TargetAway) error {
+	return c.call(ctx, "targetAway", request{Volume: volume, Away: away}, nil)
 }
 
 // DeleteInstanceManager implements dataplane.Actions.
