@@ -188,11 +188,19 @@ func (m *Manager) deleteSnapshot(ctx context.Context, s *longhorn.Snapshot, vi s
 	if vi.SwitchoverTo != "" {
 		return nil
 	}
-	if vs, ok := m.snapped[s.Name]; ok {
-		m.act("DeleteSnapshot", s.Name, m.sim.DeleteSnapshot(ctx, vs[0], vs[1]))
-		delete(m.snapped, s.Name)
-	}
+	// From the object, not from what this round remembers taking: a
+	// snapshot taken before its status was written goes too.
+	m.act("DeleteSnapshot", s.Name, m.sim.DeleteSnapshot(ctx, s.Spec.Volume, snapshotName(s)))
+	delete(m.snapped, s.Name)
 	return m.remove(ctx, longhorn.SnapshotsResource, s.Name, true)
+}
+
+// snapshotName is the name of the snapshot a Snapshot object stands for.
+func snapshotName(s *longhorn.Snapshot) string {
+	if name := s.Annotations[longhorn.SnapshotNameAnnotation]; name != "" {
+		return name
+	}
+	return s.Name
 }
 
 // mirrorSnapshot takes the snapshot a Snapshot object asks for, once, and
@@ -202,16 +210,19 @@ func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) erro
 	if _, done := m.snapped[s.Name]; done || !s.Spec.CreateSnapshot || s.DeletionTimestamp != nil {
 		return nil
 	}
-	name := s.Annotations[longhorn.SnapshotNameAnnotation]
-	if name == "" {
-		name = s.Name
+	name := snapshotName(s)
+	// The finalizer before the snapshot: Longhorn's webhook gives it at
+	// creation, so a snapshot it took is never left behind by an object
+	// deleted before the finalizer was on it.
+	if err := m.patch(ctx, longhorn.SnapshotsResource, s.Name, map[string]any{"metadata": map[string]any{"finalizers": []string{finalizer}}}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("snapshot %s: %w", s.Name, err)
 	}
 	status := longhorn.SnapshotStatus{ReadyToUse: true, CreationTime: time.Now().UTC().Format(time.RFC3339)}
 	if err := m.sim.CreateSnapshot(ctx, s.Spec.Volume, name); err != nil {
 		status = longhorn.SnapshotStatus{Error: err.Error()}
-	}
-	if err := m.patch(ctx, longhorn.SnapshotsResource, s.Name, map[string]any{"metadata": map[string]any{"finalizers": []string{finalizer}}}); err != nil {
-		return fmt.Errorf("snapshot %s: %w", s.Name, err)
 	}
 	if err := m.putStatus(ctx, longhorn.SnapshotsResource, s.Name, status); err != nil {
 		return fmt.Errorf("snapshot %s: %w", s.Name, err)
