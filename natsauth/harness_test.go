@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -75,6 +76,15 @@ func startDeployment(t *testing.T, auth *natsauth.Authorization) *deployment {
 func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deployment {
 	t.Helper()
 	const n = 3
+	servers, dial := startServers(t, n, auth.Configure)
+	return setUp(t, auth, servers[0], dial, n)
+}
+
+// startServers starts n servers configured by configure (a cluster when n
+// > 1), waits for a JetStream meta leader and returns them with a dialer
+// to all of them whose connections close when the test ends.
+func startServers(t *testing.T, n int, configure func(*server.Options)) ([]*natsembed.Server, func(...nats.Option) (*nats.Conn, error)) {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		p, err := natsembed.FreePort("127.0.0.1")
@@ -84,16 +94,17 @@ func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deploym
 	servers := make([]*natsembed.Server, n)
 	var urls []string
 	for i := range n {
-		var routes []string
-		for j, p := range ports {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+		o := natsembed.Options{Name: fmt.Sprintf("authz-%d", i), StoreDir: filepath.Join(t.TempDir(), fmt.Sprint(i)), Configure: configure}
+		if n > 1 {
+			var routes []string
+			for j, p := range ports {
+				if j != i {
+					routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+				}
 			}
+			o.Cluster = &natsembed.ClusterOptions{Name: "authz", Port: ports[i], Routes: routes}
 		}
-		srv, err := natsembed.Start(natsembed.Options{
-			Name: fmt.Sprintf("authz-%d", i), StoreDir: filepath.Join(t.TempDir(), fmt.Sprint(i)),
-			Cluster: &natsembed.ClusterOptions{Name: "authz", Port: ports[i], Routes: routes}, Configure: auth.Configure,
-		})
+		srv, err := natsembed.Start(o)
 		require.NoError(t, err)
 		t.Cleanup(srv.Shutdown)
 		servers[i] = srv
@@ -118,7 +129,7 @@ func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deploym
 			nc.Close()
 		}
 	})
-	dial := func(opts ...nats.Option) (*nats.Conn, error) {
+	return servers, func(opts ...nats.Option) (*nats.Conn, error) {
 		nc, err := nats.Connect(strings.Join(urls, ","), opts...)
 		if err == nil {
 			mu.Lock()
@@ -127,7 +138,6 @@ func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deploym
 		}
 		return nc, err
 	}
-	return setUp(t, auth, servers[0], dial, n)
 }
 
 // setUp connects the controller, which creates the streams and the node
