@@ -162,8 +162,12 @@ func controllerCommand() *cobra.Command {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		if *calloutDir != "" {
+			reviewer, err := callout.ClusterReviewer(cfg)
+			if err != nil {
+				return err
+			}
 			svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
-				Reviewer:           callout.NewCache(callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}, calloutReviewCacheTTL, calloutReviewCacheSize),
+				Reviewer:           reviewer,
 				WorkerExtraPublish: dp.workerExtraPublish(), Log: log.With("component", "nats-callout")}, log)
 			if err != nil {
 				return err
@@ -293,14 +297,6 @@ func hostnameOr(def string) string {
 	}
 	return def
 }
-
-// The TokenReview cache of the auth callout: many workers reconnecting at
-// once (a NATS restart) cost one review per token, and a worker whose pod
-// is deleted is refused at most this long after.
-const (
-	calloutReviewCacheTTL  = 10 * time.Second
-	calloutReviewCacheSize = 4096
-)
 
 // startCallout reads the callout's keys from dir and returns the service
 // and its own NATS connection (its static user), to Run on.

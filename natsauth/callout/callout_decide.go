@@ -109,6 +109,8 @@ func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaim
 	switch {
 	case errors.Is(err, ErrNotAuthenticated):
 		d.reason, d.err = ReasonNotAuthenticated, err
+	case errors.Is(err, ErrRateLimited):
+		d.reason, d.err = ReasonRateLimited, err
 	case err != nil:
 		d.reason, d.err = ReasonReviewFailed, err
 	case !slices.Contains(rv.Audiences, s.cfg.Audience):

@@ -55,7 +55,7 @@ func TestWorkerTokens(t *testing.T) {
 	defer cancel()
 	c := newCluster(t, ctx)
 	d := newDeployment(t, ctx, 0)
-	d.service(callout.NewCache(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 10*time.Second, 128), 0)
+	d.service(callout.NewCache(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 10*time.Second, 0, 128), 0)
 
 	// Every request in the account reaches every subscriber of the callout
 	// subject, the controller's ">" included: with the xkey, what it sees

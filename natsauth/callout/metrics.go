@@ -30,6 +30,9 @@ const (
 	// ReasonReviewFailed: the token could not be verified (apiserver down or
 	// slow, the callout's identity may not create tokenreviews).
 	ReasonReviewFailed = "review_failed"
+	// ReasonRateLimited: the review could not start within the callout's
+	// timeout, the TokenReviews being rate-limited (a flood of connects).
+	ReasonRateLimited = "rate_limited"
 	// ReasonInternal: the answer could not be built (signing, encryption).
 	ReasonInternal = "internal"
 )
@@ -38,7 +41,7 @@ func init() {
 	// Every series exists from the start, at zero: an alert on
 	// review_failed can tell "none yet" from "not reporting".
 	for _, r := range []string{ReasonAllowed, ReasonBadRequest, ReasonReplayed, ReasonNoToken, ReasonTokenTooLarge,
-		ReasonNotAuthenticated, ReasonWrongServiceAccount, ReasonNoNode, ReasonNoExpiry, ReasonReviewFailed, ReasonInternal} {
+		ReasonNotAuthenticated, ReasonWrongServiceAccount, ReasonNoNode, ReasonNoExpiry, ReasonReviewFailed, ReasonRateLimited, ReasonInternal} {
 		metrics.NATSCalloutDecisions.WithLabelValues(r)
 	}
 }

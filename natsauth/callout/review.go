@@ -11,9 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
 )
 
 // NodeNameExtra is the user extra the apiserver sets on a ServiceAccount
@@ -113,22 +115,26 @@ func tokenExpiry(token string) (time.Time, error) {
 	return time.Unix(claims.Exp, 0), nil
 }
 
-// NewCache wraps r with a cache of successful reviews, keyed by a hash of
-// the audience and the token (the token itself is not kept), for ttl and
-// never past the token's expiry, holding at most size entries. Many workers
-// reconnecting at once (a NATS restart) then cost one TokenReview per token,
-// and an apiserver blip shorter than ttl refuses nobody who connected just
-// before. Refusals and failures are not cached: a token becomes usable as
-// soon as the apiserver says so. A revoked token (its pod deleted) is
-// honoured for up to ttl: keep it short.
-func NewCache(r TokenReviewer, ttl time.Duration, size int) TokenReviewer {
-	return &cache{next: r, ttl: ttl, size: size, entries: make(map[[sha256.Size]byte]cached)}
+// NewCache wraps r with a cache of reviews, keyed by a hash of the audience
+// and the token (the token itself is not kept), holding at most size
+// entries. A success is kept for ttl and never past the token's expiry:
+// many workers reconnecting at once (a NATS restart) then cost one
+// TokenReview per token, and an apiserver blip shorter than ttl refuses
+// nobody who connected just before. A revoked token (its pod deleted) is
+// honoured for up to ttl: keep it short. A refusal (ErrNotAuthenticated) is
+// kept for refusalTTL, so that a client repeating a bad token costs one
+// TokenReview per refusalTTL, not one per connect; a token the apiserver
+// would now accept waits that long. Failures (the apiserver unreachable)
+// are not kept.
+func NewCache(r TokenReviewer, ttl, refusalTTL time.Duration, size int) TokenReviewer {
+	return &cache{next: r, ttl: ttl, refusalTTL: refusalTTL, size: size, entries: make(map[[sha256.Size]byte]cached)}
 }
 
 type cache struct {
-	next TokenReviewer
-	ttl  time.Duration
-	size int
+	next       TokenReviewer
+	ttl        time.Duration
+	refusalTTL time.Duration
+	size       int
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]cached
@@ -136,6 +142,7 @@ type cache struct {
 
 type cached struct {
 	review Review
+	err    error
 	until  time.Time
 }
 
@@ -146,15 +153,20 @@ func (c *cache) Review(ctx context.Context, token, audience string) (Review, err
 	e, ok := c.entries[key]
 	c.mu.Unlock()
 	if ok && now.Before(e.until) {
-		return e.review, nil
+		return e.review, e.err
 	}
 	r, err := c.next.Review(ctx, token, audience)
-	if err != nil {
-		return r, err
-	}
 	until := now.Add(c.ttl)
-	if !r.Expiry.IsZero() && r.Expiry.Before(until) {
+	switch {
+	case errors.Is(err, ErrNotAuthenticated):
+		until = now.Add(c.refusalTTL)
+	case err != nil:
+		return r, err
+	case !r.Expiry.IsZero() && r.Expiry.Before(until):
 		until = r.Expiry
+	}
+	if !now.Before(until) {
+		return r, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -174,7 +186,61 @@ func (c *cache) Review(ctx context.Context, token, audience string) (Review, err
 		delete(c.entries, k)
 	}
 	if c.size > 0 {
-		c.entries[key] = cached{review: r, until: until}
+		c.entries[key] = cached{review: r, err: err, until: until}
 	}
-	return r, nil
+	return r, err
+}
+
+// ErrRateLimited is returned (wrapped) by a rate-limited TokenReviewer
+// when a review could not start before its context ended: a failure to
+// verify, not a refusal of the token.
+var ErrRateLimited = errors.New("token reviews rate-limited")
+
+// NewRateLimited wraps r so that it starts at most limit reviews a second,
+// with bursts of burst: a flood of connects with bogus tokens (each costs a
+// TokenReview) then cannot take the apiserver's capacity, nor, on a client
+// of their own, the controller's other requests (its leader lease). A
+// review waits for its turn until ctx ends (the callout's timeout).
+func NewRateLimited(r TokenReviewer, limit rate.Limit, burst int) TokenReviewer {
+	return &rateLimited{next: r, limiter: rate.NewLimiter(limit, burst)}
+}
+
+type rateLimited struct {
+	next    TokenReviewer
+	limiter *rate.Limiter
+}
+
+func (l *rateLimited) Review(ctx context.Context, token, audience string) (Review, error) {
+	if err := l.limiter.Wait(ctx); err != nil {
+		return Review{}, fmt.Errorf("callout: %w: %w", ErrRateLimited, err)
+	}
+	return l.next.Review(ctx, token, audience)
+}
+
+// The controller's TokenReviewer (ClusterReviewer): successes kept 10 s,
+// refusals 2 s, 4096 tokens at most; 20 reviews a second, bursts of 40,
+// which a whole cluster's workers reconnecting at once (a NATS restart)
+// stay within through the cache and their reconnect backoff.
+const (
+	ReviewCacheTTL  = 10 * time.Second
+	RefusalCacheTTL = 2 * time.Second
+	ReviewCacheSize = 4096
+	ReviewRate      = rate.Limit(20)
+	ReviewBurst     = 40
+	reviewUserAgent = "switchback-nats-callout"
+)
+
+// ClusterReviewer is the callout's TokenReviewer against the cluster of
+// cfg: KubeReviewer on a client of its own (its own client-side limits, so
+// a flood of connects does not starve the controller's other requests),
+// rate-limited and cached with the defaults above.
+func ClusterReviewer(cfg *rest.Config) (TokenReviewer, error) {
+	own := rest.CopyConfig(cfg)
+	own.QPS, own.Burst = float32(ReviewRate)*2, ReviewBurst*2
+	own.UserAgent = reviewUserAgent
+	cs, err := authnv1client.NewForConfig(own)
+	if err != nil {
+		return nil, fmt.Errorf("callout: tokenreview client: %w", err)
+	}
+	return NewCache(NewRateLimited(KubeReviewer{TokenReviews: cs.TokenReviews()}, ReviewRate, ReviewBurst), ReviewCacheTTL, RefusalCacheTTL, ReviewCacheSize), nil
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth"
@@ -178,6 +182,7 @@ func TestDecisions(t *testing.T) {
 		{name: "token too large", token: strings.Repeat("x", MaxTokenSize+1), reason: ReasonTokenTooLarge},
 		{name: "not authenticated", token: secretToken, err: fmt.Errorf("%w: invalid bearer token", ErrNotAuthenticated), reason: ReasonNotAuthenticated},
 		{name: "apiserver down", token: secretToken, err: errors.New("dial tcp 10.0.0.1:443: connect: connection refused"), reason: ReasonReviewFailed},
+		{name: "rate-limited", token: secretToken, err: fmt.Errorf("callout: %w: %w", ErrRateLimited, context.DeadlineExceeded), reason: ReasonRateLimited},
 		{name: "other audience", token: secretToken, review: func() Review {
 			r := workerReview("n1", tokenExp)
 			r.Audiences = []string{"https://kubernetes.default.svc"}
@@ -363,12 +368,13 @@ func TestEncryptedRequests(t *testing.T) {
 	assert.Contains(t, f.logs.String(), "not the signed server xkey")
 }
 
-// TestCache: one TokenReview per token while it is cached, none of a
-// refusal, never past the token's expiry, and a bounded size.
+// TestCache: one TokenReview per token while it is cached, a refusal kept
+// for its own short time, no failure kept, never past the token's expiry,
+// and a bounded size.
 func TestCache(t *testing.T) {
 	ctx := context.Background()
 	r := &fakeReviewer{review: workerReview("n1", time.Now().Add(time.Hour))}
-	c := NewCache(r, time.Minute, 2)
+	c := NewCache(r, time.Minute, time.Minute, 2)
 	for range 3 {
 		_, err := c.Review(ctx, "t1", DefaultAudience)
 		require.NoError(t, err)
@@ -393,6 +399,38 @@ func TestCache(t *testing.T) {
 	}
 	assert.Equal(t, 6, r.count(), "an expired token is not served from the cache")
 	assert.LessOrEqual(t, len(c.(*cache).entries), 2, "bounded")
+
+	r.err = fmt.Errorf("%w: garbage", ErrNotAuthenticated)
+	for range 3 {
+		_, err = c.Review(ctx, "bogus", DefaultAudience)
+		assert.ErrorIs(t, err, ErrNotAuthenticated)
+	}
+	assert.Equal(t, 7, r.count(), "a refusal is kept: a repeated bogus token costs one review")
+	short := NewCache(r, time.Minute, 0, 2)
+	for range 2 {
+		_, err = short.Review(ctx, "bogus", DefaultAudience)
+		assert.ErrorIs(t, err, ErrNotAuthenticated)
+	}
+	assert.Equal(t, 9, r.count(), "no refusal kept with a zero refusal time")
+}
+
+// TestRateLimited: reviews beyond the rate wait for their turn until their
+// context ends, then fail as rate-limited (a failure to verify, never a
+// refusal of the token) without reaching the apiserver (TestDecisions:
+// the callout's reason says so).
+func TestRateLimited(t *testing.T) {
+	r := &fakeReviewer{review: workerReview("n1", time.Now().Add(time.Hour))}
+	l := NewRateLimited(r, rate.Every(time.Hour), 2)
+	for range 2 {
+		_, err := l.Review(context.Background(), "t", DefaultAudience)
+		require.NoError(t, err, "within the burst")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := l.Review(ctx, "t", DefaultAudience)
+	assert.ErrorIs(t, err, ErrRateLimited)
+	assert.NotErrorIs(t, err, ErrNotAuthenticated)
+	assert.Equal(t, 2, r.count(), "the apiserver is not asked")
 }
 
 // TestTokenExpiry reads exp from a JWT payload.
@@ -435,4 +473,57 @@ func TestNewRefusesBadKeys(t *testing.T) {
 		_, err := New(cfg)
 		assert.Error(t, err, name)
 	}
+}
+
+// TestClusterReviewerFlood: the controller's reviewer asks the apiserver
+// on a client of its own (its user agent), and a flood of connects with
+// bogus tokens reaches it at most at the review rate: the same bogus token
+// once per refusal time, distinct ones no faster than ReviewRate after the
+// burst, the others failing as rate-limited within their timeout.
+func TestClusterReviewerFlood(t *testing.T) {
+	var mu sync.Mutex
+	var asked int
+	agents := map[string]bool{}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		agents[r.UserAgent()] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false,"error":"invalid bearer token"}}`)
+	}))
+	defer api.Close()
+	rv, err := ClusterReviewer(&rest.Config{Host: api.URL})
+	require.NoError(t, err)
+
+	// A timeout shorter than the rate's interval: a review past the burst
+	// fails at once instead of waiting for its turn.
+	review := func(token string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second/time.Duration(ReviewRate)/2)
+		defer cancel()
+		_, err := rv.Review(ctx, token, DefaultAudience)
+		return err
+	}
+	for range 50 {
+		assert.ErrorIs(t, review("the-same-bogus-token"), ErrNotAuthenticated)
+	}
+	mu.Lock()
+	assert.Equal(t, 1, asked, "a repeated bogus token is reviewed once while its refusal is kept")
+	mu.Unlock()
+
+	start := time.Now()
+	var limited int
+	const flood = 400
+	for i := range flood {
+		if errors.Is(review(fmt.Sprintf("bogus-%d", i)), ErrRateLimited) {
+			limited++
+		}
+	}
+	elapsed := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	bound := 1 + ReviewBurst + int(float64(ReviewRate)*elapsed.Seconds()) + 1
+	assert.LessOrEqual(t, asked, bound, "at most the burst and the rate over %s", elapsed)
+	assert.Equal(t, flood, asked-1+limited, "every other review failed as rate-limited")
+	assert.Equal(t, map[string]bool{"switchback-nats-callout": true}, agents, "on a client of its own")
 }
