@@ -53,7 +53,12 @@ func TestDefaultRenderIsTheKustomizeBase(t *testing.T) {
 	expect := map[key]func(obj map[string]any){
 		{"Deployment", "switchback-controller"}: func(obj map[string]any) {
 			setContainer(t, obj, image, "switchback-controller")
-			setPodField(t, obj, "affinity", softAntiAffinity(t, "switchback-controller"))
+			affinity := softAntiAffinity(t, "switchback-controller").(map[string]any)
+			nodeAffinity, ok, err := unstructured.NestedFieldNoCopy(obj, "spec", "template", "spec", "affinity", "nodeAffinity")
+			require.NoError(t, err)
+			require.True(t, ok, "the base places the controllers (nodeAffinity)")
+			affinity["nodeAffinity"] = nodeAffinity
+			setPodField(t, obj, "affinity", affinity)
 		},
 		{"DaemonSet", "switchback-worker"}: func(obj map[string]any) {
 			setContainer(t, obj, image, "switchback-worker")
