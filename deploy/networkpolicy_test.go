@@ -53,7 +53,7 @@ func admits(t *testing.T, policies []networkingv1.NetworkPolicy, dst workload, p
 		}
 		isolated = true
 		for _, rule := range np.Spec.Ingress {
-			if portMatches(t, rule.Ports, dst, port) && peerMatches(t, rule.From, np.Namespace, src) {
+			if portMatches(t, rule.Ports, &dst, port, corev1.ProtocolTCP) && peerMatches(t, rule.From, np.Namespace, src) {
 				return true
 			}
 		}
@@ -73,20 +73,28 @@ func selects(t *testing.T, sel *metav1.LabelSelector, l map[string]string) bool 
 	return s.Matches(labels.Set(l))
 }
 
-func portMatches(t *testing.T, ports []networkingv1.NetworkPolicyPort, dst workload, port int32) bool {
+// portMatches: a rule's ports match port over proto (a port without
+// protocol is TCP; an empty list matches all); named ports resolve on dst's
+// containers, and never match without dst (egress: the destination is not
+// a rendered pod).
+func portMatches(t *testing.T, ports []networkingv1.NetworkPolicyPort, dst *workload, port int32, proto corev1.Protocol) bool {
 	t.Helper()
 	if len(ports) == 0 {
 		return true
 	}
 	for _, p := range ports {
-		if p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP {
+		want := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			want = *p.Protocol
+		}
+		if want != proto {
 			continue
 		}
 		if p.Port == nil {
 			return true
 		}
 		if p.Port.Type == intstr.String {
-			if namedPort(dst, p.Port.StrVal) == port {
+			if dst != nil && namedPort(*dst, p.Port.StrVal) == port {
 				return true
 			}
 			continue
@@ -280,5 +288,86 @@ func TestWebhookPolicyTakesTheApiserverAddress(t *testing.T) {
 	policies, controller := m.networkPolicies(t), m.workload(t, controllerName)
 	for ip, want := range map[string]bool{"10.0.0.10": true, "10.0.0.11": true, "10.0.0.12": false, apiserverPlaceholder.String(): false} {
 		assert.Equal(t, want, admits(t, policies, controller, webhookPort, address(netip.MustParseAddr(ip))), ip)
+	}
+}
+
+// sends evaluates the egress semantics of NetworkPolicy for a connection
+// from src to port (over proto) at dst: a pod no policy selects for egress
+// reaches everything; a selected pod reaches what one rule of one
+// selecting policy allows.
+func sends(t *testing.T, policies []networkingv1.NetworkPolicy, src workload, dst source, port int32, proto corev1.Protocol) bool {
+	t.Helper()
+	isolated := false
+	for _, np := range policies {
+		if np.Namespace != src.namespace || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !selects(t, &np.Spec.PodSelector, src.pod.Labels) {
+			continue
+		}
+		isolated = true
+		for _, rule := range np.Spec.Egress {
+			if portMatches(t, rule.Ports, nil, port, proto) && peerMatches(t, rule.To, np.Namespace, dst) {
+				return true
+			}
+		}
+	}
+	return !isolated
+}
+
+// TestWorkerEgress: a worker reaches NATS, the cluster DNS and the
+// apiserver, and nothing else: not Longhorn's unauthenticated manager API,
+// its instance managers, the controller or any other pod. The controller's
+// egress is not restricted.
+func TestWorkerEgress(t *testing.T) {
+	m := render(t, repoPath(t, "deploy"))
+	policies := m.networkPolicies(t)
+	nats, controller, worker := m.workload(t, natsName), m.workload(t, controllerName), m.workload(t, workerName)
+	var (
+		natsPod         = pod(namespace, nats.pod.Labels)
+		controllerPod   = pod(namespace, controller.pod.Labels)
+		longhornManager = pod(namespace, map[string]string{"app": "longhorn-manager"})
+		instanceManager = pod(namespace, map[string]string{"longhorn.io/component": "instance-manager"})
+		coreDNS         = pod("kube-system", map[string]string{"k8s-app": "kube-dns"})
+		dnsElsewhere    = pod("team-b", map[string]string{"k8s-app": "kube-dns"})
+		apiserver       = address(netip.MustParseAddr("10.0.0.10"))
+		apiserverV6     = address(netip.MustParseAddr("fd00::10"))
+	)
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	for _, tc := range []struct {
+		name  string
+		dst   source
+		port  int32
+		proto corev1.Protocol
+		want  bool
+	}{
+		{"NATS client", natsPod, natsClientPort, tcp, true},
+		{"NATS routes", natsPod, natsRoutePort, tcp, false},
+		{"the cluster DNS over UDP", coreDNS, 53, udp, true},
+		{"the cluster DNS over TCP", coreDNS, 53, tcp, true},
+		{"a pod labelled kube-dns in another namespace", dnsElsewhere, 53, udp, false},
+		{"the apiserver on 6443", apiserver, 6443, tcp, true},
+		{"the apiserver on 443", apiserver, 443, tcp, true},
+		{"the apiserver over IPv6", apiserverV6, 6443, tcp, true},
+		{"the apiserver's host on another port", apiserver, 10250, tcp, false},
+		{"Longhorn's manager API", longhornManager, 9500, tcp, false},
+		{"an instance manager", instanceManager, 8500, tcp, false},
+		{"the controller's webhook", controllerPod, webhookPort, tcp, false},
+		{"the controller's metrics", controllerPod, metricsPort, tcp, false},
+	} {
+		assert.Equal(t, tc.want, sends(t, policies, worker, tc.dst, tc.port, tc.proto), "a worker → %s", tc.name)
+	}
+	assert.True(t, sends(t, policies, controller, longhornManager, 9500, tcp), "the controller's egress is not restricted")
+}
+
+// TestWorkerEgressTakesTheApiserverAddress: the patch networkpolicy's
+// kustomization documents narrows the apiserver rule to its endpoints.
+func TestWorkerEgressTakesTheApiserverAddress(t *testing.T) {
+	dir := overlay(t, nil, `patches:
+- target: {kind: NetworkPolicy, name: switchback-worker-egress}
+  patch: |-
+    - {op: replace, path: /spec/egress/2/to, value: [{ipBlock: {cidr: 10.0.0.10/32}}]}
+`)
+	m := render(t, dir)
+	policies, worker := m.networkPolicies(t), m.workload(t, workerName)
+	for ip, want := range map[string]bool{"10.0.0.10": true, "10.0.0.11": false, "203.0.113.9": false} {
+		assert.Equal(t, want, sends(t, policies, worker, address(netip.MustParseAddr(ip)), 6443, corev1.ProtocolTCP), ip)
 	}
 }

@@ -280,6 +280,13 @@ func checkExternalNATS(url, caSecret string) func(t *testing.T, r rendered) {
 		require.NoError(t, err)
 		require.Len(t, values, 1)
 		assert.Equal(t, []any{"switchback-controller", "switchback-worker"}, values[0].(map[string]any)["values"])
+		natsRule, _, err := unstructured.NestedSlice(r.object(t, "NetworkPolicy", "switchback-worker-egress").Object, "spec", "egress")
+		require.NoError(t, err)
+		require.NotEmpty(t, natsRule)
+		assert.Equal(t, map[string]any{
+			"to":    []any{map[string]any{"ipBlock": map[string]any{"cidr": "0.0.0.0/0"}}, map[string]any{"ipBlock": map[string]any{"cidr": "::/0"}}},
+			"ports": []any{map[string]any{"protocol": "TCP", "port": float64(4222)}},
+		}, natsRule[0], "the workers reach the external NATS (networkPolicy.externalNATSCIDRs) on its port")
 	}
 }
 
