@@ -299,7 +299,7 @@ func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
 	c := ctx(t)
 	agg := events.NodeAggregate(mgr, "n1")
 	other := events.NodeAggregate(mgr, "n2")
-	v, err := s.Append(c, agg, 0, resumed(agg, "good-1"))
+	_, err := s.Append(c, agg, 0, resumed(agg, "good-1"))
 	require.NoError(t, err)
 	_, err = s.Append(c, other, 0, resumed(other, "other-1"))
 	require.NoError(t, err)
@@ -324,7 +324,7 @@ func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
 		_, err = js.PublishMsg(c, m)
 		require.NoError(t, err, f.name)
 		// A good event after each forgery: the load must go on past it.
-		v, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", i+2)))
+		_, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", i+2)))
 		require.NoError(t, err, "append after %q", f.name)
 	}
 	// The source header the server refuses from clients (10227); a copy
@@ -351,7 +351,7 @@ func TestLoadTrustsOnlyTheServersHeaders(t *testing.T) {
 		name    string
 		headers map[string]string
 	}{name: "sourced from another stream"})
-	v, err = s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", len(forged)+1)))
+	v, err := s.Append(c, agg, lastOn(t, s, agg), resumed(agg, fmt.Sprintf("good-%d", len(forged)+1)))
 	require.NoError(t, err, "append after the sourced copy")
 	require.NoError(t, nc.Flush())
 
