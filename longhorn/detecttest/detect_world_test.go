@@ -122,7 +122,9 @@ func (w *world) surface() longhorn.Surface {
 func (w *world) until(what string, cond func(longhorn.Surface) bool) longhorn.Surface {
 	w.t.Helper()
 	var s longhorn.Surface
-	deadline := time.Now().Add(30 * time.Second)
+	// A CRD is served until the apiserver has removed its objects, which
+	// takes longer on a loaded machine.
+	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		w.disc = memoryless(w.cfg)
 		if s = w.surface(); cond(s) {

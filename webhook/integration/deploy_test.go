@@ -144,16 +144,19 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// ... Longhorn read-only in its namespace, and its lease.
 		can(controller, lh, installNS, "list volumes", "watch settings", "list instancemanagers", "get settings", "watch enginefrontends"),
 		can(controller, "", installNS, "list events"),
+		// The record of a target away, an annotation on the Volume.
+		can(controller, lh, installNS, "patch volumes"),
+		cannot(controller, lh, "team-b", "patch volumes"),
 		// Longhorn's own upgrader, listed live by the NoOtherUpgrader
 		// precheck: list only, in Longhorn's namespace.
 		can(controller, lh, installNS, "list instancemanagerupgrades", "list instancemanagerupgradecontrols"),
 		can(controller, "coordination.k8s.io", installNS, "create leases"),
 		named("switchback-controller", can(controller, "coordination.k8s.io", installNS, "update leases")),
 		// Not for the controller: users create and delete managers; Longhorn
-		// changes are the workers'; no Secrets.
+		// changes are the workers' (but the record above); no Secrets.
 		cannot(controller, lh, installNS, "create dataengineupgrademanagers", "delete dataengineupgrademanagers"),
 		cannot(controller, "", installNS, "get secrets"),
-		cannot(controller, lh, installNS, "patch volumes", "delete instancemanagers"),
+		cannot(controller, lh, installNS, "delete instancemanagers"),
 		cannot(controller, lh, "team-b", "list volumes"),
 		cannot(controller, "", anyNS, "patch nodes"),
 		// Longhorn's own upgrader is listed, never watched nor changed.

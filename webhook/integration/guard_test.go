@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -166,8 +167,20 @@ func TestGuardOnTheAPIServer(t *testing.T) {
 		wcfg.Impersonate = rest.ImpersonationConfig{UserName: switchbackWorker, Groups: []string{"system:masters"},
 			Extra: map[string][]string{"authentication.kubernetes.io/node-name": {"n2"}}}
 		wdyn := longhorntest.Dynamic(t, wcfg)
+		// The controller's record of the target away (the worker policy
+		// moves a target only as it says): home to n2, the engine node
+		// before it left.
+		record := func(value any) {
+			t.Helper()
+			body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{longhorn.TargetAwayAnnotation: value}}})
+			require.NoError(t, err)
+			_, err = volumes.Namespace(installNS).Patch(ctx, "guard-v2", types.MergePatchType, body, metav1.PatchOptions{})
+			require.NoError(t, err)
+		}
+		record("n2,n2,n3")
 		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), "n2"))
-		require.NoError(t, moveEngine(wdyn.Resource(longhorn.VolumesResource), ""))
+		record(nil)
+		require.NoError(t, moveEngine(volumes, ""), "back to the attached node, as before")
 	})
 	t.Run("a snapshot is kept while its volume's target moves, by anyone", func(t *testing.T) {
 		setStatus := func(status map[string]any) {
