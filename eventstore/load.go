@@ -151,8 +151,9 @@ func (s *Store) Load(ctx context.Context, agg events.AggregateID) (History, erro
 // (the tail after a snapshot). Version is afterSeq when nothing newer exists.
 //
 // It uses direct batch gets, which any replica may answer; on R3 a follower
-// can lag behind the leader, but a stale load only costs a ConflictError on
-// the next Append, never a wrong decision.
+// can lag behind the leader. A stale load costs a decision that appends
+// only a ConflictError on the next Append; one that only reads must check
+// that Version reached what it reacts to (the orchestrator's readFresh).
 //
 // The server appends its Nats-Sequence, Nats-Subject and pending count after
 // the stored headers, so only the last value of each is trusted: a stored

@@ -45,6 +45,7 @@ type orderedRead struct {
 	next        uint64 // the next stream sequence wanted
 	deliverSeq  uint64 // last consumer sequence seen
 	outstanding int    // messages asked for and not yet delivered or expired
+	patience    patience
 }
 
 // orderedRead delivers to fn, from sequence from, every stored message on
@@ -105,8 +106,11 @@ func (r *orderedRead) reset(ctx context.Context) (done bool, err error) {
 		cfg.FilterSubjects = r.subjects
 	}
 	cons, err := r.s.stream.CreateConsumer(ctx, cfg)
-	if err != nil {
-		return false, r.fail(err)
+	for err != nil {
+		if err = r.patience.pause(ctx, err); err != nil {
+			return false, r.fail(err)
+		}
+		cons, err = r.s.stream.CreateConsumer(ctx, cfg)
 	}
 	info := cons.CachedInfo()
 	r.consumer, r.deliverSeq, r.outstanding = info.Name, 0, 0
@@ -172,6 +176,7 @@ func (r *orderedRead) run(ctx context.Context) error {
 		}
 		r.deliverSeq = md.consumer
 		r.next = md.stream + 1
+		r.patience.reset()
 		stop, err := r.fn(md.stream, md.pending, m.Subject, m.Header, m.Data, md.at)
 		if err != nil || stop || (md.pending == 0 && !r.follow) {
 			return err
@@ -202,7 +207,14 @@ func (r *orderedRead) status(ctx context.Context, m *nats.Msg) error {
 		r.outstanding = 0
 		return nil
 	case "503":
-		return r.fail(nats.ErrNoResponders)
+		// Nobody serves the consumer yet (its interest has not reached
+		// this server) or any more (its server is gone): once the cluster
+		// answers again, start again where the read is.
+		if err := r.patience.pause(ctx, nats.ErrNoResponders); err != nil {
+			return r.fail(err)
+		}
+		_, err := r.reset(ctx)
+		return err
 	}
 	return r.fail(fmt.Errorf("pull request answered status %s %q", status, descr))
 }

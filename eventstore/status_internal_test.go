@@ -2,10 +2,12 @@ package eventstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -84,4 +86,69 @@ func TestOrderedReadRecovers(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, got, "every event once, in order")
 	assert.Equal(t, consumers[0], consumers[1], "expired requests are renewed on the same consumer")
 	assert.NotEqual(t, consumers[1], consumers[2], "a lost consumer is re-created")
+}
+
+// TestNoRespondersIsWaitedOut: a pull answered "503 no responders" (a new
+// consumer whose interest has not crossed the routes yet, or one lost with
+// its server) re-creates the consumer where the read is, until the read
+// has waited readPatience; a read that makes progress starts its patience
+// again.
+func TestNoRespondersIsWaitedOut(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, js, Config{})
+	require.NoError(t, err)
+	r := &orderedRead{s: s, next: 1}
+	defer r.close()
+	_, err = r.reset(ctx)
+	require.NoError(t, err)
+	first := r.consumer
+	noResponders := &nats.Msg{Header: nats.Header{hdrStatus: {"503"}}}
+
+	require.NoError(t, r.status(ctx, noResponders), "waited out")
+	assert.NotEqual(t, first, r.consumer, "the consumer is re-created")
+
+	old := readPatience
+	readPatience = 0
+	t.Cleanup(func() { readPatience = old })
+	err = r.status(ctx, noResponders)
+	require.ErrorIs(t, err, nats.ErrNoResponders, "given up after readPatience")
+	assert.Contains(t, err.Error(), "no answer for")
+}
+
+func TestTransient(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nats.ErrNoResponders, true},
+		{fmt.Errorf("stream info: %w", nats.ErrTimeout), true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{&jetstream.APIError{Code: 404, ErrorCode: jetstream.JSErrCodeStreamNotFound}, false},
+		{jetstream.ErrStreamNotFound, false},
+		{context.Canceled, false},
+		{nats.ErrPermissionViolation, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, transient(tt.err), "%v", tt.err)
+	}
+}
+
+func TestPatienceGivesUpOnlyOnTransientErrorsAfterItsTime(t *testing.T) {
+	ctx := context.Background()
+	var p patience
+	require.NoError(t, p.pause(ctx, nats.ErrNoResponders), "a first no-responders is waited out")
+	assert.Equal(t, 20*time.Millisecond, p.wait)
+	require.NoError(t, p.pause(ctx, nats.ErrNoResponders))
+	assert.Equal(t, 40*time.Millisecond, p.wait, "pauses double")
+	assert.Equal(t, jetstream.ErrStreamNotFound, p.pause(ctx, jetstream.ErrStreamNotFound), "a lasting error at once")
+	p.since = time.Now().Add(-readPatience)
+	require.ErrorIs(t, p.pause(ctx, nats.ErrNoResponders), nats.ErrNoResponders, "given up")
+	p.reset()
+	require.NoError(t, p.pause(ctx, nats.ErrNoResponders), "progress restores the patience")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	p.wait = time.Hour
+	require.ErrorIs(t, p.pause(cctx, nats.ErrNoResponders), nats.ErrNoResponders, "the context ends the wait")
 }

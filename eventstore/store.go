@@ -119,11 +119,16 @@ func (s *Store) JetStream() jetstream.JetStream { return s.js }
 
 // LastSequence returns the stream's last sequence (0 when empty).
 func (s *Store) LastSequence(ctx context.Context) (uint64, error) {
-	info, err := s.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("eventstore: stream %s info: %w", s.cfg.Stream, err)
+	var p patience
+	for {
+		info, err := s.stream.Info(ctx)
+		if err == nil {
+			return info.State.LastSeq, nil
+		}
+		if err = p.pause(ctx, err); err != nil {
+			return 0, fmt.Errorf("eventstore: stream %s info: %w", s.cfg.Stream, err)
+		}
 	}
-	return info.State.LastSeq, nil
 }
 
 // ErrConflict is matched (errors.Is) by every *ConflictError.

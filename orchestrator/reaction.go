@@ -27,7 +27,7 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 	var err error
 	switch {
 	case need.manager:
-		r.manager, err = o.loadManager(ctx, ref)
+		r.manager, err = o.loadManager(ctx, ref, includes(e, events.ManagerAggregate(ref)))
 	case need.plan:
 		r.manager, err = o.plan(ctx, ref, e.Aggregate.Node)
 	}
@@ -36,7 +36,8 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 	}
 	if need.node != nil {
 		if n := need.node(e, r.manager); n != "" {
-			if r.node, err = o.loadNode(ctx, events.NodeAggregate(ref, n)); err != nil {
+			agg := events.NodeAggregate(ref, n)
+			if r.node, err = o.loadNode(ctx, agg, includes(e, agg)); err != nil {
 				return err
 			}
 		}
@@ -136,8 +137,10 @@ func (o *Orchestrator) manager(ctx context.Context, ref events.ManagerRef, cmd m
 	return err
 }
 
-func (o *Orchestrator) loadManager(ctx context.Context, ref events.ManagerRef) (manager.State, error) {
-	l, err := o.x.Managers.Load(ctx, events.ManagerAggregate(ref))
+// loadManager folds ref's manager, up to at least the stream sequence
+// atLeast (readFresh).
+func (o *Orchestrator) loadManager(ctx context.Context, ref events.ManagerRef, atLeast uint64) (manager.State, error) {
+	l, err := readFresh(ctx, o.x.Managers.Load, events.ManagerAggregate(ref), atLeast, freshPatience)
 	if err == nil && l.State.Planned() {
 		o.mu.Lock()
 		o.plans[ref.UID] = l.State
@@ -156,11 +159,13 @@ func (o *Orchestrator) plan(ctx context.Context, ref events.ManagerRef, node str
 	if ok && st.Nodes[node].Attempt > 0 {
 		return st, nil
 	}
-	return o.loadManager(ctx, ref)
+	return o.loadManager(ctx, ref, 0)
 }
 
-func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID) (nodeupgrade.State, error) {
-	l, err := o.x.Nodes.Load(ctx, agg)
+// loadNode folds agg, up to at least the stream sequence atLeast
+// (readFresh).
+func (o *Orchestrator) loadNode(ctx context.Context, agg events.AggregateID, atLeast uint64) (nodeupgrade.State, error) {
+	l, err := readFresh(ctx, o.x.Nodes.Load, agg, atLeast, freshPatience)
 	return l.State, err
 }
 

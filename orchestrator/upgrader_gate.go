@@ -64,7 +64,7 @@ func (o *Orchestrator) watchHolds(ctx context.Context, poll time.Duration) {
 }
 
 func (o *Orchestrator) recheckHold(ctx context.Context, ref events.ManagerRef) error {
-	st, err := o.loadManager(ctx, ref)
+	st, err := o.loadManager(ctx, ref, 0)
 	if err != nil || st.Terminal() || st.Held == nil {
 		return err
 	}
