@@ -61,6 +61,16 @@ func ReaderOptions() []nats.Option {
 	return []nats.Option{nats.CustomInboxPrefix(ReaderInboxPrefix)}
 }
 
+// JetStream opens JetStream on nc under apiPrefix (Authorization.APIPrefix:
+// a worker in its node's account reaches the API under
+// topology.NodeAPIPrefix), or JetStream's default when it is empty.
+func JetStream(nc *nats.Conn, apiPrefix string) (jetstream.JetStream, error) {
+	if apiPrefix == "" {
+		return jetstream.New(nc)
+	}
+	return jetstream.NewWithAPIPrefix(nc, apiPrefix)
+}
+
 // ErrBindOnly is returned by a BindOnly JetStream for calls that would create
 // or change a stream, a consumer or a bucket.
 var ErrBindOnly = errors.New("natsauth: this connection binds to existing streams and consumers only; the controller creates them")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Mode is how users authenticate.
@@ -102,6 +103,13 @@ type Config struct {
 	// `authorization` block), where no JetStream limit can be set.
 	// `switchback nats-auth` defaults to DefaultAccount.
 	Account string
+	// NodeAccounts (with Account, not with Callout) puts each worker alone
+	// in an account of its own without JetStream (NodeAccount), importing
+	// from Account only what its permissions allow, with JetStream's API
+	// under topology.NodeAPIPrefix: a reply a worker redirects then lands
+	// in its own account, never in the streams' (docs/security.md). Its
+	// client must use that prefix (Authorization.APIPrefix).
+	NodeAccounts bool
 	// Limits are the account's JetStream limits (with Account only); a zero
 	// field takes DefaultLimits' value.
 	Limits Limits
@@ -185,6 +193,9 @@ func Generate(cfg Config) (*Authorization, error) {
 	if cfg.Limits, err = cfg.Limits.withDefaults(cfg.Account); err != nil {
 		return nil, err
 	}
+	if cfg.NodeAccounts && (cfg.Account == "" || cfg.Callout != nil) {
+		return nil, errors.New("natsauth: node accounts need an account for the streams and a generated user per worker (no callout)")
+	}
 	var nodes []string
 	if cfg.Callout == nil {
 		if nodes, err = checkNodes(cfg.Nodes); err != nil {
@@ -216,6 +227,9 @@ func Generate(cfg Config) (*Authorization, error) {
 		p := WorkerPermissions(n, cfg.Streams, cfg.SharedInbox, cfg.WorkerExtraPublish...)
 		if err := p.validate(); err != nil {
 			return nil, fmt.Errorf("natsauth: worker %s: %w", n, err)
+		}
+		if cfg.NodeAccounts {
+			p = nodeWorkerPermissions(p)
 		}
 		a.Workers = append(a.Workers, User{Role: RoleWorker, Node: n, Credential: cred, Permissions: p})
 	}
@@ -364,6 +378,16 @@ func (a *Authorization) Mode() Mode { return a.cfg.Mode }
 
 // Account returns the account name, empty for the global account.
 func (a *Authorization) Account() string { return a.cfg.Account }
+
+// APIPrefix is the JetStream API prefix of u's client: topology.NodeAPIPrefix
+// for a worker in its node's account (Config.NodeAccounts), else JetStream's
+// default ("").
+func (a *Authorization) APIPrefix(u User) string {
+	if a.cfg.NodeAccounts && u.Role == RoleWorker {
+		return topology.NodeAPIPrefix
+	}
+	return ""
+}
 
 // Nodes returns the nodes that have a worker user, sorted.
 func (a *Authorization) Nodes() []string { return slices.Clone(a.cfg.Nodes) }

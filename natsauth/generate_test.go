@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/topology"
 )
@@ -179,4 +181,47 @@ func TestSecretsAndFiles(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s is private", f)
 	}
+}
+
+func TestNodeAccountsLayout(t *testing.T) {
+	for _, cfg := range []natsauth.Config{
+		{Nodes: []string{"n1"}, NodeAccounts: true},
+		{Account: natsauth.DefaultAccount, NodeAccounts: true, Callout: &natsauth.Callout{}},
+	} {
+		_, err := natsauth.Generate(cfg)
+		require.ErrorContains(t, err, "node accounts need", "%+v", cfg)
+	}
+
+	nodes := []string{"n1", "n1.example.com", "n2"}
+	a, err := natsauth.Generate(natsauth.Config{Nodes: nodes, Account: natsauth.DefaultAccount, NodeAccounts: true})
+	require.NoError(t, err)
+	text := a.ServerConfig()
+	// block is node's account's block of the configuration.
+	block := func(node string) string {
+		start := strings.Index(text, strconv.Quote(natsauth.NodeAccount(natsauth.DefaultAccount, node))+" {")
+		require.GreaterOrEqual(t, start, 0, "node %s has an account", node)
+		rest := text[start+1:]
+		if end := strings.Index(rest, "\n  \""); end >= 0 {
+			rest = rest[:end]
+		}
+		return rest
+	}
+	for _, n := range nodes {
+		w, ok := a.Worker(n)
+		require.True(t, ok)
+		assert.Equal(t, topology.NodeAPIPrefix, a.APIPrefix(w))
+		b := block(n)
+		assert.Contains(t, b, strconv.Quote(w.Credential.NKey), "the worker of %s is in its account", n)
+		assert.Contains(t, b, strconv.Quote(topology.NodeAPIPrefix+"CONSUMER.MSG.NEXT."+topology.CommandStream+"."+topology.NodeConsumer(n)), "%s pulls its own commands", n)
+		for _, other := range nodes {
+			if other == n {
+				continue
+			}
+			assert.NotContains(t, b, "."+topology.NodeConsumer(other)+"\"", "%s imports nothing of %s's consumer", n, other)
+			assert.NotContains(t, b, strconv.Quote(events.NodeSubjects(other)), "%s imports nothing of %s's events", n, other)
+		}
+		assert.NotContains(t, b, "jetstream", "a node account has no JetStream")
+	}
+	assert.Empty(t, a.APIPrefix(a.Controller), "the controller stays in the streams' account")
+	assert.Equal(t, 1, strings.Count(text, strconv.Quote(a.Workers[0].Credential.NKey)), "a worker is in one account only")
 }

@@ -31,7 +31,7 @@ import (
 // and any number of workers, each on a connection of its own user, as
 // separate processes would be.
 type deployment struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	auth *natsauth.Authorization
 	// srv is the server (the first one of a cluster).
@@ -55,14 +55,14 @@ type deployment struct {
 // queueConfig makes redelivery quick enough for tests.
 var queueConfig = nodequeue.Config{AckWait: 2 * time.Second, MaxDeliver: 4}
 
-func newDeployment(t *testing.T, cfg natsauth.Config) *deployment {
+func newDeployment(t testing.TB, cfg natsauth.Config) *deployment {
 	t.Helper()
 	auth, err := natsauth.Generate(cfg)
 	require.NoError(t, err)
 	return startDeployment(t, auth)
 }
 
-func startDeployment(t *testing.T, auth *natsauth.Authorization) *deployment {
+func startDeployment(t testing.TB, auth *natsauth.Authorization) *deployment {
 	t.Helper()
 	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), Configure: auth.Configure})
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func startDeployment(t *testing.T, auth *natsauth.Authorization) *deployment {
 // startClusterDeployment runs the authorization on a 3-server JetStream
 // cluster, Switchback's streams at R3: the production shape, where
 // multi-event appends are atomic batches.
-func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deployment {
+func startClusterDeployment(t testing.TB, auth *natsauth.Authorization) *deployment {
 	t.Helper()
 	const n = 3
 	servers, dial := startServers(t, n, auth.Configure)
@@ -83,7 +83,7 @@ func startClusterDeployment(t *testing.T, auth *natsauth.Authorization) *deploym
 // startServers starts n servers configured by configure (a cluster when n
 // > 1), waits for a JetStream meta leader and returns them with a dialer
 // to all of them whose connections close when the test ends.
-func startServers(t *testing.T, n int, configure func(*server.Options)) ([]*natsembed.Server, func(...nats.Option) (*nats.Conn, error)) {
+func startServers(t testing.TB, n int, configure func(*server.Options)) ([]*natsembed.Server, func(...nats.Option) (*nats.Conn, error)) {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -142,7 +142,7 @@ func startServers(t *testing.T, n int, configure func(*server.Options)) ([]*nats
 
 // setUp connects the controller, which creates the streams and the node
 // consumers (retried: a young cluster may not place streams yet).
-func setUp(t *testing.T, auth *natsauth.Authorization, srv *natsembed.Server, dial func(...nats.Option) (*nats.Conn, error), replicas int) *deployment {
+func setUp(t testing.TB, auth *natsauth.Authorization, srv *natsembed.Server, dial func(...nats.Option) (*nats.Conn, error), replicas int) *deployment {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	d := &deployment{t: t, ctx: ctx, auth: auth, srv: srv, dial: dial, replicas: replicas, log: testLogger(t)}
@@ -168,7 +168,7 @@ func setUp(t *testing.T, auth *natsauth.Authorization, srv *natsembed.Server, di
 	return d
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	var w io.Writer = io.Discard
 	if os.Getenv("NATSAUTH_LOG") != "" {
 		w = t.Output()
@@ -205,7 +205,7 @@ func (d *deployment) connectWorker(node string) *worker {
 	u, ok := d.auth.Worker(node)
 	require.True(d.t, ok, "no user for node %s", node)
 	nc, v := d.connect(u)
-	js, err := jetstream.New(nc)
+	js, err := natsauth.JetStream(nc, d.auth.APIPrefix(u))
 	require.NoError(d.t, err)
 	bound := natsauth.BindOnly(js)
 	store, err := eventstore.Open(d.ctx, bound, eventstore.Config{Replicas: d.replicas, ReadOnlySnapshots: true})
@@ -269,7 +269,7 @@ func denied(t *testing.T, v *natsauth.Violations, subject string, op func(ctx co
 }
 
 // eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

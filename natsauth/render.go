@@ -38,7 +38,17 @@ func (a *Authorization) render() string {
 	fmt.Fprintf(&b, "  %s {\n", strconv.Quote(a.cfg.Account))
 	a.cfg.Limits.render(&b, "    ")
 	a.writeUsers(&b, "    ")
+	var exports []export
+	if a.cfg.NodeAccounts {
+		exports = a.nodeAccountExports()
+		writeExports(&b, "    ", exports)
+	}
 	b.WriteString("  }\n")
+	if a.cfg.NodeAccounts {
+		for _, w := range a.Workers {
+			a.writeNodeAccount(&b, "  ", w, exports)
+		}
+	}
 	b.WriteString("}\n")
 	if c != nil {
 		// The callout is the server's, not the account's: its users (the
@@ -63,6 +73,10 @@ func (a *Authorization) writeUsers(b *strings.Builder, indent string) {
 	writeUser(b, indent+"  ", a.Reader, "reader: reads the event and dead-letter streams (history, replay), writes nothing")
 	if a.cfg.Callout != nil {
 		writeUser(b, indent+"  ", a.Service, "the auth callout service: receives the authorization requests, answers each once")
+	}
+	if a.cfg.NodeAccounts {
+		b.WriteString(indent + "]\n")
+		return // each worker is in its node's account
 	}
 	for _, w := range a.Workers {
 		writeUser(b, indent+"  ", w, fmt.Sprintf("worker of node %s: its commands and its events only", w.Node))

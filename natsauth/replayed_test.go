@@ -28,7 +28,7 @@ import (
 func TestReaderReplayStoresNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		start func(*testing.T, *natsauth.Authorization) *deployment
+		start func(testing.TB, *natsauth.Authorization) *deployment
 	}{
 		{"single server (publish chains)", startDeployment},
 		{"R3 cluster (atomic batches)", startClusterDeployment},

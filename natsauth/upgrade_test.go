@@ -95,41 +95,8 @@ func history(t *testing.T, d *deployment, ref events.ManagerRef) []events.Envelo
 func TestWholeUpgradeUnderPerNodeAuthorization(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3.example.com"}
 	d := newDeployment(t, natsauth.Config{Nodes: nodes})
-	c := cluster(t, nodes...)
 	ref := events.ManagerRef{Namespace: "longhorn-system", Name: "authz", UID: "uid-authz"}
-	misrouted := command("n2", "misrouted")
-	misrouted.Manager = ref
-	st, workers := runUpgrade(t, d, c, ref, func() {
-		// Garbage and a command naming another node, on n1's queue.
-		_, err := d.js.Publish(d.ctx, topology.CommandSubject("n1"), []byte("{not json"))
-		require.NoError(t, err)
-		_, err = d.js.Publish(d.ctx, topology.CommandSubject("n1"), mustJSON(t, misrouted))
-		require.NoError(t, err)
-	})
-	requireCompleted(t, st, workers)
-	assert.Empty(t, d.viol.All(), "the controller was refused nothing")
-	for key, n := range enginetest.Transitions(history(t, d, ref)) {
-		assert.Equal(t, 1, n, "transition %q appears once", key)
-	}
-	assert.Zero(t, c.IOStats().Failed, "no I/O failed")
-	assert.Empty(t, c.Unsafe(""), "nothing left unsafe")
-
-	dlq, err := d.js.Stream(d.ctx, topology.DeadLetterStream)
-	require.NoError(t, err)
-	// The worker refused both; the controller parks them from JetStream's
-	// advisories, a moment later.
-	parked := func(subject string) *jetstream.RawStreamMsg {
-		var m *jetstream.RawStreamMsg
-		require.Eventually(t, func() bool {
-			var err error
-			m, err = dlq.GetLastMsgForSubject(d.ctx, subject)
-			return err == nil
-		}, 20*time.Second, 10*time.Millisecond, "a dead letter under %s", subject)
-		return m
-	}
-	assert.Contains(t, parked("sb.dlq.cmd.unknown").Header.Get(topology.HeaderDeadReason), "bad command", "the undecodable command")
-	assert.Contains(t, parked("sb.dlq.cmd.n2").Header.Get(topology.HeaderDeadReason), `is for node "n2"`, "the misrouted command, under the node it names")
-
+	upgradeRefusingBadCommands(t, d, ref, nodes...)
 	readAsReader(t, d, ref, 2)
 }
 
@@ -182,4 +149,45 @@ func TestWholeUpgradeOnAClusterUnderAuthorization(t *testing.T) {
 	}
 	assert.True(t, slices.ContainsFunc(slices.Collect(maps.Values(batched)), func(n int) bool { return n > 1 }),
 		"some worker decision appended several events (an atomic batch on R3)")
+}
+
+// upgradeRefusingBadCommands runs a whole upgrade of nodes on d with
+// garbage and a command naming n2 on n1's queue: the upgrade completes
+// with nothing refused that it needed, each transition once, no I/O failed,
+// and both bad commands parked by the controller from the worker's refusal.
+func upgradeRefusingBadCommands(t *testing.T, d *deployment, ref events.ManagerRef, nodes ...string) {
+	t.Helper()
+	c := cluster(t, nodes...)
+	misrouted := command("n2", "misrouted")
+	misrouted.Manager = ref
+	st, workers := runUpgrade(t, d, c, ref, func() {
+		// Garbage and a command naming another node, on n1's queue.
+		_, err := d.js.Publish(d.ctx, topology.CommandSubject("n1"), []byte("{not json"))
+		require.NoError(t, err)
+		_, err = d.js.Publish(d.ctx, topology.CommandSubject("n1"), mustJSON(t, misrouted))
+		require.NoError(t, err)
+	})
+	requireCompleted(t, st, workers)
+	assert.Empty(t, d.viol.All(), "the controller was refused nothing")
+	for key, n := range enginetest.Transitions(history(t, d, ref)) {
+		assert.Equal(t, 1, n, "transition %q appears once", key)
+	}
+	assert.Zero(t, c.IOStats().Failed, "no I/O failed")
+	assert.Empty(t, c.Unsafe(""), "nothing left unsafe")
+
+	dlq, err := d.js.Stream(d.ctx, topology.DeadLetterStream)
+	require.NoError(t, err)
+	// The worker refused both; the controller parks them from JetStream's
+	// advisories, a moment later.
+	parked := func(subject string) *jetstream.RawStreamMsg {
+		var m *jetstream.RawStreamMsg
+		require.Eventually(t, func() bool {
+			var err error
+			m, err = dlq.GetLastMsgForSubject(d.ctx, subject)
+			return err == nil
+		}, 20*time.Second, 10*time.Millisecond, "a dead letter under %s", subject)
+		return m
+	}
+	assert.Contains(t, parked("sb.dlq.cmd.unknown").Header.Get(topology.HeaderDeadReason), "bad command", "the undecodable command")
+	assert.Contains(t, parked("sb.dlq.cmd.n2").Header.Get(topology.HeaderDeadReason), `is for node "n2"`, "the misrouted command, under the node it names")
 }

@@ -13,6 +13,12 @@ const (
 	EventPrefix = "$JS.EVENT."
 	// KVPrefix prefixes the keys of KV buckets.
 	KVPrefix = "$KV."
+	// NodeAPIPrefix is where the imports of an account without JetStream
+	// (a node's account, natsauth.Config.NodeAccounts) put the JetStream
+	// API of the streams' account: apart from JSAPI, which such an account
+	// imports from the system account, where it answers "JetStream not
+	// enabled".
+	NodeAPIPrefix = "$SB.API."
 )
 
 // Acks are the acknowledgement subjects of consumer's deliveries on stream.

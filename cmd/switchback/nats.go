@@ -39,6 +39,7 @@ type natsFlags struct {
 	dataDir, listen        string
 	port                   int
 	replicas               int
+	apiPrefix              string
 }
 
 // register adds the NATS flags; embeddable commands also take the embedded
@@ -63,6 +64,7 @@ func (f *natsFlags) register(fs *pflag.FlagSet, embeddable bool) {
 		fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
 		fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
 		fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
+		fs.StringVar(&f.apiPrefix, "nats-api-prefix", "", "JetStream API prefix: "+strings.TrimSuffix(topology.NodeAPIPrefix, ".")+" for a worker alone in its node's account (nats-auth --node-accounts); empty = JetStream's own")
 	})
 	if !embeddable {
 		return
@@ -168,7 +170,7 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		}
 		c.nc = nc
 	}
-	js, err := jetstream.New(c.nc)
+	js, err := natsauth.JetStream(c.nc, f.apiPrefix)
 	if err != nil {
 		c.Close()
 		return nil, err

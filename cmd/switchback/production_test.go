@@ -140,6 +140,9 @@ type production struct {
 	authDir string
 	// authMode is nats-auth's --mode: nkey (default) or password.
 	authMode natsauth.Mode
+	// nodeAccounts, with authDir, puts each worker alone in its node's
+	// account (nats-auth --node-accounts).
+	nodeAccounts bool
 	// workerTokens, with authDir, runs the default install's shape: NATS
 	// in auth callout mode (`nats-auth --callout`), the controller serving
 	// the callout, each worker presenting the token file workerTokens
@@ -178,6 +181,9 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 		if p.workerTokens != nil {
 			gen = []string{"nats-auth", "--callout", "--mode", string(mode), "--out", p.authDir}
 		}
+		if p.nodeAccounts {
+			gen = append(gen, "--node-accounts")
+		}
 		code, out, errOut := runCmd(t, time.Minute, gen...)
 		require.Equal(t, 0, code, "%s\n%s", out, errOut)
 		conf, err := os.ReadFile(filepath.Join(p.authDir, natsauth.ConfigFile))
@@ -185,6 +191,11 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 		opts.Configure = func(o *server.Options) { require.NoError(t, o.ProcessConfigString(string(conf))) }
 		controllerAuth = credentialFlags(p.authDir, mode, "")
 		workerAuth = func(n string) []string { return credentialFlags(p.authDir, mode, n) }
+		if p.nodeAccounts {
+			workerAuth = func(n string) []string {
+				return append(credentialFlags(p.authDir, mode, n), "--nats-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+			}
+		}
 		if p.workerTokens != nil {
 			controllerAuth = append(controllerAuth, "--nats-callout", filepath.Join(p.authDir, "callout"))
 			workerAuth = func(n string) []string { return []string{"--nats-token-file", p.workerTokens(n)} }
@@ -246,17 +257,19 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 // completes with nothing denied.
 func TestUpgradeUnderGeneratedNATSAuthorization(t *testing.T) {
 	for _, mode := range []natsauth.Mode{natsauth.ModeNKey, natsauth.ModePassword} {
-		t.Run(string(mode), func(t *testing.T) { upgradeUnderAuthorization(t, mode) })
+		t.Run(string(mode), func(t *testing.T) { upgradeUnderAuthorization(t, mode, false) })
 	}
+	// Each worker alone in its node's account, through its imports.
+	t.Run("node-accounts", func(t *testing.T) { upgradeUnderAuthorization(t, natsauth.ModeNKey, true) })
 }
 
-func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
+func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode, nodeAccounts bool) {
 	env := testenv.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ensureNamespace(t, ctx, env)
 	dir := t.TempDir()
-	srv, cluster, _ := startProduction(t, ctx, env, production{controllers: 1, authDir: dir, authMode: mode})
+	srv, cluster, _ := startProduction(t, ctx, env, production{controllers: 1, authDir: dir, authMode: mode, nodeAccounts: nodeAccounts})
 
 	upgradeAllNodes(t, ctx, env, "authz")
 	code, vout, verr := runCmd(t, time.Minute, append([]string{"replay", "--nats-url", srv.ClientURL(),
@@ -274,6 +287,9 @@ func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode) {
 		creds := credentialFlags(dir, mode, "n1")
 		if mode == natsauth.ModePassword {
 			creds = append(creds, "--nats-user", natsauth.WorkerUser("n1"))
+		}
+		if nodeAccounts {
+			creds = append(creds, "--nats-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, "."))
 		}
 		done <- run(wctx, "switchback", append([]string{"worker", "--data-plane", "sim", "--node", "n2", "--nats-url", srv.ClientURL(), "--health-addr", ""}, creds...), io.Discard, &werr)
 	}()
