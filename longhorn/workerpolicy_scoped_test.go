@@ -60,7 +60,7 @@ func underWorkerPolicy(t *testing.T, c *cluster) *scoped {
 
 	policies := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
 	bindings := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}
-	objs := manifests(t, "worker-admission-policy.yaml", "system:serviceaccount:"+c.ns+":switchback-worker")
+	objs := manifests(t, "worker-admission-policy.yaml", c.ns)
 	kinds := map[string]int{}
 	for _, u := range objs {
 		kinds[u.GetKind()]++
@@ -94,16 +94,16 @@ func underWorkerPolicy(t *testing.T, c *cluster) *scoped {
 
 // manifests decodes a file of deploy/rbac; a non-empty user replaces the
 // worker's user name, which must occur in it once per policy.
-func manifests(t *testing.T, file, user string) []*unstructured.Unstructured {
+func manifests(t *testing.T, file, namespace string) []*unstructured.Unstructured {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
 	raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", file))
 	require.NoError(t, err)
-	if user != "" {
-		require.Equal(t, bytes.Count(raw, []byte("\nkind: ValidatingAdmissionPolicy\n")), bytes.Count(raw, []byte(workerUser)),
-			"%s names the worker's user once per policy", file)
-		raw = bytes.ReplaceAll(raw, []byte(workerUser), []byte(user))
+	if namespace != "" {
+		require.Equal(t, bytes.Count(raw, []byte("\nkind: ValidatingAdmissionPolicy\n")), bytes.Count(raw, []byte(workerUserPattern)),
+			"%s matches the worker's user once per policy", file)
+		raw = bytes.ReplaceAll(raw, []byte(workerUserPattern), []byte(workerUserIn(namespace)))
 	}
 	var out []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)

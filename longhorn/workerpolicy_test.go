@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -32,8 +33,39 @@ import (
 // gets it for the DaemonSet's pods: the node comes from the token itself,
 // never from impersonation.
 
-// workerUser is the worker's user name in deploy/rbac, as the policy names it.
-const workerUser = "system:serviceaccount:longhorn-system:switchback-worker"
+// workerUserPattern is how deploy/rbac's policies match the worker's user:
+// its ServiceAccount by name in any namespace.
+const workerUserPattern = "'^system:serviceaccount:[^:]+:switchback-worker$'"
+
+// workerUserIn is workerUserPattern held to namespace, which each test's
+// copy of the policies matches so that tests in other namespaces, some
+// without the policies, are not under it.
+func workerUserIn(namespace string) string {
+	return "'^system:serviceaccount:" + regexp.QuoteMeta(namespace) + ":switchback-worker$'"
+}
+
+// TestWorkerPolicyMatchesTheWorkerInAnyNamespace evaluates the pattern the
+// policies match the user with (CEL's matches is RE2, as Go's regexp):
+// the worker's ServiceAccount wherever kustomize's namespace puts it, no
+// other name and no user that only ends like it.
+func TestWorkerPolicyMatchesTheWorkerInAnyNamespace(t *testing.T) {
+	re := regexp.MustCompile(strings.Trim(workerUserPattern, "'"))
+	for user, want := range map[string]bool{
+		"system:serviceaccount:longhorn-system:switchback-worker": true,
+		"system:serviceaccount:storage:switchback-worker":         true,
+		"system:serviceaccount:storage:switchback-worker-x":       false,
+		"system:serviceaccount:storage:switchback-controller":     false,
+		"system:serviceaccount:a:b:switchback-worker":             false,
+		"system:serviceaccount::switchback-worker":                false,
+		"x-system:serviceaccount:storage:switchback-worker":       false,
+		"system:node:n1": false,
+		"system:serviceaccount:longhorn-system:switchback-worker\n": false,
+	} {
+		assert.Equal(t, want, re.MatchString(user), user)
+	}
+	assert.True(t, regexp.MustCompile(strings.Trim(workerUserIn("a.b"), "'")).MatchString("system:serviceaccount:a.b:switchback-worker"))
+	assert.False(t, regexp.MustCompile(strings.Trim(workerUserIn("a.b"), "'")).MatchString("system:serviceaccount:axb:switchback-worker"))
+}
 
 // policyRef is the manager of these tests' upgrades, with a UID as the
 // apiserver gives one: its first 8 characters name the upgrade's snapshots.

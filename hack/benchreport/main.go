@@ -150,6 +150,7 @@ var goals = []goal{
 	{what: "projection lag p99 at 50 events/s", bench: "projector BenchmarkProjectionLag/rate=50", unit: "p99-ms", op: "<", limit: 50},
 	{what: "controller peak RSS, 10k finished managers in the stream", bench: "perf BenchmarkControllerResume", unit: "peak-rss-MiB", op: "<", limit: 300},
 	{what: "append vs raw JetStream publish of the same bytes (ratio)", bench: "eventstore BenchmarkAppendVsRawPublish", unit: "ratio", op: ">=", limit: 0.9},
+	{what: "worker append through its node account's import vs from the streams' account (ratio)", bench: "natsauth BenchmarkWorkerAppendThroughImport", unit: "ratio", op: ">=", limit: 0.6},
 	{what: "concurrent appends vs raw async publish of the same bytes (ratio)", bench: "eventstore BenchmarkAppendConcurrentVsRawAsync", unit: "ratio", op: ">=", limit: 0.85},
 	{what: "replay: fold of the whole stream vs raw ordered read at 1M events (ratio)", bench: "eventstore BenchmarkReplay1M", unit: "ratio", op: ">=", limit: 0.9},
 	// Folding holds state, not history; "flat" is taken as
