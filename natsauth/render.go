@@ -74,12 +74,10 @@ func (a *Authorization) writeUsers(b *strings.Builder, indent string) {
 	if a.cfg.Callout != nil {
 		writeUser(b, indent+"  ", a.Service, "the auth callout service: receives the authorization requests, answers each once")
 	}
-	if a.cfg.NodeAccounts {
-		b.WriteString(indent + "]\n")
-		return // each worker is in its node's account
-	}
-	for _, w := range a.Workers {
-		writeUser(b, indent+"  ", w, fmt.Sprintf("worker of node %s: its commands and its events only", w.Node))
+	if !a.cfg.NodeAccounts { // else each worker is in its node's account
+		for _, w := range a.Workers {
+			writeUser(b, indent+"  ", w, fmt.Sprintf("worker of node %s: its commands and its events only", w.Node))
+		}
 	}
 	b.WriteString(indent + "]\n")
 }

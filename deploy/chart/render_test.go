@@ -292,16 +292,18 @@ func checkExternalNATS(url, caSecret string) func(t *testing.T, r rendered) {
 
 // checkNamespace: installed elsewhere (Longhorn in another namespace),
 // everything follows the release's namespace, the places kustomize's
-// namespace transformer cannot reach included (the admission policy's CEL,
-// the webhooks' Service references and certificate names, the guard's
-// namespace selector, the binding subjects, the Longhorn namespace flag).
+// namespace transformer cannot reach included (the webhooks' Service
+// references and certificate names, the guard's namespace selector, the
+// binding subjects, the Longhorn namespace flag); the admission policies
+// match the worker in any namespace.
 func checkNamespace(t *testing.T, r rendered) {
 	assert.NotContains(t, r.manifest, namespace)
 	vap := r.object(t, "ValidatingAdmissionPolicy", "switchback-worker-node-scope")
 	conds, _, err := unstructured.NestedSlice(vap.Object, "spec", "matchConditions")
 	require.NoError(t, err)
 	require.Len(t, conds, 1)
-	assert.Equal(t, "request.userInfo.username == 'system:serviceaccount:"+r.namespace+":switchback-worker'", conds[0].(map[string]any)["expression"])
+	// The worker's ServiceAccount by name in any namespace, the release's included.
+	assert.Equal(t, "request.userInfo.username.matches('^system:serviceaccount:[^:]+:switchback-worker$')", conds[0].(map[string]any)["expression"])
 	for _, pod := range []corev1.PodSpec{r.controller(t), r.worker(t)} {
 		assert.Equal(t, []string{r.namespace}, flags(t, pod, "longhorn-namespace"))
 	}

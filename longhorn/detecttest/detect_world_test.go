@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -57,6 +58,23 @@ func (w *world) uninstall(dir string) {
 	api := w.dyn.Resource(crdResource)
 	for _, crd := range crds {
 		require.NoError(w.t, api.Delete(w.ctx, crd.GetName(), metav1.DeleteOptions{}))
+	}
+	// The apiserver removes a CRD's objects before the CRD itself, slowly
+	// on a loaded machine; then discovery stops serving it.
+	for _, crd := range crds {
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			got, err := api.Get(w.ctx, crd.GetName(), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			require.NoError(w.t, err)
+			if time.Now().After(deadline) {
+				conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+				w.t.Fatalf("CRD %s still there 3 minutes after its deletion: finalizers %v, conditions %v", crd.GetName(), got.GetFinalizers(), conditions)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	w.until("the CRDs of "+dir+" no longer served", func(s longhorn.Surface) bool {
 		for _, crd := range crds {
