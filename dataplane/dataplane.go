@@ -70,6 +70,9 @@ type Node struct {
 	// Longhorn creates the node's new IM only once it is the default image,
 	// that is once the manager's DaemonSet rolled out there.
 	ManagerIMImage string
+	// NVMeMultipath is the node's kernel nvme_core.multipath, as its worker
+	// reported it.
+	NVMeMultipath Multipath
 }
 
 // IMState is an instance manager's lifecycle state.
@@ -263,6 +266,9 @@ type Volume struct {
 	// Away is the controller's record that a node's upgrade moves the
 	// volume's target away and back (see TargetAway); nil when none.
 	Away *TargetAway
+	// InitiatorMultipath is the NVMeMultipath of the attached node, whose
+	// kernel holds the initiator's paths during a switch-over.
+	InitiatorMultipath Multipath
 }
 
 // TargetAway is the controller's record, kept on the volume, that the

@@ -52,6 +52,17 @@ func (p *Plane) SetReplicaScheduling(ctx context.Context, node string, allow boo
 	return nil
 }
 
+// ReportNVMeMultipath implements dataplane.HostReporter: the node's
+// MultipathAnnotation, on its Longhorn node.
+func (p *Plane) ReportNVMeMultipath(ctx context.Context, node string, m dataplane.Multipath) error {
+	return p.updateSynced(ctx, p.lhNodes, node, "report nvme_core.multipath="+m.Show(), func(u *unstructured.Unstructured) ([]byte, error) {
+		if dataplane.ParseMultipath(u.GetAnnotations()[MultipathAnnotation]) == m {
+			return nil, nil
+		}
+		return patchMultipath(m), nil
+	})
+}
+
 // CreateSnapshot creates the Snapshot object of a snapshot named name of a v2
 // volume (object name from SnapshotObjectName). An existing one is success
 // when it is of the same volume.

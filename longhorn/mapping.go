@@ -51,6 +51,7 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool, managers []*Pod) datap
 		V2:              hasV2IM,
 		AllowScheduling: ln.Spec.AllowScheduling,
 		ManagerIMImage:  managerIMImage(managers),
+		NVMeMultipath:   dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation]),
 	}
 	if kn == nil {
 		n.Ready = false

@@ -60,6 +60,15 @@ func patchTargetAway(away *dataplane.TargetAway, rv string) []byte {
 		"annotations": map[string]any{TargetAwayAnnotation: value}}})
 }
 
+// patchMultipath sets the node's MultipathAnnotation (unknown removes it).
+func patchMultipath(m dataplane.Multipath) []byte {
+	var value any
+	if m != dataplane.MultipathUnknown {
+		value = string(m)
+	}
+	return mergePatch(map[string]any{"metadata": map[string]any{"annotations": map[string]any{MultipathAnnotation: value}}})
+}
+
 func patchIMImage(image, rv string) []byte {
 	return mergePatch(withResourceVersion(map[string]any{"spec": map[string]any{"image": image}}, rv))
 }

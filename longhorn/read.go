@@ -190,10 +190,14 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 			evs = append(evs, indexed[Event](p.events, byObject, ef.Name)...)
 		}
 	}
-	return toVolume(v,
+	out := toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
 		efs, evs, p.replenishWait())
+	if ln, ok := get[LonghornNode](p.lhNodes, key(p.ns, out.AttachedNode)); ok && out.Attached() {
+		out.InitiatorMultipath = dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation])
+	}
+	return out
 }
 
 // replenishWait is the setting replica-replenishment-wait-interval

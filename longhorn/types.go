@@ -120,6 +120,11 @@ const (
 	// target leaving) or to the engine node before (coming home), and never
 	// writes the annotation itself.
 	TargetAwayAnnotation = "switchback.dev/target-away"
+	// MultipathAnnotation is, on a Longhorn node, its kernel's
+	// nvme_core.multipath (Y or N) as the node's worker read it from sysfs
+	// (dataplane.HostReporter): Longhorn reads no such thing, and the
+	// controller and `switchback plan` cannot read a node's kernel.
+	MultipathAnnotation = "switchback.dev/nvme-multipath"
 	// InstanceManagerTypeAllInOne is the type of v2 instance managers: one
 	// process holds the node's engines, engine frontends and replicas.
 	InstanceManagerTypeAllInOne = "aio"

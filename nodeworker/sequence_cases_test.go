@@ -130,6 +130,31 @@ func (p backgroundIMDeletion) DeleteInstanceManager(_ context.Context, name stri
 	return p.DeleteInstanceManagerObject(name, false)
 }
 
+// multipathUnread is the data plane as the steps saw it before the worker
+// read its host's nvme_core.multipath: nothing known against a switch-over.
+type multipathUnread struct{ *sim.Sim }
+
+func (p multipathUnread) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
+	v, err := p.Sim.Volume(ctx, name)
+	v.InitiatorMultipath = dataplane.MultipathUnknown
+	return v, err
+}
+
+func (p multipathUnread) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume, error) {
+	return unread(p.Sim.VolumesOn(ctx, node))
+}
+
+func (p multipathUnread) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
+	return unread(p.Sim.Volumes(ctx))
+}
+
+func unread(vols []dataplane.Volume, err error) ([]dataplane.Volume, error) {
+	for i := range vols {
+		vols[i].InitiatorMultipath = dataplane.MultipathUnknown
+	}
+	return vols, err
+}
+
 // restoringSchedulingFirst is the switch-back as it was: the node's replica
 // scheduling restored in the same round as the targets are moved home, and
 // a target moved whatever its volume's replicas do.
@@ -310,6 +335,16 @@ var ruleCases = []ruleCase{
 			})
 		},
 		want: violShardsLost},
+	{name: "a volume whose initiator's kernel has no native multipath keeps its target",
+		rules: []sim.Rule{sim.RuleNoSecondPathWithoutMultipath},
+		cfg:   sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
+		setup: func(t testing.TB, s *sim.Sim) { require.NoError(t, s.SetMultipath("c1", dataplane.MultipathOff)) },
+		during: func() func(*sequence, string, nodeupgrade.State) {
+			var t0 time.Time
+			return once(since(&t0, 20*time.Minute), setMultipath("c1", dataplane.MultipathOn))
+		},
+		mutate: func(q *sequence) { q.plane = multipathUnread{q.s} },
+		want:   violPathDown},
 	{name: "a volume attached during the node's window, its target on the node, is recorded and moved",
 		cfg: sim.Config{TargetMoveLatency: 4 * time.Second, IMStartLatency: 10 * time.Second, RebuildLatency: 20 * time.Second},
 		// Detached, its engine placed on n1 (spec.engineNodeID survives a
@@ -334,6 +369,10 @@ func setDefaultImage(image string) func(*sequence) {
 
 func rollOutManager(node string) func(*sequence) {
 	return func(q *sequence) { require.NoError(q.t, q.s.SetManagerImage(node, sim.NewIMImage)) }
+}
+
+func setMultipath(node string, m dataplane.Multipath) func(*sequence) {
+	return func(q *sequence) { require.NoError(q.t, q.s.SetMultipath(node, m)) }
 }
 
 func moveShards(node string) func(*sequence) {

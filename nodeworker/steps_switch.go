@@ -54,14 +54,21 @@ func needsPlacement(step events.NodeState, st nodeupgrade.State, o observation, 
 	return false
 }
 
+// ReasonNVMeMultipathOff is the stall of a volume whose initiator's kernel
+// would not keep the switch-over's second path (Volume.MultipathBlocker).
+const ReasonNVMeMultipathOff = "NVMeMultipathOff"
+
 // switchBlocker says why a volume's switch-over may not be asked for now, or
 // nil. Longhorn reverts a switch-over while a replica rebuilds and needs a
-// healthy replica to bind the new engine to, and only an NVMe/TCP frontend
-// has a path to switch; a switch-over under way is somebody else's.
+// healthy replica to bind the new engine to, only an NVMe/TCP frontend
+// has a path to switch, and its initiator's kernel must keep both paths
+// under one device; a switch-over under way is somebody else's.
 func switchBlocker(v dataplane.Volume, node string) *block {
 	switch {
 	case !v.CanSwitchTarget():
 		return waiting(v.Name, "FrontendCannotSwitch", "%s so that %s can be upgraded", v.FrontendBlocker(), node)
+	case v.MultipathBlocker() != "":
+		return waiting(v.Name, ReasonNVMeMultipathOff, "%s", v.MultipathBlocker())
 	case v.Switchover != dataplane.SwitchoverNone:
 		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
 	case v.Rebuilding():

@@ -120,6 +120,17 @@ func TestDecideSwitchOver(t *testing.T) {
 		{name: "ublk has no switch-over path",
 			o:  toPlace(func(v *dataplane.Volume) { v.Frontend = dataplane.FrontendUblk }),
 			st: pending, reason: "FrontendCannotSwitch"},
+		{name: "its initiator's kernel keeps no second path: the move waits",
+			o: toPlace(func(v *dataplane.Volume) {
+				v.Frontend, v.InitiatorMultipath = dataplane.FrontendBlockdev, dataplane.MultipathOff
+			}),
+			st: pending, reason: ReasonNVMeMultipathOff},
+		{name: "an nvmf volume's initiator is not the node's kernel: moved",
+			o: toPlace(func(v *dataplane.Volume) {
+				recorded(awayTo("n3"))(v)
+				v.Frontend, v.InitiatorMultipath = dataplane.FrontendNVMf, dataplane.MultipathOff
+			}),
+			st: moveRecorded, actions: []string{"SetEngineNode vol-s n3"}},
 		{name: "no temporary target",
 			o: func() observation {
 				o := toPlace(func(*dataplane.Volume) {})()

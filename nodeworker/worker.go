@@ -60,7 +60,11 @@ type Config struct {
 	// then (Longhorn caps snapshots per volume). They are always kept when
 	// the node is cancelled or fails, for recovery.
 	KeepSnapshots bool
-	Log           *slog.Logger
+	// Sysfs is where the worker reads its host's kernel (nvme_core's
+	// multipath parameter) to report it through a dataplane.HostReporter;
+	// "" reads nothing.
+	Sysfs string
+	Log   *slog.Logger
 }
 
 // Worker consumes one node's commands.
@@ -117,6 +121,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer unwatch()
+	hostCtx, stopHost := context.WithCancel(ctx)
+	defer stopHost()
+	w.reportHost(hostCtx)
 	it, err := cons.Messages(jetstream.PullMaxMessages(1))
 	if err != nil {
 		return fmt.Errorf("nodeworker %s: consume: %w", w.cfg.Node, err)

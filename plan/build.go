@@ -62,6 +62,10 @@ type Switchover struct {
 	OK bool `json:"ok"`
 	// Reason explains the choice, or what is missing.
 	Reason string `json:"reason,omitempty"`
+	// InitiatorMultipath is the attached node's nvme_core.multipath as its
+	// worker reported it: with N the switch-over would leave the volume
+	// without a path (OK false), unknown is taken as Y.
+	InitiatorMultipath dataplane.Multipath `json:"initiatorMultipath,omitempty"`
 }
 
 // ReplicaRef names one replica of one volume.
@@ -130,7 +134,11 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 			}
 			if vol.TargetHost() == name {
 				node, reason, ok := "", vol.FrontendBlocker(), false
-				if vol.CanSwitchTarget() {
+				switch {
+				case !vol.CanSwitchTarget():
+				case vol.MultipathBlocker() != "":
+					reason = vol.MultipathBlocker()
+				default:
 					node, reason, ok = v.choose(vol, name, targetImage, extra)
 				}
 				if ok {
@@ -138,7 +146,7 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 				}
 				np.Switchovers = append(np.Switchovers, Switchover{
 					Volume: vol.Name, AttachedNode: vol.AttachedNode,
-					TemporaryTarget: node, OK: ok, Reason: reason,
+					TemporaryTarget: node, OK: ok, Reason: reason, InitiatorMultipath: vol.InitiatorMultipath,
 				})
 			}
 			for _, r := range vol.Replicas {

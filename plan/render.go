@@ -53,13 +53,14 @@ func (p Plan) String() string {
 	if hasSwitchovers(p) {
 		b.WriteString("\nSwitch-overs (the initiator stays on the attached node):\n")
 		w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ORDER\tNODE\tVOLUME\tATTACHED\tTEMPORARY TARGET\tWHY")
+		fmt.Fprintln(w, "ORDER\tNODE\tVOLUME\tATTACHED\tMULTIPATH\tTEMPORARY TARGET\tWHY")
 		for i, n := range p.Nodes {
 			for _, s := range n.Switchovers {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, n.Node, s.Volume, s.AttachedNode, orDash(s.TemporaryTarget), s.Reason)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, n.Node, s.Volume, s.AttachedNode, s.InitiatorMultipath.Show(), orDash(s.TemporaryTarget), s.Reason)
 			}
 		}
 		_ = w.Flush()
+		b.WriteString("  (MULTIPATH: the attached node's nvme_core.multipath as its worker reported it; N holds the switch-over until fixed; ? is not reported yet, taken as Y)\n")
 	}
 
 	var replicas, notLive, held, single []string

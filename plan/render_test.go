@@ -19,10 +19,11 @@ ORDER  NODE    IMAGE NOW  LIVE ON THIS LONGHORN  SWITCH-OVERS  REPLICAS TO FAIL
 3      node-1  im:v1      yes                    2             3
 
 Switch-overs (the initiator stays on the attached node):
-ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
-2      node-3  c       node-3    node-2            node-2 runs the target image im:v2, holds no healthy replica of c and hosts 0 other target(s)
-3      node-1  a       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of a and hosts 1 other target(s)
-3      node-1  b       node-1    node-2            node-2 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
+ORDER  NODE    VOLUME  ATTACHED  MULTIPATH  TEMPORARY TARGET  WHY
+2      node-3  c       node-3    ?          node-2            node-2 runs the target image im:v2, holds no healthy replica of c and hosts 0 other target(s)
+3      node-1  a       node-1    ?          node-3            node-3 runs the target image im:v2, holds a healthy replica of a and hosts 1 other target(s)
+3      node-1  b       node-1    ?          node-2            node-2 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
+  (MULTIPATH: the attached node's nvme_core.multipath as its worker reported it; N holds the switch-over until fixed; ? is not reported yet, taken as Y)
 
 Replicas to fail and rebuild (attached v2 volumes only):
   node-2: b/b-r-node-2
@@ -44,10 +45,11 @@ func TestPlanStringV112(t *testing.T) {
 		v.EngineNode, v.TargetNode = node, node
 		return v
 	}
-	c := cluster3(
-		engineOn(attached("a", "node-1", "node-2", "node-3"), "node-2"),
-		attached("b", "node-1", "node-1", "node-2", "node-3"),
-	)
+	// a's initiator node reported no native NVMe multipath: its
+	// switch-over is held, with the remedy.
+	a := engineOn(attached("a", "node-1", "node-2", "node-3"), "node-2")
+	a.InitiatorMultipath = dataplane.MultipathOff
+	c := cluster3(a, attached("b", "node-1", "node-1", "node-2", "node-3"))
 	c.Platform = dataplane.Platform{Profile: dataplane.ProfileV112, LonghornVersion: "v1.12.1"}
 	want := `Longhorn: v1.12 (Longhorn v1.12.1): an engine follows its volume's attachment node unless spec.engineNodeID says otherwise, so by default a node with attached v2 volumes holds both their initiators and their targets and cannot be upgraded live; nodes holding only replicas, or targets of volumes attached elsewhere, can
 Plan: 3 node(s) to instance-manager image im:v2
@@ -59,9 +61,10 @@ ORDER  NODE    IMAGE NOW  LIVE ON THIS LONGHORN       SWITCH-OVERS  REPLICAS TO 
 3      node-1  im:v1      no (initiators, see below)  1             1
 
 Switch-overs (the initiator stays on the attached node):
-ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
-2      node-2  a       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of a and hosts 0 other target(s)
-3      node-1  b       node-1    node-3            node-3 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
+ORDER  NODE    VOLUME  ATTACHED  MULTIPATH  TEMPORARY TARGET  WHY
+2      node-2  a       node-1    N          -                 volume a is attached to node-1, whose kernel does not keep two NVMe paths under one device (nvme_core.multipath is N): a switch-over would leave the volume without a usable path; boot node-1 with nvme_core.multipath=Y, or detach the volume, and the upgrade goes on by itself
+3      node-1  b       node-1    ?          node-3            node-3 runs the target image im:v2, holds a healthy replica of b and hosts 0 other target(s)
+  (MULTIPATH: the attached node's nvme_core.multipath as its worker reported it; N holds the switch-over until fixed; ? is not reported yet, taken as Y)
 
 Replicas to fail and rebuild (attached v2 volumes only):
   node-3: a/a-r-node-3, b/b-r-node-3
@@ -92,8 +95,9 @@ ORDER  NODE    IMAGE NOW       LIVE ON THIS LONGHORN  SWITCH-OVERS  REPLICAS TO 
 2      node-1  -               yes                    1             1
 
 Switch-overs (the initiator stays on the attached node):
-ORDER  NODE    VOLUME  ATTACHED  TEMPORARY TARGET  WHY
-2      node-1  vol     node-1    -                 no node can host the target of vol while node-1 is upgraded: node-1 is the node being upgraded; node-2 is not ready; node-3 is not ready
+ORDER  NODE    VOLUME  ATTACHED  MULTIPATH  TEMPORARY TARGET  WHY
+2      node-1  vol     node-1    ?          -                 no node can host the target of vol while node-1 is upgraded: node-1 is the node being upgraded; node-2 is not ready; node-3 is not ready
+  (MULTIPATH: the attached node's nvme_core.multipath as its worker reported it; N holds the switch-over until fixed; ? is not reported yet, taken as Y)
 
 Replicas to fail and rebuild (attached v2 volumes only):
   node-1: vol/vol-r-node-1

@@ -35,6 +35,10 @@ type NodeSpec struct {
 	// DaemonSet not rolled out there yet, and no default-image IM is made
 	// for the node (RuleDefaultIMFollowsSetting).
 	ManagerImage string
+	// NoMultipath builds the node with a kernel whose nvme_core.multipath
+	// is N: a switch-over of a blockdev volume attached there loses its
+	// path (RuleNoSecondPathWithoutMultipath).
+	NoMultipath bool
 }
 
 // AddNode adds a Ready v2 node with a running IM on Config.IMImage.
@@ -67,7 +71,10 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 		manager = s.cfg.DefaultIMImage
 	}
 	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images),
-		managerImage: manager, shards: spec.Shards}
+		managerImage: manager, shards: spec.Shards, multipath: dataplane.MultipathOn}
+	if spec.NoMultipath {
+		n.multipath = dataplane.MultipathOff
+	}
 	if n.v2 {
 		n.imSeq = 1
 		n.im = &im{name: fmt.Sprintf("im-%s-1", n.name), node: n.name, image: image, state: dataplane.IMRunning, epoch: 1}

@@ -193,6 +193,9 @@ type node struct {
 	managerImage string
 	// shards counts the erasure-coded shard instances the node's IM runs.
 	shards int
+	// multipath is the node's kernel nvme_core.multipath, as its worker
+	// reports it.
+	multipath dataplane.Multipath
 	// im is the IM serving the node (running, starting or in error); nil on
 	// a node without the v2 engine.
 	im *im

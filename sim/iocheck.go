@@ -386,10 +386,13 @@ func (s *Sim) ioPath(v *volume) ioOutcome {
 // the only one from its switching phase.
 func (s *Sim) paths(v *volume) (ioOutcome, bool) {
 	sw := v.sw
-	newPath := sw != nil && sw.ef >= efPreparing && sw.engine.valid()
+	newPath := sw != nil && sw.ef >= efPreparing && sw.engine.valid() && s.keepsPaths(v)
 	if sw != nil && sw.ef == efSwitching {
 		if newPath {
 			return ioOutcome{}, true
+		}
+		if !s.keepsPaths(v) {
+			return ioOutcome{queue: fmt.Sprintf("the old path to %s is inaccessible and the kernel of %s (nvme_core.multipath=N) did not put the new path to %s under the device", v.target, v.attached, sw.dest)}, false
 		}
 		return ioOutcome{queue: fmt.Sprintf("the new engine on %s stopped while the initiator's only path led to it", sw.dest)}, false
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/switchback-dev/switchback/dataplane"
 )
 
 // This file is what an operator, or Longhorn's own upgrade, does to the
@@ -116,4 +118,23 @@ func (s *Sim) ManagerImage(nodeName string) (string, error) {
 		return "", err
 	}
 	return n.managerImage, nil
+}
+
+// SetMultipath sets the node's kernel nvme_core.multipath as its worker
+// reports it (a module option, so in practice the node rebooted with
+// another one): with N, a switch-over of a blockdev volume attached there
+// loses the volume's path (RuleNoSecondPathWithoutMultipath).
+func (s *Sim) SetMultipath(nodeName string, m dataplane.Multipath) error {
+	return s.act(context.Background(), "SetMultipath", nodeName, m.Show(), func(time.Time) (bool, error) {
+		n, err := s.node(nodeName)
+		if err != nil {
+			return false, fmt.Errorf("set multipath: %w", err)
+		}
+		if n.multipath == m {
+			return false, nil
+		}
+		n.multipath = m
+		s.markNode(nodeName)
+		return true, nil
+	})
 }

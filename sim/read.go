@@ -210,6 +210,7 @@ func (n *node) export() dataplane.Node {
 		Images:          slices.Clone(n.images),
 		Cordoned:        n.cordoned,
 		ManagerIMImage:  n.managerImage,
+		NVMeMultipath:   n.multipath,
 	}
 }
 
@@ -246,6 +247,9 @@ func (m *im) export() dataplane.InstanceManager {
 func (s *Sim) exportVolume(v *volume) dataplane.Volume {
 	out := v.export()
 	out.ReplenishAt = s.replenishAt(v)
+	if n := s.nodes[v.attached]; n != nil {
+		out.InitiatorMultipath = n.multipath
+	}
 	return out
 }
 

@@ -65,6 +65,11 @@ const (
 	// RuleV1120TargetIP: Longhorn v1.12.0 points the initiator at its
 	// engine's pod IP (status.ip), v1.12.1 at its storage IP.
 	RuleV1120TargetIP Rule = "v1.12.0-target-ip"
+	// RuleNoSecondPathWithoutMultipath: the kernel of a node whose
+	// nvme_core.multipath is N makes each NVMe path a device of its own,
+	// so a switch-over of a blockdev volume attached there leaves the
+	// volume's device without a usable path once the old one goes.
+	RuleNoSecondPathWithoutMultipath Rule = "no-second-path-without-multipath"
 )
 
 // RuleInfo describes one rule: what Longhorn does and where its code says so.
@@ -73,7 +78,8 @@ type RuleInfo struct {
 	// Does says what Longhorn does.
 	Does string
 	// Evidence is the upstream code, as LM@v1.12.1:path:lines (longhorn-manager),
-	// SPDK@v1.12.1:... (longhorn-spdk-engine) or k8s:... (Kubernetes).
+	// SPDK@v1.12.1:... (longhorn-spdk-engine), k8s:... (Kubernetes) or
+	// linux:... (the kernel).
 	Evidence string
 	// Played says which package plays it: sim, or longhornsim on
 	// Longhorn's objects.
@@ -108,6 +114,8 @@ var Rules = []RuleInfo{
 		"LM@v1.12.1:controller/engine_controller.go:402-404, 1572-1631; controller/snapshot_controller.go:435-539, 754-768, 808-876", "longhornsim"},
 	{RuleV1120TargetIP, "v1.12.0 sets the EngineFrontend's target from the engine's status.ip; v1.12.1 from status.storageIP",
 		"LM@v1.12.0:controller/volume_controller.go:2568-2569, 5620-5621, 5698, 5712; LM@v1.12.1:controller/volume_controller.go:2986-2987, 6533-6534, 6611, 6625", "longhornsim"},
+	{RuleNoSecondPathWithoutMultipath, "without native NVMe multipath (nvme_core.multipath=N) each path to a namespace is a device of its own: the path a switch-over adds does not serve the volume's device, which has no usable path once the old one is inaccessible",
+		"linux:drivers/nvme/host/multipath.c (module_param multipath, 0444), drivers/nvme/host/core.c (nvme_alloc_ns: a disk per controller without multipath); LM@v1.12.1:controller/monitor/environment_check_monitor.go:327-344 (checks multipathd only)", "sim"},
 }
 
 // On reports whether the simulated Longhorn plays rule (Config.Disable

@@ -224,7 +224,7 @@ func TestRule_IMPodLingers(t *testing.T) {
 			s.Settle()
 			assert.Equal(t, dataplane.IMRunning, currentIM(t, s, "node-1").State)
 			overlaps := 0
-			for _, u := range s.Unsafe("") {
+			for _, u := range s.Unsafe("node-2") {
 				if u.Kind == UnsafeIMOverlap {
 					overlaps++
 				}
@@ -250,6 +250,47 @@ func TestRule_NoIMOnCordonedNode(t *testing.T) {
 		require.NoError(t, s.Uncordon("node-1"))
 		s.Settle()
 		assert.Equal(t, dataplane.IMRunning, currentIM(t, s, "node-1").State, "uncordoned: it starts")
+	}
+}
+
+// A switch-over of a blockdev volume attached to a node whose kernel has no
+// native NVMe multipath leaves its device without a path
+// (RuleNoSecondPathWithoutMultipath): I/O queues from the initiator's
+// switching phase on, and the volume's path stays down after the target
+// moved; an nvmf volume (its initiator is not the node's kernel) keeps its
+// I/O. The reading shows on the node and on the volumes attached there.
+func TestRule_NoSecondPathWithoutMultipath(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		frontend string
+		disable  []Rule
+		lost     bool
+	}{
+		{name: "rule on", lost: true},
+		{name: "rule off", disable: []Rule{RuleNoSecondPathWithoutMultipath}},
+		{name: "nvmf frontend", frontend: dataplane.FrontendNVMf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := cluster3(t, Config{TargetMoveLatency: 4 * time.Second, Disable: tc.disable},
+				VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1", EngineOn: "node-2", Frontend: tc.frontend})
+			require.NoError(t, s.SetMultipath("node-1", dataplane.MultipathOff))
+			assert.Equal(t, dataplane.MultipathOff, nodeOf(t, s, "node-1").NVMeMultipath)
+			assert.Equal(t, dataplane.MultipathOff, vol(t, s, "vol-1").InitiatorMultipath)
+			require.NoError(t, s.SetEngineNode(ctx, "vol-1", "node-3"))
+			s.Settle()
+			v := vol(t, s, "vol-1")
+			require.Equal(t, "node-3", v.TargetNode, "the target moves either way")
+			st := s.IOStats()
+			if !tc.lost {
+				assert.Empty(t, st.Stalls)
+				assert.Empty(t, s.Unsafe("node-2"))
+				return
+			}
+			require.NotEmpty(t, st.Stalls)
+			assert.Contains(t, st.Stalls[0].Cause, "nvme_core.multipath=N")
+			require.NotEmpty(t, s.Unsafe("node-2"), "the path stays down after the move")
+			assert.Equal(t, UnsafePathBroken, s.Unsafe("node-2")[0].Kind)
+		})
 	}
 }
 
@@ -319,7 +360,7 @@ func TestRule_ShardsNotCounted(t *testing.T) {
 		retire(t, s, "vol-1", "vol-1-r-1")
 		s.Settle()
 		lost := false
-		for _, u := range s.Unsafe("") {
+		for _, u := range s.Unsafe("node-2") {
 			lost = lost || u.Kind == UnsafeShardsLost
 		}
 		assert.Equal(t, on, lost, "rule on %t: Longhorn removed the IM with its shards", on)

@@ -220,10 +220,15 @@ func (s *Sim) switchPaths(v *volume, now time.Time) bool {
 	switch sw.ef {
 	case efIdle:
 		sw.ef = efPreparing
-		v.pathDown = "" // the new path serves
+		if s.keepsPaths(v) {
+			v.pathDown = "" // the new path serves
+		}
 	case efPreparing:
 		sw.ef = efSwitching
 	case efSwitching:
+		if !s.keepsPaths(v) {
+			v.pathDown = fmt.Sprintf("the target moved to %s, but the kernel of %s (nvme_core.multipath=N) made the new path a device of its own: the volume's device has no usable path until it is attached again", sw.dest, v.attached)
+		}
 		s.setTarget(v, sw.dest)
 		v.targetIM = sw.engine
 		v.swDone++
@@ -294,6 +299,15 @@ func (s *Sim) revertCause(v *volume) string {
 func (s *Sim) canHostEngine(nodeName string) bool {
 	n := s.nodes[nodeName]
 	return n != nil && n.v2 && n.imRunning()
+}
+
+// keepsPaths reports whether the initiator's kernel keeps a switch-over's
+// new path under the volume's device: always, but for a blockdev volume
+// whose attached node's nvme_core.multipath is N
+// (RuleNoSecondPathWithoutMultipath).
+func (s *Sim) keepsPaths(v *volume) bool {
+	n := s.nodes[v.attached]
+	return !s.on(RuleNoSecondPathWithoutMultipath) || v.frontend != dataplane.FrontendBlockdev || n == nil || n.multipath != dataplane.MultipathOff
 }
 
 // switchable reports whether the volume's initiator has a switch-over path.

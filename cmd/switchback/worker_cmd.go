@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchback-dev/switchback/hostkernel"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
@@ -34,6 +35,8 @@ func workerCommand() *cobra.Command {
 	resync := fs.Duration("resync-interval", 30*time.Second, "the longest a waiting step goes without looking at the cluster again: it wakes at once on a change of the cluster (Longhorn's watch, or the simulated cluster's notices) and on a cancel, so this is only a safety net for a lost notice")
 	fs.DurationVar(resync, "poll-interval", 30*time.Second, "the old name of --resync-interval, from when a waiting step looked at the cluster on a timer")
 	_ = fs.MarkDeprecated("poll-interval", "a waiting step wakes on the cluster's changes now: use --resync-interval, the safety re-read")
+	sysfs := fs.String("sysfs", hostkernel.DefaultSysfs, "with --data-plane longhorn: where the worker reads its node's kernel, nvme_core.multipath, and reports it on the node's Longhorn node "+
+		"(a container's read-only /sys shows the host's module parameters); empty reads nothing")
 	keepSnapshots := fs.Bool("keep-snapshots", false, "keep the snapshot the upgrade takes of each attached volume once its node completed (default: removed then; always kept on cancel and error)")
 	var hf healthFlags
 	hf.register(fs)
@@ -91,8 +94,12 @@ func workerCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		host := ""
+		if dp.kind == "longhorn" {
+			host = *sysfs
+		}
 		w, err := nodeworker.New(nodeworker.Config{
-			Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane,
+			Node: *node, Store: c.store, Queue: c.queue, DataPlane: plane, Sysfs: host,
 			StallAfter: *stallAfter, FailAfter: *failAfter, Resync: *resync, KeepSnapshots: *keepSnapshots, Log: log,
 		})
 		if err != nil {

@@ -68,10 +68,19 @@ func managerPod(n dataplane.Node, namespace string) *longhorn.Pod {
 
 func longhornNode(n dataplane.Node, namespace string) *longhorn.LonghornNode {
 	return &longhorn.LonghornNode{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace, Annotations: multipathAnnotation(n.NVMeMultipath)},
 		Spec:       longhorn.LonghornNodeSpec{Name: n.Name, AllowScheduling: n.AllowScheduling},
 		Status:     longhorn.LonghornNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)}},
 	}
+}
+
+// multipathAnnotation is the node's nvme_core.multipath as its worker
+// would report it (none when unknown).
+func multipathAnnotation(m dataplane.Multipath) map[string]string {
+	if m == dataplane.MultipathUnknown {
+		return nil
+	}
+	return map[string]string{longhorn.MultipathAnnotation: string(m)}
 }
 
 // instanceManager renders an IM with its status maps: Longhorn reports the

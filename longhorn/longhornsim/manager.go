@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
 )
@@ -73,6 +74,10 @@ type Manager struct {
 	// cordons are the nodes' spec.unschedulable as last brought in line
 	// with the simulator: a difference is whoever changed it since.
 	cordons map[string]bool
+	// multipaths are the nodes' MultipathAnnotation as last brought in
+	// line, for the same purpose: a worker's report is mirrored into the
+	// simulated host.
+	multipaths map[string]dataplane.Multipath
 	// render is how objects are rendered beyond the simulator's views.
 	render render
 	// upgrader is what the objects of Longhorn's own upgrader were last
@@ -101,7 +106,7 @@ func Start(ctx context.Context, dyn dynamic.Interface, s *sim.Sim, opts Options)
 	m := &Manager{
 		dyn: dyn, ns: opts.Namespace, sim: s, log: opts.Log.With("component", "longhornsim"), opts: opts,
 		kick: make(chan struct{}, 1), applied: map[string]int64{}, snapped: map[string][2]string{},
-		failures: map[string]string{}, switchovers: map[string]uint64{}, cordons: map[string]bool{},
+		failures: map[string]string{}, switchovers: map[string]uint64{}, cordons: map[string]bool{}, multipaths: map[string]dataplane.Multipath{},
 		done: make(chan struct{}),
 	}
 	cfg := s.Config()

@@ -53,6 +53,13 @@ func (m *Manager) mirror(ctx context.Context) error {
 		m.cordons[kn.Name] = kn.Spec.Unschedulable
 	}
 	for _, n := range all[longhorn.LonghornNode](m.lhNodes) {
+		// A report a worker changed since the last round.
+		if last, ok := m.multipaths[n.Name]; ok {
+			if r := dataplane.ParseMultipath(n.Annotations[longhorn.MultipathAnnotation]); r != last {
+				m.act("SetMultipath", n.Name, m.sim.SetMultipath(n.Name, r))
+				m.multipaths[n.Name] = r
+			}
+		}
 		if !m.pending(longhorn.NodesResource.Resource, n.Name, n.Generation) {
 			continue
 		}

@@ -220,7 +220,17 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 		if have == nil {
 			_, err := m.create(ctx, longhorn.NodesResource, longhorn.KindNode, wantLH, wantLH.Status)
 			errs = append(errs, err)
+			m.multipaths[n.Name] = n.NVMeMultipath
 			continue
+		}
+		if last, ok := m.multipaths[n.Name]; !ok || last != n.NVMeMultipath {
+			var value any
+			if n.NVMeMultipath != dataplane.MultipathUnknown {
+				value = string(n.NVMeMultipath)
+			}
+			errs = append(errs, m.patch(ctx, longhorn.NodesResource, n.Name, map[string]any{"metadata": map[string]any{
+				"annotations": map[string]any{longhorn.MultipathAnnotation: value}}}))
+			m.multipaths[n.Name] = n.NVMeMultipath
 		}
 		if !apiequality.Semantic.DeepEqual(have.Status, wantLH.Status) {
 			errs = append(errs, m.putStatus(ctx, longhorn.NodesResource, n.Name, wantLH.Status))
