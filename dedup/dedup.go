@@ -151,6 +151,17 @@ func GetLast(ctx context.Context, js jetstream.JetStream, stream, subject string
 	return leaderGet(ctx, js, stream, map[string]any{"last_by_subj": subject})
 }
 
+// GetNext is the sequence of the first message at or after seq on subject
+// (wildcards allowed) as the stream leader has it, 0 when there is none: a
+// consumer or a direct get served by a lagging replica cannot say.
+func GetNext(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, subject string) (uint64, error) {
+	_, next, err := leaderGet(ctx, js, stream, map[string]any{"seq": seq, "next_by_subj": subject})
+	if errors.Is(err, ErrUndecodableHeaders) {
+		err = nil
+	}
+	return next, err
+}
+
 // ErrUndecodableHeaders is a stored message whose headers do not decode:
 // nothing Switchback publishes. The sequence is still returned with it.
 var ErrUndecodableHeaders = errors.New("the stored message's headers do not decode")

@@ -22,12 +22,15 @@ import (
 // readPatience is how long a read waits for a cluster to answer again.
 var readPatience = 20 * time.Second
 
+// errBehind is a read served by a server that lags the stream's leader.
+var errBehind = errors.New("the server serving the read is behind the stream leader")
+
 // transient reports whether err is one of the answers a cluster gives
-// while it has no one to serve a read.
+// while it has no one to serve a read, or serves it from behind.
 func transient(err error) bool {
 	var api *jetstream.APIError
 	switch {
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout), errors.Is(err, errBehind):
 		return true
 	case errors.As(err, &api):
 		return api.Code == http.StatusServiceUnavailable

@@ -46,7 +46,7 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 		return nil
 	}
 	var d events.StreamDecoder
-	return s.orderedRead(ctx, opts.Subjects, from, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
+	return s.orderedRead(ctx, opts.Subjects, from, until, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
 		if seq > until || (!opts.UntilTime.IsZero() && ts.After(opts.UntilTime)) {
 			return true, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/topology"
 )
 
@@ -38,6 +39,10 @@ type orderedRead struct {
 	subjects []string
 	follow   bool // at the end, wait for more rather than return
 	fn       func(seq, pending uint64, subject string, h nats.Header, data []byte, ts time.Time) (stop bool, err error)
+	// until, when not 0, is the stream's last sequence as its leader had
+	// it: a read whose consumer has nothing left before it asks the leader
+	// whether that is so (see ended).
+	until uint64
 
 	sub         *rawInbox
 	consumer    string
@@ -50,10 +55,11 @@ type orderedRead struct {
 
 // orderedRead delivers to fn, from sequence from, every stored message on
 // the subjects, in order, until fn stops it or, unless follow, none is left
-// (pending 0). pending is how many more the consumer had to deliver.
-func (s *Store) orderedRead(ctx context.Context, subjects []string, from uint64, follow bool,
+// up to sequence until (0: none is left on the consumer, pending 0).
+// pending is how many more the consumer had to deliver.
+func (s *Store) orderedRead(ctx context.Context, subjects []string, from, until uint64, follow bool,
 	fn func(seq, pending uint64, subject string, h nats.Header, data []byte, ts time.Time) (stop bool, err error)) error {
-	r := &orderedRead{s: s, subjects: subjects, follow: follow, fn: fn, next: max(from, 1)}
+	r := &orderedRead{s: s, subjects: subjects, follow: follow, until: until, fn: fn, next: max(from, 1)}
 	defer r.close()
 	return r.run(ctx)
 }
@@ -136,60 +142,99 @@ func (r *orderedRead) pull() error {
 }
 
 func (r *orderedRead) run(ctx context.Context) error {
-	if done, err := r.reset(ctx); (done && !r.follow) || err != nil {
-		return err
-	}
+	done, err := r.reset(ctx)
 	for {
+		switch {
+		case err != nil:
+			return err
+		case done && !r.follow:
+			end, endErr := r.ended(ctx)
+			if endErr != nil || end {
+				return endErr
+			}
+			done, err = r.reset(ctx)
+			continue
+		}
 		if err := r.pull(); err != nil {
 			return err
 		}
-		m, err := r.sub.nextWithin(ctx, pullExpires+fetchGrace)
+		m, nextErr := r.sub.nextWithin(ctx, pullExpires+fetchGrace)
 		switch {
 		case ctx.Err() != nil:
 			return r.fail(ctx.Err())
-		case err != nil:
+		case nextErr != nil:
 			// Requests lost (a reconnect, a consumer lost with its
 			// server): start again where the read is.
-			if _, err := r.reset(ctx); err != nil {
-				return err
-			}
+			done, err = r.reset(ctx)
 			continue
 		}
 		if !strings.HasPrefix(m.Reply, topology.AckPrefix) {
-			if err := r.status(ctx, m); err != nil {
-				return err
-			}
+			done, err = r.status(ctx, m)
 			continue
 		}
-		md, err := deliveryOf(m)
-		if err != nil {
-			return r.fail(fmt.Errorf("delivered message: %w", err))
+		md, mdErr := deliveryOf(m)
+		if mdErr != nil {
+			return r.fail(fmt.Errorf("delivered message: %w", mdErr))
 		}
 		r.outstanding--
 		if md.consumer != r.deliverSeq+1 {
 			// A message was lost on the way (slow consumer, reconnect):
 			// re-create the consumer at the first one missing.
-			if done, err := r.reset(ctx); (done && !r.follow) || err != nil {
-				return err
-			}
+			done, err = r.reset(ctx)
 			continue
 		}
 		r.deliverSeq = md.consumer
 		r.next = md.stream + 1
 		r.patience.reset()
-		stop, err := r.fn(md.stream, md.pending, m.Subject, m.Header, m.Data, md.at)
-		if err != nil || stop || (md.pending == 0 && !r.follow) {
-			return err
+		stop, fnErr := r.fn(md.stream, md.pending, m.Subject, m.Header, m.Data, md.at)
+		if fnErr != nil || stop {
+			return fnErr
 		}
+		done = md.pending == 0
 	}
 }
 
+// ended reports whether a read whose consumer has nothing left to deliver
+// is over. The consumer runs on one server of the stream's, which may lag
+// its leader (a server just restarted catches up for seconds, and a
+// consumer placed there has nothing to deliver meanwhile), so a bounded
+// read asks the leader for the next message on its subjects: one at or
+// before until means the consumer's server is behind, and the read waits
+// and starts again where it is, for as long as a read waits for a
+// cluster.
+func (r *orderedRead) ended(ctx context.Context) (bool, error) {
+	if r.until == 0 || r.next > r.until {
+		return true, nil
+	}
+	filters := r.subjects
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	for _, f := range filters {
+		seq, err := dedup.GetNext(ctx, r.s.js, r.s.cfg.Stream, r.next, f)
+		for err != nil {
+			if err = r.patience.pause(ctx, err); err != nil {
+				return false, r.fail(fmt.Errorf("ask the stream leader what follows: %w", err))
+			}
+			seq, err = dedup.GetNext(ctx, r.s.js, r.s.cfg.Stream, r.next, f)
+		}
+		if seq != 0 && seq <= r.until {
+			behind := fmt.Errorf("%w: its consumer's server has nothing on %s from sequence %d, the stream leader has %d", errBehind, f, r.next, seq)
+			if err := r.patience.pause(ctx, behind); err != nil {
+				return false, r.fail(err)
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // status handles a status answering a pull request.
-func (r *orderedRead) status(ctx context.Context, m *nats.Msg) error {
+func (r *orderedRead) status(ctx context.Context, m *nats.Msg) (done bool, err error) {
 	status, descr := m.Header.Get(hdrStatus), m.Header.Get(hdrDescription)
 	switch status {
 	case "100":
-		return nil
+		return false, nil
 	case "404", "408":
 		// The request ended (expired) with this many messages undelivered.
 		if n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages")); err == nil {
@@ -197,24 +242,22 @@ func (r *orderedRead) status(ctx context.Context, m *nats.Msg) error {
 		} else {
 			r.outstanding = max(r.outstanding-pullBatch, 0)
 		}
-		return nil
+		return false, nil
 	case "409":
 		if strings.Contains(strings.ToLower(descr), "consumer deleted") {
-			_, err := r.reset(ctx)
-			return err
+			return r.reset(ctx)
 		}
 		// Leadership change, max waiting exceeded...: ask again.
 		r.outstanding = 0
-		return nil
+		return false, nil
 	case "503":
 		// Nobody serves the consumer yet (its interest has not reached
 		// this server) or any more (its server is gone): once the cluster
 		// answers again, start again where the read is.
 		if err := r.patience.pause(ctx, nats.ErrNoResponders); err != nil {
-			return r.fail(err)
+			return false, r.fail(err)
 		}
-		_, err := r.reset(ctx)
-		return err
+		return r.reset(ctx)
 	}
-	return r.fail(fmt.Errorf("pull request answered status %s %q", status, descr))
+	return false, r.fail(fmt.Errorf("pull request answered status %s %q", status, descr))
 }

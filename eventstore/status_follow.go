@@ -19,7 +19,7 @@ import (
 func (s *Store) Follow(ctx context.Context, subjects []string, from uint64,
 	fn func(e events.Envelope, pending uint64) (stop bool), onParked func(*events.DecodeError)) error {
 	var d events.StreamDecoder
-	err := s.orderedRead(ctx, subjects, from, true, func(seq, pending uint64, subject string, h nats.Header, data []byte, _ time.Time) (bool, error) {
+	err := s.orderedRead(ctx, subjects, from, 0, true, func(seq, pending uint64, subject string, h nats.Header, data []byte, _ time.Time) (bool, error) {
 		stop := false
 		err := decodeTo(&d, subject, seq, h, data, func(e events.Envelope) error {
 			stop = fn(e, pending)

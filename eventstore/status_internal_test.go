@@ -106,13 +106,14 @@ func TestNoRespondersIsWaitedOut(t *testing.T) {
 	first := r.consumer
 	noResponders := &nats.Msg{Header: nats.Header{hdrStatus: {"503"}}}
 
-	require.NoError(t, r.status(ctx, noResponders), "waited out")
+	_, err = r.status(ctx, noResponders)
+	require.NoError(t, err, "waited out")
 	assert.NotEqual(t, first, r.consumer, "the consumer is re-created")
 
 	old := readPatience
 	readPatience = 0
 	t.Cleanup(func() { readPatience = old })
-	err = r.status(ctx, noResponders)
+	_, err = r.status(ctx, noResponders)
 	require.ErrorIs(t, err, nats.ErrNoResponders, "given up after readPatience")
 	assert.Contains(t, err.Error(), "no answer for")
 }
@@ -123,6 +124,7 @@ func TestTransient(t *testing.T) {
 		want bool
 	}{
 		{nats.ErrNoResponders, true},
+		{fmt.Errorf("%w: at 7", errBehind), true},
 		{fmt.Errorf("stream info: %w", nats.ErrTimeout), true},
 		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
 		{&jetstream.APIError{Code: 404, ErrorCode: jetstream.JSErrCodeStreamNotFound}, false},
