@@ -161,11 +161,18 @@ func (s *Store) Load(ctx context.Context, agg events.AggregateID) (History, erro
 // toward the version).
 func (s *Store) LoadAfter(ctx context.Context, agg events.AggregateID, afterSeq uint64) (History, error) {
 	h := History{Version: afterSeq}
+	// A batch cut short by a cluster with nobody to answer (see patience)
+	// is asked again from the last message it delivered.
+	var p patience
 	for {
 		n, pending, err := s.loadBatch(ctx, agg, &h)
 		if err != nil {
-			return History{}, err
+			if err = p.pause(ctx, err); err != nil {
+				return History{}, err
+			}
+			continue
 		}
+		p.reset()
 		if n == 0 || pending == 0 {
 			return h, nil
 		}
@@ -208,6 +215,7 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, sub.subject, req); err != nil {
 		return fail(err)
 	}
+	caller := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		timeout := s.js.Options().DefaultTimeout
 		if timeout <= 0 {
@@ -222,6 +230,9 @@ func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *Histor
 	for {
 		m, err := sub.next(ctx)
 		if err != nil {
+			if caller.Err() == nil {
+				err = nats.ErrTimeout // the batch's own timeout, not the caller's
+			}
 			return fail(err)
 		}
 		seqs := m.Header.Values(hdrSequence)

@@ -142,3 +142,48 @@ func TestScanReadsPastALaggingReplica(t *testing.T) {
 		require.Equal(t, uint64(1), one, "round %d: the one event of %s", round, agg)
 	}
 }
+
+// TestLoadWaitsOutAClusterWithNobodyToAnswer: a load whose direct get
+// nobody answers in time (here: the stream is being created again while a
+// lone subscriber swallows the request) asks again from where it is, and
+// returns the aggregate once the stream answers.
+func TestLoadWaitsOutAClusterWithNobodyToAnswer(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := natstest.Connect(t, srv)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	s := openStore(t, js, eventstore.Config{})
+	c := ctx(t)
+	require.NoError(t, js.DeleteStream(c, s.Stream()))
+
+	asked := make(chan struct{})
+	swallow, err := nc.Subscribe("$JS.API.DIRECT.GET."+s.Stream(), func(*nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	agg := events.NodeAggregate(mgr, "n1")
+	loaded := make(chan eventstore.History, 1)
+	failed := make(chan error, 1)
+	go func() {
+		h, err := s.Load(context.Background(), agg)
+		if err != nil {
+			failed <- err
+			return
+		}
+		loaded <- h
+	}()
+	<-asked
+	require.NoError(t, swallow.Unsubscribe())
+	s = openStore(t, js, eventstore.Config{})
+	appendResumed(t, c, s, agg, 0, "after the wait")
+	select {
+	case h := <-loaded:
+		require.Len(t, h.Events, 1)
+		assert.Equal(t, "after the wait", h.Events[0].Data.(events.NodeResumed).Message)
+	case err := <-failed:
+		t.Fatalf("load gave up: %v", err)
+	}
+}
