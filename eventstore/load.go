@@ -2,10 +2,8 @@ package eventstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -179,113 +177,31 @@ func (s *Store) LoadAfter(ctx context.Context, agg events.AggregateID, afterSeq 
 	}
 }
 
-// batchRequest is the body of a direct batch get.
-type batchRequest struct {
-	Seq     uint64 `json:"seq"`
-	NextFor string `json:"next_by_subj"`
-	Batch   int    `json:"batch"`
-}
-
 // loadBatch runs one direct batch get of agg's messages after h.Version and
 // adds them to h. It returns how many messages came and how many more the
 // server says are pending on the subject.
-//
-// It reads the responses itself rather than through jetstreamext.GetBatch,
-// which takes the first value of each header (so a stored copy of the
-// server's headers fakes the sequence, and a bad stored timestamp fails the
-// whole load) and ends a timed-out batch without an error (a silently short
-// history).
 func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *History) (int, uint64, error) {
 	subject := agg.Subject()
 	after := h.Version
-	fail := func(err error) (int, uint64, error) {
-		return 0, 0, fmt.Errorf("eventstore: load %s after seq %d: %w", agg, after, err)
-	}
-	nc := s.js.Conn()
-	sub, err := subscribeRaw(nc, s.cfg.LoadBatch+1)
-	if err != nil {
-		return fail(err)
-	}
-	defer sub.close()
-	req, err := json.Marshal(batchRequest{Seq: after + 1, NextFor: subject, Batch: s.cfg.LoadBatch})
-	if err != nil {
-		return fail(err)
-	}
-	prefix := s.apiPrefix()
-	if err := nc.PublishRequest(prefix+"DIRECT.GET."+s.cfg.Stream, sub.subject, req); err != nil {
-		return fail(err)
-	}
-	caller := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		timeout := s.js.Options().DefaultTimeout
-		if timeout <= 0 {
-			timeout = nc.Opts.Timeout
+	n, pending, err := s.directBatch(ctx, subject, after+1, s.cfg.LoadBatch, func(m directMsg) error {
+		if m.subject != subject {
+			return fmt.Errorf("direct get returned seq %d on subject %q, asked for %q", m.seq, m.subject, subject)
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	n := 0
-	var pending uint64
-	for {
-		m, err := sub.next(ctx)
-		if err != nil {
-			if caller.Err() == nil {
-				err = nats.ErrTimeout // the batch's own timeout, not the caller's
-			}
-			return fail(err)
-		}
-		seqs := m.Header.Values(hdrSequence)
-		if len(seqs) == 0 {
-			// A status, not a message: every stored message comes with the
-			// server's Nats-Sequence, so a stored "Status: 204" header
-			// cannot end the batch early.
-			switch status := m.Header.Get(hdrStatus); status {
-			case "204": // end of batch
-				if p := last(m.Header, hdrNumPending); p != "" {
-					if pending, err = strconv.ParseUint(p, 10, 64); err != nil {
-						return fail(fmt.Errorf("end of batch: bad %s %q: %w", hdrNumPending, p, err))
-					}
-				}
-				return n, pending, nil
-			case "404": // nothing after `after`
-				return n, 0, nil
-			case "503":
-				return fail(fmt.Errorf("stream %s: %w", s.cfg.Stream, nats.ErrNoResponders))
-			default:
-				return fail(fmt.Errorf("stream %s: direct get answered status %q %q", s.cfg.Stream, status, m.Header.Get(hdrDescription)))
-			}
-		}
-		seq, err := strconv.ParseUint(seqs[len(seqs)-1], 10, 64)
-		if err != nil {
-			return fail(fmt.Errorf("bad %s %q: %w", hdrSequence, seqs[len(seqs)-1], err))
-		}
-		if got := last(m.Header, hdrSubject); got != subject {
-			return fail(fmt.Errorf("direct get returned seq %d on subject %q, asked for %q", seq, got, subject))
-		}
-		if seq <= h.Version {
-			return fail(fmt.Errorf("direct get returned seq %d after seq %d: sequences must increase", seq, h.Version))
-		}
-		if p := last(m.Header, hdrNumPending); p != "" {
-			if pending, err = strconv.ParseUint(p, 10, 64); err != nil {
-				return fail(fmt.Errorf("seq %d: bad %s %q: %w", seq, hdrNumPending, p, err))
-			}
-		}
-		n++
-		h.Version = seq
-		if carriesOwnReserved(m.Header, 1) {
-			h.Parked = append(h.Parked, reservedHeaderError(subject, seq, m.Header, ownReservedHeaders(m.Header, 1)))
-			continue
-		}
-		env, err := events.Decode(subject, m.Header, m.Data, seq)
+		h.Version = m.seq
+		env, err := decodeServed(m)
 		if err != nil {
 			var de *events.DecodeError
 			if errors.As(err, &de) {
 				h.Parked = append(h.Parked, de)
-				continue
+				return nil
 			}
-			return 0, 0, fmt.Errorf("eventstore: load %s: %w", agg, err)
+			return err
 		}
 		h.Events = append(h.Events, env)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("eventstore: load %s after seq %d: %w", agg, after, err)
 	}
+	return n, pending, nil
 }

@@ -2,7 +2,6 @@ package eventstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +44,15 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 	if until < from {
 		return nil
 	}
+	if s.cfg.DirectScans {
+		return s.directScan(ctx, opts.Subjects, from, until, func(m directMsg) (bool, error) {
+			if !opts.UntilTime.IsZero() && m.at.After(opts.UntilTime) {
+				return true, nil
+			}
+			env, err := decodeServed(m)
+			return false, parkOr(env, err, fn, onParked)
+		})
+	}
 	var d events.StreamDecoder
 	return s.orderedRead(ctx, opts.Subjects, from, until, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
 		if seq > until || (!opts.UntilTime.IsZero() && ts.After(opts.UntilTime)) {
@@ -61,15 +69,5 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 // fn, or to onParked (if non-nil) when it does not decode.
 func decodeTo(d *events.StreamDecoder, subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
 	env, err := decodeDelivered(d, subject, seq, h, data)
-	if err == nil {
-		return fn(env)
-	}
-	var de *events.DecodeError
-	if !errors.As(err, &de) {
-		return err
-	}
-	if onParked != nil {
-		onParked(de)
-	}
-	return nil
+	return parkOr(env, err, fn, onParked)
 }

@@ -290,8 +290,19 @@ func TestNatsClientDropsStatusLookalikes(t *testing.T) {
 	assert.Equal(t, bad[0]-1, info.AckFloor.Stream, "and stays unacknowledged: the ack floor stays before it")
 }
 
+// TestFollowGoesPastStatusLookalikes, with a consumer and by direct gets
+// (Config.DirectScans).
 func TestFollowGoesPastStatusLookalikes(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct scans %t", direct), func(t *testing.T) { followPastLookalikes(t, direct) })
+	}
+}
+
+func followPastLookalikes(t *testing.T, direct bool) {
 	s, js, c, agg := n1Store(t)
+	if direct {
+		s = openStore(t, js, eventstore.Config{DirectScans: true})
+	}
 	other := events.NodeAggregate(mgr, "n2")
 	appendResumed(t, c, s, other, 0, "other")
 	bad, version := lookalikeStream(t, s, js, agg, map[string]string{"Status": "404", "Description": "No Messages"}, true)

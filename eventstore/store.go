@@ -38,6 +38,12 @@ type Config struct {
 	// up, purging every key, so workers may not write it (natsauth); the
 	// controller refreshes every aggregate's.
 	ReadOnlySnapshots bool
+	// DirectScans makes Scan read by direct batch gets instead of a
+	// consumer of its own: for a reader whose account imports no consumer
+	// API (natsauth's reader account). Follow then reads the same way,
+	// again whenever the stream's subjects carry a message (the reader's
+	// account imports them) and at least every followPoll.
+	DirectScans bool
 }
 
 func (c *Config) defaults() {

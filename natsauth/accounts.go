@@ -22,6 +22,24 @@ import (
 // topology.NodeAPIPrefix; the worker's JetStream client must use that
 // prefix (Authorization.APIPrefix).
 
+// ReaderAccount is the reader's account in the node-account layout: like a
+// worker's, alone, without JetStream, importing only JetStream's read calls
+// on the event and dead-letter streams (no consumer API: it scans by
+// direct gets, eventstore.Config.DirectScans).
+func ReaderAccount(streams string) string { return streams + "-reader" }
+
+// readerImports are the reader's publish allow list without the consumer
+// API: what its account imports.
+func readerImports(p Permissions) []string {
+	var out []string
+	for _, s := range p.PublishAllow {
+		if !strings.HasPrefix(s, topology.JSAPI+"CONSUMER.") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // NodeAccount is the account of node's worker in the node-account layout:
 // the streams' account's name and the node's ('.' becomes '_', which a
 // node name never holds, so no two nodes share one).
@@ -79,6 +97,11 @@ func (a *Authorization) nodeAccountExports() []export {
 		}
 		out[i].accounts = append(out[i].accounts, account)
 	}
+	reader := ReaderAccount(a.cfg.Account)
+	add(topology.JSAPI+"INFO", true, reader)
+	for _, s := range readerImports(ReaderPermissions(a.cfg.Streams)) {
+		add(s, true, reader)
+	}
 	for _, w := range a.Workers {
 		account := NodeAccount(a.cfg.Account, w.Node)
 		add(topology.JSAPI+"INFO", true, account)
@@ -98,8 +121,19 @@ func (a *Authorization) nodeAccountExports() []export {
 // nodeWorkerPermissions are node's worker's permissions in its account:
 // its WorkerPermissions as its imports put them.
 func nodeWorkerPermissions(p Permissions) Permissions {
+	return importedPermissions(p, p.PublishAllow)
+}
+
+// readerAccountPermissions are the reader's permissions in its account.
+func readerAccountPermissions(p Permissions) Permissions {
+	return importedPermissions(p, readerImports(p))
+}
+
+// importedPermissions are p with the publish allow list imports, as the
+// account's imports put them.
+func importedPermissions(p Permissions, imports []string) Permissions {
 	out := Permissions{SubscribeAllow: p.SubscribeAllow, SubscribeDeny: p.SubscribeDeny}
-	for _, s := range p.PublishAllow {
+	for _, s := range imports {
 		out.PublishAllow = append(out.PublishAllow, nodeImport(s))
 	}
 	out.PublishAllow = append(out.PublishAllow, nodeImport(topology.JSAPI+"INFO"))
@@ -126,13 +160,13 @@ func writeExports(b *strings.Builder, in string, exports []export) {
 	b.WriteString(in + "]\n")
 }
 
-// writeNodeAccount renders w's account: its user, and its imports of the
-// exports naming it.
-func (a *Authorization) writeNodeAccount(b *strings.Builder, in string, w User, exports []export) {
-	account := NodeAccount(a.cfg.Account, w.Node)
+// writeAccountOf renders the account of a user alone in it (a worker in its
+// node's, the reader in its own): its user, and its imports of the exports
+// naming it.
+func (a *Authorization) writeAccountOf(b *strings.Builder, in, account string, u User, comment string, exports []export) {
 	fmt.Fprintf(b, "%s%s {\n", in, strconv.Quote(account))
 	b.WriteString(in + "  users = [\n")
-	writeUser(b, in+"    ", w, fmt.Sprintf("worker of node %s: alone in its account, with only its own imports", w.Node))
+	writeUser(b, in+"    ", u, comment)
 	b.WriteString(in + "  ]\n")
 	b.WriteString(in + "  imports = [\n")
 	for _, e := range exports {

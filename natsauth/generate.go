@@ -219,6 +219,9 @@ func Generate(cfg Config) (*Authorization, error) {
 	if err := a.Reader.Permissions.validate(); err != nil {
 		return nil, fmt.Errorf("natsauth: reader: %w", err)
 	}
+	if cfg.NodeAccounts {
+		a.Reader.Permissions = readerAccountPermissions(a.Reader.Permissions)
+	}
 	for _, n := range nodes {
 		cred, err := credential(cfg, n, "worker "+n, WorkerUser(n))
 		if err != nil {
@@ -380,10 +383,10 @@ func (a *Authorization) Mode() Mode { return a.cfg.Mode }
 func (a *Authorization) Account() string { return a.cfg.Account }
 
 // APIPrefix is the JetStream API prefix of u's client: topology.NodeAPIPrefix
-// for a worker in its node's account (Config.NodeAccounts), else JetStream's
-// default ("").
+// for a worker in its node's account and for the reader in its own
+// (Config.NodeAccounts), else JetStream's default ("").
 func (a *Authorization) APIPrefix(u User) string {
-	if a.cfg.NodeAccounts && u.Role == RoleWorker {
+	if a.cfg.NodeAccounts && (u.Role == RoleWorker || u.Role == RoleReader) {
 		return topology.NodeAPIPrefix
 	}
 	return ""

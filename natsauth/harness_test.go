@@ -295,9 +295,12 @@ type reader struct {
 func (d *deployment) connectReader() *reader {
 	d.t.Helper()
 	nc, v := d.connect(d.auth.Reader)
-	js, err := jetstream.New(nc)
+	prefix := d.auth.APIPrefix(d.auth.Reader)
+	js, err := natsauth.JetStream(nc, prefix)
 	require.NoError(d.t, err)
-	store, err := eventstore.Open(d.ctx, natsauth.BindOnly(js), eventstore.Config{Replicas: d.replicas})
+	// In an account of its own the reader has no consumer API: it scans by
+	// direct gets, as the read-only commands do behind an API prefix.
+	store, err := eventstore.Open(d.ctx, natsauth.BindOnly(js), eventstore.Config{Replicas: d.replicas, DirectScans: prefix != ""})
 	require.NoError(d.t, err, "the reader binds to the event stream")
 	return &reader{nc: nc, js: js, store: store, viol: v}
 }

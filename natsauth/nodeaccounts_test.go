@@ -30,21 +30,22 @@ func nodeAccountsDeployment(t *testing.T, servers int, nodes ...string) *deploym
 	return startClusterDeployment(t, auth)
 }
 
-// listenerUser is a user without permissions the tests add to a node's
-// account: it sees whatever is published there (a worker may subscribe
-// only to its inbox and its node's events).
+// listenerUser is a user without permissions the tests add to a node's or
+// the reader's account: it sees whatever is published there (a worker or
+// the reader may subscribe only to its inbox, and a worker to its node's
+// events).
 const listenerUser, listenerPassword = "listener", "listener"
 
 // withListener is the node-account layout on servers servers with
-// listenerUser in node's account.
-func withListener(t *testing.T, servers int, node string, nodes ...string) *deployment {
+// listenerUser in account.
+func withListener(t *testing.T, servers int, account string, nodes ...string) *deployment {
 	t.Helper()
 	auth, err := natsauth.Generate(natsauth.Config{Nodes: nodes, Account: natsauth.DefaultAccount, NodeAccounts: true})
 	require.NoError(t, err)
 	configure := func(o *server.Options) {
 		auth.Configure(o)
 		for _, acc := range o.Accounts {
-			if acc.Name == natsauth.NodeAccount(natsauth.DefaultAccount, node) {
+			if acc.Name == account {
 				o.Users = append(o.Users, &server.User{Username: listenerUser, Password: listenerPassword, Account: acc})
 			}
 		}
@@ -65,6 +66,7 @@ func TestWholeUpgradeInNodeAccounts(t *testing.T) {
 			d := nodeAccountsDeployment(t, servers, nodes...)
 			ref := events.ManagerRef{Namespace: "longhorn-system", Name: "accounts", UID: fmt.Sprintf("uid-accounts-%d", servers)}
 			upgradeRefusingBadCommands(t, d, ref, nodes...)
+			readAsReader(t, d, ref, 2)
 		})
 	}
 }
@@ -80,7 +82,7 @@ func TestWholeUpgradeInNodeAccounts(t *testing.T) {
 func TestNodeAccountRedirectsLandAtHome(t *testing.T) {
 	for _, servers := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", servers), func(t *testing.T) {
-			d := withListener(t, servers, "n1", "n1", "n2")
+			d := withListener(t, servers, natsauth.NodeAccount(natsauth.DefaultAccount, "n1"), "n1", "n2")
 			w := d.connectWorker("n1")
 			listener, err := d.dial(nats.UserInfo(listenerUser, listenerPassword))
 			require.NoError(t, err)
@@ -133,6 +135,59 @@ func TestNodeAccountRedirectsLandAtHome(t *testing.T) {
 			assert.Equal(t, "404", redirect(targets[0], 999999).Header.Get("Status"), "the empty answer lands in n1's account too")
 			assert.Equal(t, before, streamState(t, d), "every stream and consumer as it was")
 			assert.Equal(t, queued, commandsQueued(t, d), "no command forged or evicted")
+		})
+	}
+}
+
+// TestReaderAccountRedirectsLandAtHome plays the reader's attack, which
+// needs nothing planted: a direct get of a missing sequence (an empty
+// answer, which JetStream's API takes as an empty request) with the reply
+// on JetStream's API or a node's command subject. In the reader's own
+// account each answer lands at home, where a listener sees it, and the
+// streams and consumers are as they were; the reader can create no
+// consumer at all.
+func TestReaderAccountRedirectsLandAtHome(t *testing.T) {
+	for _, servers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", servers), func(t *testing.T) {
+			d := withListener(t, servers, natsauth.ReaderAccount(natsauth.DefaultAccount), "n1", "n2")
+			r := d.connectReader()
+			listener, err := d.dial(nats.UserInfo(listenerUser, listenerPassword))
+			require.NoError(t, err)
+			before, queued := streamState(t, d), commandsQueued(t, d)
+			for _, target := range []string{
+				topology.JSAPI + "STREAM.DELETE." + topology.EventStream,
+				topology.JSAPI + "STREAM.DELETE." + topology.DeadLetterStream,
+				topology.JSAPI + "STREAM.PURGE." + topology.EventStream,
+				topology.JSAPI + "CONSUMER.DELETE." + topology.CommandStream + "." + topology.NodeConsumer("n1"),
+				topology.CommandSubject("n1"),
+			} {
+				landed, err := listener.SubscribeSync(target)
+				require.NoError(t, err)
+				require.NoError(t, listener.Flush())
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					require.NoError(t, r.nc.PublishRequest(topology.NodeAPIPrefix+"DIRECT.GET."+topology.EventStream, target, []byte(`{"seq":999999}`)))
+					m, err := landed.NextMsg(200 * time.Millisecond)
+					if err == nil {
+						assert.Equal(t, "404", m.Header.Get("Status"), "the empty answer redirected onto %s lands in the reader's account", target)
+						break
+					}
+					require.True(t, time.Now().Before(deadline), "the answer redirected onto %s lands in the reader's account", target)
+				}
+				require.NoError(t, landed.Unsubscribe())
+			}
+			assert.Equal(t, before, streamState(t, d), "every stream and consumer as it was")
+			assert.Equal(t, queued, commandsQueued(t, d), "no command forged or evicted")
+			for _, subject := range []string{
+				topology.NodeAPIPrefix + "CONSUMER.CREATE." + topology.EventStream + ".mine",
+				topology.NodeAPIPrefix + "CONSUMER.DELETE." + topology.EventStream + "." + topology.OrchestratorConsumer,
+				topology.JSAPI + "CONSUMER.DELETE." + topology.EventStream + "." + topology.OrchestratorConsumer,
+			} {
+				denied(t, r.viol, subject, func(ctx context.Context) error {
+					_, err := r.nc.RequestWithContext(ctx, subject, []byte(`{}`))
+					return err
+				})
+			}
 		})
 	}
 }

@@ -2,9 +2,11 @@ package natsauth_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,23 @@ func readAsReader(t *testing.T, d *deployment, ref events.ManagerRef, deadLetter
 	require.NoError(t, <-appended)
 	assert.Equal(t, len(scanned)+1, followed, "the reader follows new events")
 
+	if d.auth.APIPrefix(d.auth.Reader) != "" {
+		// In its own account: the dead letters by direct get, and no
+		// consumer of any kind.
+		dl, err := r.js.Stream(ctx, topology.DeadLetterStream)
+		require.NoError(t, err)
+		for seq := uint64(1); seq <= uint64(deadLetters); seq++ {
+			_, err := dl.GetMsg(ctx, seq)
+			require.NoError(t, err, "dead letter %d by direct get", seq)
+		}
+		assert.Empty(t, r.viol.All(), "the reader was refused nothing it reads with")
+		subject := topology.NodeAPIPrefix + "CONSUMER.CREATE." + topology.EventStream + ".mine"
+		denied(t, r.viol, subject, func(ctx context.Context) error {
+			_, err := r.nc.RequestWithContext(ctx, subject, []byte(`{}`))
+			return err
+		})
+		return
+	}
 	evs := orderedRead(t, r.js, topology.EventStream, len(scanned))
 	assert.Len(t, evs, len(scanned))
 	dlq := orderedRead(t, r.js, topology.DeadLetterStream, deadLetters)
@@ -134,16 +153,28 @@ func readAsReader(t *testing.T, d *deployment, ref events.ManagerRef, deadLetter
 // TestReaderWithTheNATSCLI runs the reads docs/nats-authorization.md shows
 // operators, with the nats CLI `make setup` builds, as the reader: stream
 // info, a message by sequence and the last of a subject, and `sub --stream`
-// (an ordered consumer) on the event and the dead-letter streams.
+// (an ordered consumer) on the event and the dead-letter streams; with the
+// reader alone in its account (--node-accounts), the same reads by direct
+// get through --js-api-prefix, and no consumer.
 func TestReaderWithTheNATSCLI(t *testing.T) {
 	cli, err := filepath.Abs(filepath.Join("..", ".cache", "bin", "nats"))
 	require.NoError(t, err)
 	if _, err := os.Stat(cli); err != nil {
 		t.Skipf("the nats CLI is not built (make setup builds it into .cache/bin): %v", err)
 	}
-	d := newDeployment(t, natsauth.Config{Nodes: []string{"n1"}})
+	for _, nodeAccounts := range []bool{false, true} {
+		t.Run(fmt.Sprintf("node accounts %t", nodeAccounts), func(t *testing.T) { readWithTheNATSCLI(t, cli, nodeAccounts) })
+	}
+}
+
+func readWithTheNATSCLI(t *testing.T, cli string, nodeAccounts bool) {
+	cfg := natsauth.Config{Nodes: []string{"n1"}}
+	if nodeAccounts {
+		cfg.Account, cfg.NodeAccounts = natsauth.DefaultAccount, true
+	}
+	d := newDeployment(t, cfg)
 	agg := events.NodeAggregate(testRef, "n1")
-	_, err = d.store.Append(d.ctx, agg, 0, started("n1", "cli"))
+	_, err := d.store.Append(d.ctx, agg, 0, started("n1", "cli"))
 	require.NoError(t, err)
 	_, err = d.js.Publish(d.ctx, "sb.dlq.evt.test", []byte("a parked event"))
 	require.NoError(t, err)
@@ -152,22 +183,31 @@ func TestReaderWithTheNATSCLI(t *testing.T) {
 	seed := filepath.Join(dir, natsauth.ReaderDir, "reader.nk")
 	home := t.TempDir() // no nats context of the machine's user
 
-	for _, c := range []struct {
+	// cliRead is one nats CLI call and what its output holds.
+	type cliRead struct {
 		args []string
 		want string
-	}{
+	}
+	cases := []cliRead{
 		{[]string{"stream", "info", topology.EventStream, "--json"}, `"name": "` + topology.EventStream + `"`},
 		{[]string{"stream", "info", topology.DeadLetterStream, "--json"}, `"name": "` + topology.DeadLetterStream + `"`},
 		{[]string{"stream", "get", topology.EventStream, "1", "--json"}, agg.Subject()},
 		{[]string{"stream", "get", topology.EventStream, "--last-for", agg.Subject(), "--json"}, agg.Subject()},
 		{[]string{"stream", "get", topology.DeadLetterStream, "1", "--json"}, "sb.dlq.evt.test"},
-		{[]string{"sub", "--stream", topology.EventStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
-		{[]string{"sub", "--stream", topology.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"},
-	} {
+	}
+	base := []string{"--server", d.srv.ClientURL(), "--nkey", seed, "--inbox-prefix", natsauth.ReaderInboxPrefix, "--timeout", "5s"}
+	if nodeAccounts {
+		base = append(base, "--js-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+	} else {
+		cases = append(cases,
+			cliRead{[]string{"sub", "--stream", topology.EventStream, "sb.evt.>", "--all", "--count", "1"}, agg.Subject()},
+			cliRead{[]string{"sub", "--stream", topology.DeadLetterStream, "sb.dlq.>", "--all", "--count", "1"}, "a parked event"})
+	}
+	for _, c := range cases {
 		t.Run(strings.Join(c.args[:3], " "), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 			defer cancel()
-			args := append([]string{"--server", d.srv.ClientURL(), "--nkey", seed, "--inbox-prefix", natsauth.ReaderInboxPrefix, "--timeout", "5s"}, c.args...)
+			args := append(slices.Clone(base), c.args...)
 			cmd := exec.CommandContext(ctx, cli, args...)
 			cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home)
 			out, err := cmd.CombinedOutput()

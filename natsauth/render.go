@@ -45,8 +45,9 @@ func (a *Authorization) render() string {
 	}
 	b.WriteString("  }\n")
 	if a.cfg.NodeAccounts {
+		a.writeAccountOf(&b, "  ", ReaderAccount(a.cfg.Account), a.Reader, "reader: alone in its account, reads the event and dead-letter streams by direct gets through its imports", exports)
 		for _, w := range a.Workers {
-			a.writeNodeAccount(&b, "  ", w, exports)
+			a.writeAccountOf(&b, "  ", NodeAccount(a.cfg.Account, w.Node), w, fmt.Sprintf("worker of node %s: alone in its account, with only its own imports", w.Node), exports)
 		}
 	}
 	b.WriteString("}\n")
@@ -70,7 +71,9 @@ func (a *Authorization) writeTimeout(b *strings.Builder, indent string) {
 func (a *Authorization) writeUsers(b *strings.Builder, indent string) {
 	b.WriteString(indent + "users = [\n")
 	writeUser(b, indent+"  ", a.Controller, "controller: streams, consumers, every event and command, dead letters, snapshots")
-	writeUser(b, indent+"  ", a.Reader, "reader: reads the event and dead-letter streams (history, replay), writes nothing")
+	if !a.cfg.NodeAccounts { // else the reader is in its own account
+		writeUser(b, indent+"  ", a.Reader, "reader: reads the event and dead-letter streams (history, replay), writes nothing")
+	}
 	if a.cfg.Callout != nil {
 		writeUser(b, indent+"  ", a.Service, "the auth callout service: receives the authorization requests, answers each once")
 	}

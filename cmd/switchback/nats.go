@@ -64,7 +64,7 @@ func (f *natsFlags) register(fs *pflag.FlagSet, embeddable bool) {
 		fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
 		fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
 		fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
-		fs.StringVar(&f.apiPrefix, "nats-api-prefix", "", "JetStream API prefix: "+strings.TrimSuffix(topology.NodeAPIPrefix, ".")+" for a worker alone in its node's account (nats-auth --node-accounts); empty = JetStream's own")
+		fs.StringVar(&f.apiPrefix, "nats-api-prefix", "", "JetStream API prefix: "+strings.TrimSuffix(topology.NodeAPIPrefix, ".")+" for a worker alone in its node's account, and for the reader in its own (nats-auth --node-accounts: history and replay then read by direct gets); empty = JetStream's own")
 	})
 	if !embeddable {
 		return
@@ -186,7 +186,11 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 	case o.readOnly:
 		js = natsauth.BindOnly(js)
 	}
-	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, ReadOnlySnapshots: o.worker != ""}); err != nil {
+	// A reader behind an API prefix is in an account of its own
+	// (nats-auth --node-accounts), which imports no consumer API: it scans
+	// by direct gets.
+	direct := o.readOnly && f.apiPrefix != ""
+	if c.store, err = eventstore.Open(ctx, js, eventstore.Config{Replicas: f.replicas, ReadOnlySnapshots: o.worker != "", DirectScans: direct}); err != nil {
 		c.Close()
 		return nil, explainStream(redactURL(c.nc.ConnectedUrl()), err)
 	}

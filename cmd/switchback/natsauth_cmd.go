@@ -43,8 +43,9 @@ func natsAuthCommand() *cobra.Command {
 		"empty = the server's global account, where no limit can be set")
 	maxStore := fs.Int64("max-store", natsauth.DefaultLimits.MaxStore, "the account's JetStream file storage in bytes, every replica counted (docs/security.md §7)")
 	maxConsumers := fs.Int("max-consumers", natsauth.DefaultLimits.MaxConsumers, "the consumers each stream of the account may have: above the cluster's nodes (one each on the command stream)")
-	nodeAccounts := fs.Bool("node-accounts", false, "put each worker alone in an account of its own that imports only its node's subjects from --account, so that no reply a worker redirects reaches JetStream's API or another node (docs/security.md); "+
-		"its workers take --nats-api-prefix "+strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+	nodeAccounts := fs.Bool("node-accounts", false, "put each worker alone in an account of its own that imports only its node's subjects from --account, and the reader in one that imports only JetStream's read calls, "+
+		"so that no reply a worker or the reader redirects reaches JetStream's API or another node (docs/security.md); "+
+		"its workers, history and replay take --nats-api-prefix "+strings.TrimSuffix(topology.NodeAPIPrefix, "."))
 	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+topology.SimSubjects+"): for tests and demos")
 	keep := fs.Bool("keep", true, "keep the credentials already under --out (adding a node does not rotate every key); false generates all anew")
 	namespace := fs.String("secrets-namespace", "", "also write "+secretsFile+" with the Secrets of this namespace")

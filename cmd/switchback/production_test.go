@@ -276,6 +276,13 @@ func upgradeUnderAuthorization(t *testing.T, mode natsauth.Mode, nodeAccounts bo
 		"--manager", "authz", "--verify", "--kubeconfig", env.Kubeconfig}, credentialFlags(dir, mode, "")...)...)
 	require.Equal(t, 0, code, "%s\n%s", vout, verr)
 	assert.Zero(t, cluster.IOStats().Failed)
+	if nodeAccounts {
+		// The reader, alone in its account, replays by direct gets.
+		code, rout, rerr := runCmd(t, time.Minute, "replay", "--nats-url", srv.ClientURL(), "--manager", "authz", "--verify", "--kubeconfig", env.Kubeconfig,
+			"--nats-nkey", filepath.Join(dir, natsauth.ReaderDir, "reader.nk"), "--nats-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+		require.Equal(t, 0, code, "%s\n%s", rout, rerr)
+		assert.Equal(t, vout, rout, "the reader's replay is the controller's")
+	}
 
 	// A worker holding n1's key cannot act as n2: it waits for a consumer
 	// its user may not even look up, and says what it waits for.
