@@ -183,12 +183,13 @@ func (s *Store) LoadAfter(ctx context.Context, agg events.AggregateID, afterSeq 
 func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *History) (int, uint64, error) {
 	subject := agg.Subject()
 	after := h.Version
+	var d events.StreamDecoder
 	n, pending, err := s.directBatch(ctx, subject, after+1, s.cfg.LoadBatch, func(m directMsg) error {
 		if m.subject != subject {
 			return fmt.Errorf("direct get returned seq %d on subject %q, asked for %q", m.seq, m.subject, subject)
 		}
 		h.Version = m.seq
-		env, err := decodeServed(m)
+		env, err := decodeServed(&d, m)
 		if err != nil {
 			var de *events.DecodeError
 			if errors.As(err, &de) {

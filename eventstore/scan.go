@@ -44,16 +44,16 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 	if until < from {
 		return nil
 	}
+	var d events.StreamDecoder
 	if s.cfg.DirectScans {
 		return s.directScan(ctx, opts.Subjects, from, until, func(m directMsg) (bool, error) {
 			if !opts.UntilTime.IsZero() && m.at.After(opts.UntilTime) {
 				return true, nil
 			}
-			env, err := decodeServed(m)
+			env, err := decodeServed(&d, m)
 			return false, parkOr(env, err, fn, onParked)
 		})
 	}
-	var d events.StreamDecoder
 	return s.orderedRead(ctx, opts.Subjects, from, until, false, func(seq, _ uint64, subject string, h nats.Header, data []byte, ts time.Time) (bool, error) {
 		if seq > until || (!opts.UntilTime.IsZero() && ts.After(opts.UntilTime)) {
 			return true, nil

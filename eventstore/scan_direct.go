@@ -111,13 +111,14 @@ func (s *Store) fill(ctx context.Context, c *cursor, until uint64) error {
 	return nil
 }
 
-// decodeServed decodes a message served by a direct get (the server adds
-// its own headers once), the form a DecodeError takes for one to park.
-func decodeServed(m directMsg) (events.Envelope, error) {
+// decodeServed decodes, with d, a message served by a direct get (the
+// server adds its own headers once), the form a DecodeError takes for one
+// to park.
+func decodeServed(d *events.StreamDecoder, m directMsg) (events.Envelope, error) {
 	if carriesOwnReserved(m.header, 1) {
 		return events.Envelope{}, reservedHeaderError(m.subject, m.seq, m.header, ownReservedHeaders(m.header, 1))
 	}
-	return events.Decode(m.subject, m.header, m.data, m.seq)
+	return d.Decode(m.subject, m.header, m.data, m.seq, nil)
 }
 
 // parkOr hands a decoded event to fn, a DecodeError to onParked (if non-nil).

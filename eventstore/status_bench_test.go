@@ -46,3 +46,36 @@ func BenchmarkScanVsOrderedConsumer(b *testing.B) {
 	b.ReportMetric(float64(b.N*total)/scan.Seconds(), "scan-events/s")
 	b.ReportMetric(float64(b.N*total)/ordered.Seconds(), "ordered-events/s")
 }
+
+// BenchmarkDirectScanVsScan measures a scan by direct batch gets
+// (Config.DirectScans: the reader alone in its account, which has no
+// consumer API) against Scan through its own consumer, both decoding every
+// event: SCAN_EVENTS events (default 200k) on one embedded server.
+func BenchmarkDirectScanVsScan(b *testing.B) {
+	total := benchenv.Int(b, "SCAN_EVENTS", 200_000)
+	ctx := context.Background()
+	js, s := replayStream(b, total)
+	direct, err := eventstore.Open(ctx, js, eventstore.Config{Stream: "REPLAY", DirectScans: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var byDirect, byConsumer time.Duration
+	for b.Loop() {
+		for _, r := range []struct {
+			s   *eventstore.Store
+			sum *time.Duration
+		}{{direct, &byDirect}, {s, &byConsumer}} {
+			start := time.Now()
+			n := 0
+			err := r.s.Scan(ctx, eventstore.ScanOptions{}, func(events.Envelope) error { n++; return nil }, nil)
+			if err != nil || n != total {
+				b.Fatalf("scanned %d of %d: %v", n, total, err)
+			}
+			*r.sum += time.Since(start)
+		}
+	}
+	b.ReportMetric(float64(b.N*total)/byDirect.Seconds(), "direct-events/s")
+	b.ReportMetric(float64(b.N*total)/byConsumer.Seconds(), "scan-events/s")
+	b.ReportMetric(byConsumer.Seconds()/byDirect.Seconds(), "ratio")
+}

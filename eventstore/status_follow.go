@@ -45,6 +45,7 @@ var followPoll = time.Second
 func (s *Store) directFollow(ctx context.Context, subjects []string, from uint64,
 	fn func(e events.Envelope, pending uint64) (stop bool), onParked func(*events.DecodeError)) error {
 	next := max(from, 1)
+	var d events.StreamDecoder
 	for {
 		last, err := s.LastSequence(ctx)
 		if ctx.Err() != nil {
@@ -56,7 +57,7 @@ func (s *Store) directFollow(ctx context.Context, subjects []string, from uint64
 		stopped := false
 		if last >= next {
 			err = s.directScan(ctx, subjects, next, last, func(m directMsg) (bool, error) {
-				env, err := decodeServed(m)
+				env, err := decodeServed(&d, m)
 				err = parkOr(env, err, func(e events.Envelope) error {
 					stopped = fn(e, m.pending)
 					return nil
