@@ -49,10 +49,19 @@ func managerMachine() Machine[manager.State, manager.Command] {
 const managerCacheSize = 64
 
 // nodeMachine is the node-upgrade aggregate. Node histories grow with their
-// volumes, so they are snapshotted.
+// volumes, so they are snapshotted, and cached in memory: the controller
+// reads a node's upgrade on every change of one of its volumes (the record
+// of a target away), and decoding its snapshot each time cost three times
+// the rest of a step (BenchmarkStepOverhead, 100 nodes × 20 volumes: 17 ms
+// a step without the cache, against 5 before the record existed).
 func nodeMachine() Machine[nodeupgrade.State, nodeupgrade.Command] {
 	return Machine[nodeupgrade.State, nodeupgrade.Command]{
 		Name: "node upgrade", Evolve: nodeupgrade.Evolve, Fold: nodeupgrade.ApplyAll, Decide: nodeupgrade.Decide,
 		Snapshot: &eventstore.Snapshotting{Schema: "nodeupgrade/v1", Every: 64},
+		Cache:    NewStateCache[nodeupgrade.State](nodeCacheSize),
 	}
 }
+
+// nodeCacheSize bounds the cached node-upgrade states: the nodes of the
+// upgrades in flight, a few KiB each.
+const nodeCacheSize = 256
