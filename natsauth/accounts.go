@@ -102,10 +102,10 @@ func (a *Authorization) nodeAccountExports() []export {
 	for _, s := range readerImports(ReaderPermissions(a.cfg.Streams)) {
 		add(s, true, reader)
 	}
-	for _, w := range a.Workers {
-		account := NodeAccount(a.cfg.Account, w.Node)
+	for _, node := range a.cfg.Nodes {
+		account := NodeAccount(a.cfg.Account, node)
 		add(topology.JSAPI+"INFO", true, account)
-		p := WorkerPermissions(w.Node, a.cfg.Streams, a.cfg.SharedInbox, a.cfg.WorkerExtraPublish...)
+		p := WorkerPermissions(node, a.cfg.Streams, a.cfg.SharedInbox, a.cfg.WorkerExtraPublish...)
 		for _, s := range p.PublishAllow {
 			add(s, true, account)
 		}
@@ -118,9 +118,9 @@ func (a *Authorization) nodeAccountExports() []export {
 	return out
 }
 
-// nodeWorkerPermissions are node's worker's permissions in its account:
-// its WorkerPermissions as its imports put them.
-func nodeWorkerPermissions(p Permissions) Permissions {
+// NodeWorkerPermissions are a worker's permissions in its node's account:
+// its WorkerPermissions p as its imports put them.
+func NodeWorkerPermissions(p Permissions) Permissions {
 	return importedPermissions(p, p.PublishAllow)
 }
 
@@ -161,13 +161,17 @@ func writeExports(b *strings.Builder, in string, exports []export) {
 }
 
 // writeAccountOf renders the account of a user alone in it (a worker in its
-// node's, the reader in its own): its user, and its imports of the exports
-// naming it.
-func (a *Authorization) writeAccountOf(b *strings.Builder, in, account string, u User, comment string, exports []export) {
+// node's, the reader in its own): its user (none when the callout places
+// it), and its imports of the exports naming it.
+func (a *Authorization) writeAccountOf(b *strings.Builder, in, account string, u *User, comment string, exports []export) {
 	fmt.Fprintf(b, "%s%s {\n", in, strconv.Quote(account))
-	b.WriteString(in + "  users = [\n")
-	writeUser(b, in+"    ", u, comment)
-	b.WriteString(in + "  ]\n")
+	if u != nil {
+		b.WriteString(in + "  users = [\n")
+		writeUser(b, in+"    ", *u, comment)
+		b.WriteString(in + "  ]\n")
+	} else {
+		fmt.Fprintf(b, "%s  # %s\n", in, comment)
+	}
 	b.WriteString(in + "  imports = [\n")
 	for _, e := range exports {
 		if !slices.Contains(e.accounts, account) {

@@ -103,12 +103,14 @@ type Config struct {
 	// `authorization` block), where no JetStream limit can be set.
 	// `switchback nats-auth` defaults to DefaultAccount.
 	Account string
-	// NodeAccounts (with Account, not with Callout) puts each worker alone
-	// in an account of its own without JetStream (NodeAccount), importing
-	// from Account only what its permissions allow, with JetStream's API
-	// under topology.NodeAPIPrefix: a reply a worker redirects then lands
-	// in its own account, never in the streams' (docs/security.md). Its
-	// client must use that prefix (Authorization.APIPrefix).
+	// NodeAccounts (with Account) puts each worker alone in an account of
+	// its own without JetStream (NodeAccount), importing from Account only
+	// what its permissions allow, with JetStream's API under
+	// topology.NodeAPIPrefix: a reply a worker redirects then lands in its
+	// own account, never in the streams' (docs/security.md). Its client must
+	// use that prefix (Authorization.APIPrefix). With Callout, Nodes names
+	// the nodes whose accounts are rendered, and the callout places each
+	// worker in its node's (callout.Config.NodeAccounts).
 	NodeAccounts bool
 	// Limits are the account's JetStream limits (with Account only); a zero
 	// field takes DefaultLimits' value.
@@ -132,7 +134,7 @@ type Config struct {
 	BcryptCost int
 	// Callout, when set, gives the workers their users through the NATS
 	// auth callout (package natsauth/callout) instead of generating one per
-	// node: Nodes stays empty, and the configuration holds the controller,
+	// node: Nodes stays empty (but with NodeAccounts), and the configuration holds the controller,
 	// the reader and the callout service as static users (auth_users), and
 	// an auth_callout block.
 	Callout *Callout
@@ -193,16 +195,19 @@ func Generate(cfg Config) (*Authorization, error) {
 	if cfg.Limits, err = cfg.Limits.withDefaults(cfg.Account); err != nil {
 		return nil, err
 	}
-	if cfg.NodeAccounts && (cfg.Account == "" || cfg.Callout != nil) {
-		return nil, errors.New("natsauth: node accounts need an account for the streams and a generated user per worker (no callout)")
+	if cfg.NodeAccounts && cfg.Account == "" {
+		return nil, errors.New("natsauth: node accounts need an account for the streams")
 	}
 	var nodes []string
-	if cfg.Callout == nil {
+	if cfg.Callout == nil || cfg.NodeAccounts {
 		if nodes, err = checkNodes(cfg.Nodes); err != nil {
 			return nil, err
 		}
-	} else if err := checkCallout(cfg); err != nil {
-		return nil, err
+	}
+	if cfg.Callout != nil {
+		if err := checkCallout(cfg); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Nodes = nodes
 
@@ -223,6 +228,9 @@ func Generate(cfg Config) (*Authorization, error) {
 		a.Reader.Permissions = readerAccountPermissions(a.Reader.Permissions)
 	}
 	for _, n := range nodes {
+		if cfg.Callout != nil {
+			break // the callout gives the workers their users
+		}
 		cred, err := credential(cfg, n, "worker "+n, WorkerUser(n))
 		if err != nil {
 			return nil, err
@@ -232,7 +240,7 @@ func Generate(cfg Config) (*Authorization, error) {
 			return nil, fmt.Errorf("natsauth: worker %s: %w", n, err)
 		}
 		if cfg.NodeAccounts {
-			p = nodeWorkerPermissions(p)
+			p = NodeWorkerPermissions(p)
 		}
 		a.Workers = append(a.Workers, User{Role: RoleWorker, Node: n, Credential: cred, Permissions: p})
 	}
@@ -251,8 +259,8 @@ func Generate(cfg Config) (*Authorization, error) {
 func checkCallout(cfg Config) error {
 	c := cfg.Callout
 	switch {
-	case len(cfg.Nodes) > 0:
-		return errors.New("natsauth: callout mode lists no node: the callout gives every worker its user")
+	case len(cfg.Nodes) > 0 && !cfg.NodeAccounts:
+		return errors.New("natsauth: callout mode lists no node: the callout gives every worker its user (with NodeAccounts, the nodes whose accounts it places them in)")
 	case !nkeys.IsValidPublicAccountKey(c.Issuer):
 		return fmt.Errorf("natsauth: callout issuer %q is not a public account key", c.Issuer)
 	case c.XKey != "" && !nkeys.IsValidPublicCurveKey(c.XKey):

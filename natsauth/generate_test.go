@@ -184,12 +184,16 @@ func TestSecretsAndFiles(t *testing.T) {
 }
 
 func TestNodeAccountsLayout(t *testing.T) {
-	for _, cfg := range []natsauth.Config{
-		{Nodes: []string{"n1"}, NodeAccounts: true},
-		{Account: natsauth.DefaultAccount, NodeAccounts: true, Callout: &natsauth.Callout{}},
+	for _, tc := range []struct {
+		cfg  natsauth.Config
+		want string
+	}{
+		{natsauth.Config{Nodes: []string{"n1"}, NodeAccounts: true}, "node accounts need an account"},
+		// With the callout, the nodes whose accounts it places workers in.
+		{natsauth.Config{Account: natsauth.DefaultAccount, NodeAccounts: true, Callout: &natsauth.Callout{}}, "at least one node"},
 	} {
-		_, err := natsauth.Generate(cfg)
-		require.ErrorContains(t, err, "node accounts need", "%+v", cfg)
+		_, err := natsauth.Generate(tc.cfg)
+		require.ErrorContains(t, err, tc.want, "%+v", tc.cfg)
 	}
 
 	nodes := []string{"n1", "n1.example.com", "n2"}

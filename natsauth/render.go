@@ -45,9 +45,14 @@ func (a *Authorization) render() string {
 	}
 	b.WriteString("  }\n")
 	if a.cfg.NodeAccounts {
-		a.writeAccountOf(&b, "  ", ReaderAccount(a.cfg.Account), a.Reader, "reader: alone in its account, reads the event and dead-letter streams by direct gets through its imports", exports)
-		for _, w := range a.Workers {
-			a.writeAccountOf(&b, "  ", NodeAccount(a.cfg.Account, w.Node), w, fmt.Sprintf("worker of node %s: alone in its account, with only its own imports", w.Node), exports)
+		a.writeAccountOf(&b, "  ", ReaderAccount(a.cfg.Account), &a.Reader, "reader: alone in its account, reads the event and dead-letter streams by direct gets through its imports", exports)
+		for _, node := range a.cfg.Nodes {
+			comment := fmt.Sprintf("worker of node %s: alone in its account, with only its own imports", node)
+			if w, ok := a.Worker(node); ok {
+				a.writeAccountOf(&b, "  ", NodeAccount(a.cfg.Account, node), &w, comment, exports)
+			} else {
+				a.writeAccountOf(&b, "  ", NodeAccount(a.cfg.Account, node), nil, comment+", placed there by the callout", exports)
+			}
 		}
 	}
 	b.WriteString("}\n")

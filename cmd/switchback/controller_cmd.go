@@ -305,7 +305,7 @@ func startCallout(nf *natsFlags, dir string, cfg callout.Config, log *slog.Logge
 	if err != nil {
 		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
 	}
-	cfg.Issuer, cfg.XKey, cfg.Account = keys.Issuer, keys.XKey, keys.Account
+	cfg.Issuer, cfg.XKey, cfg.Account, cfg.NodeAccounts = keys.Issuer, keys.XKey, keys.Account, keys.NodeAccounts
 	svc, err := callout.New(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--nats-callout: %w", err)

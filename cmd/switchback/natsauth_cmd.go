@@ -36,7 +36,7 @@ func natsAuthCommand() *cobra.Command {
 	var nodes stringList
 	calloutMode := fs.Bool("callout", false, "workers get their users from the NATS auth callout the controller serves (each presents its pod's token: the default install); "+
 		"writes the callout's keys under "+calloutDir+"/ instead of a user per node")
-	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout")
+	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout; with --callout --node-accounts, the nodes whose accounts the callout places their workers in")
 	out := fs.String("out", "", "directory to write "+natsauth.ConfigFile+", "+natsauth.ControllerDir+"/, "+natsauth.ReaderDir+"/ and "+natsauth.WorkersDir+"/ into (yours: refused when owned by another user or a symbolic link)")
 	mode := fs.String("mode", string(natsauth.ModeNKey), "how users authenticate: nkey (the server config holds public keys only) or password (bcrypt hashes)")
 	account := fs.String("account", natsauth.DefaultAccount, "the NATS account Switchback's users (and, with --callout, the workers) are in, bounded by the JetStream limits below; "+
@@ -53,8 +53,10 @@ func natsAuthCommand() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		stdout := cmd.OutOrStdout()
 		switch {
-		case *calloutMode && len(nodes) > 0:
-			return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node: %w", errUsage)
+		case *calloutMode && len(nodes) > 0 && !*nodeAccounts:
+			return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node (but with --node-accounts, the nodes whose accounts it places them in): %w", errUsage)
+		case *calloutMode && *nodeAccounts && len(nodes) == 0:
+			return fmt.Errorf("--callout --node-accounts: --node lists the nodes whose accounts the callout places their workers in: %w", errUsage)
 		case !*calloutMode && len(nodes) == 0:
 			return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
 		case *out == "":
@@ -68,7 +70,11 @@ func natsAuthCommand() *cobra.Command {
 			cfg.WorkerExtraPublish = []string{topology.SimSubjects}
 		}
 		if *keep {
-			existing, err := natsauth.ReadFiles(*out, cfg.Mode, cfg.Nodes)
+			userNodes := cfg.Nodes
+			if *calloutMode {
+				userNodes = nil // the callout's workers have no files
+			}
+			existing, err := natsauth.ReadFiles(*out, cfg.Mode, userNodes)
 			if err != nil {
 				return fmt.Errorf("--keep: %w", err)
 			}
@@ -81,7 +87,10 @@ func natsAuthCommand() *cobra.Command {
 			if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
 				return err
 			}
-			keys.Account = cfg.Account
+			keys.Account, keys.NodeAccounts = cfg.Account, nil
+			if cfg.NodeAccounts {
+				keys.NodeAccounts = cfg.Nodes
+			}
 			if cfg.Callout, err = keys.Server(0); err != nil {
 				return err
 			}
@@ -208,9 +217,12 @@ func writeCalloutKeys(out string, k callout.Keys) error {
 		return err
 	}
 	dir := filepath.Join(out, calloutDir)
-	if k.Account == "" {
-		// An account file of an earlier run would place the workers there.
-		if err := os.Remove(filepath.Join(dir, callout.AccountKey)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+	// A file of an earlier run would place the workers as it said.
+	for name, absent := range map[string]bool{callout.AccountKey: k.Account == "", callout.NodeAccountsKey: k.NodeAccounts == nil} {
+		if !absent {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return err
 		}
 	}

@@ -140,6 +140,24 @@ func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	assert.Empty(t, keys.Account)
 	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.AccountKey))
 
+	// With node accounts: the nodes' accounts in the configuration, and the
+	// nodes in the keys, for the callout to place each worker in its own.
+	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts", "--node", "n1,n2.example.com", "--out", out)
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	keys, err = callout.ReadKeys(filepath.Join(out, calloutDir))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"n1", "n2.example.com"}, keys.NodeAccounts)
+	conf, err = os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(conf), `"`+natsauth.NodeAccount(natsauth.DefaultAccount, "n2.example.com")+`"`)
+	code, _, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts", "--out", out)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--node lists the nodes whose accounts")
+	// Without them again, no node list is left to mislead the controller.
+	code, stdout, stderr = run1()
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.NodeAccountsKey))
+
 	require.NoError(t, os.Remove(filepath.Join(out, calloutDir, callout.XKeyKey)))
 	code, _, stderr = run1()
 	assert.Equal(t, 1, code)

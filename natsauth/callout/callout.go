@@ -71,6 +71,12 @@ type Config struct {
 	// streams are in (natsauth.Config.Account, carried by Keys.Account);
 	// empty is the server's global account.
 	Account string
+	// NodeAccounts, when set (with Account), are the nodes whose accounts
+	// the server's configuration holds (natsauth.Config.NodeAccounts with
+	// Nodes, carried by Keys.NodeAccounts): each worker is placed alone in
+	// its node's (natsauth.NodeAccount) with its permissions as its imports
+	// put them, and a worker of any other node is refused.
+	NodeAccounts []string
 	// MaxTTL caps a user's lifetime (it never outlives its token); default
 	// DefaultMaxTTL. The server closes the connection when the user
 	// expires, and the worker reconnects with its current token.
@@ -135,6 +141,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if err := natsauth.CheckAccount(cfg.Account); err != nil {
 		return nil, fmt.Errorf("callout: %w", err)
+	}
+	if cfg.NodeAccounts != nil && cfg.Account == "" {
+		return nil, errors.New("callout: node accounts need the streams' account (Account)")
 	}
 	if cfg.Reviewer == nil {
 		return nil, errors.New("callout: a token reviewer is required")

@@ -137,13 +137,22 @@ func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaim
 		d.reason, d.err = ReasonNotAuthenticated, fmt.Errorf("the token of %s expires at %s", rv.Username, rv.Expiry.UTC().Format(time.RFC3339))
 		return "", d
 	}
+	// Server configuration mode places the user in the account its
+	// audience names: the one the streams are in, or its node's own.
+	account := s.account()
+	perms := natsauth.WorkerPermissions(d.node, s.cfg.Streams, s.cfg.SharedInbox, s.cfg.WorkerExtraPublish...)
+	if s.cfg.NodeAccounts != nil {
+		if !slices.Contains(s.cfg.NodeAccounts, d.node) {
+			d.reason, d.err = ReasonNoNodeAccount, fmt.Errorf("node %s has no account of its own in the NATS configuration: regenerate it with the node (switchback nats-auth --callout --node-accounts --node ...) and reload NATS", d.node)
+			return "", d
+		}
+		account, perms = natsauth.NodeAccount(s.cfg.Account, d.node), natsauth.NodeWorkerPermissions(perms)
+	}
 	uc := jwt.NewUserClaims(req.UserNkey)
 	uc.Name = natsauth.WorkerUser(d.node)
-	// Server configuration mode places the user in the account its
-	// audience names: the one the streams are in.
-	uc.Audience = s.account()
+	uc.Audience = account
 	uc.Expires = exp.Unix()
-	uc.Permissions = JWTPermissions(natsauth.WorkerPermissions(d.node, s.cfg.Streams, s.cfg.SharedInbox, s.cfg.WorkerExtraPublish...))
+	uc.Permissions = JWTPermissions(perms)
 	uc.AllowedConnectionTypes = jwt.StringList{jwt.ConnectionTypeStandard}
 	vr := jwt.CreateValidationResults()
 	uc.Validate(vr)

@@ -170,14 +170,21 @@ type deployment struct {
 
 func newDeployment(t *testing.T, ctx context.Context, timeout time.Duration) *deployment {
 	t.Helper()
+	return newDeploymentWith(t, ctx, timeout, nil)
+}
+
+// newDeploymentWith is newDeployment in the node-account layout for the
+// nodes nodeAccounts (nil: the default install's shape).
+func newDeploymentWith(t *testing.T, ctx context.Context, timeout time.Duration, nodeAccounts []string) *deployment {
+	t.Helper()
 	keys, err := callout.GenerateKeys()
 	require.NoError(t, err)
 	// The default install's shape: Switchback's own account, named by the
 	// keys.
-	keys.Account = natsauth.DefaultAccount
+	keys.Account, keys.NodeAccounts = natsauth.DefaultAccount, nodeAccounts
 	side, err := keys.Server(timeout)
 	require.NoError(t, err)
-	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account})
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account, Nodes: nodeAccounts, NodeAccounts: nodeAccounts != nil})
 	require.NoError(t, err)
 	svc := side.Service
 	d := &deployment{t: t, ctx: ctx, keys: keys, logs: &syncbuf.Buffer{}, controller: auth.Controller}
@@ -230,7 +237,8 @@ func (d *deployment) connectController(extra ...nats.Option) *nats.Conn {
 // stops at the end of the test (before the server).
 func (d *deployment) service(reviewer callout.TokenReviewer, maxTTL time.Duration) *callout.Service {
 	d.t.Helper()
-	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Account: d.keys.Account, Reviewer: reviewer, Namespace: ns, MaxTTL: maxTTL, Log: d.log})
+	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Account: d.keys.Account, NodeAccounts: d.keys.NodeAccounts,
+		Reviewer: reviewer, Namespace: ns, MaxTTL: maxTTL, Log: d.log})
 	require.NoError(d.t, err)
 	require.NoError(d.t, svc.Start(d.calloutNC))
 	d.t.Cleanup(svc.Stop)

@@ -146,10 +146,17 @@ func TestWorkerTokens(t *testing.T) {
 // commands.
 func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
 	t.Helper()
+	workerCanThrough(t, ctx, nc, node, "")
+}
+
+// workerCanThrough is workerCan with JetStream's API under prefix ("" its
+// own).
+func workerCanThrough(t *testing.T, ctx context.Context, nc *nats.Conn, node, prefix string) {
+	t.Helper()
 	// A denied request only times out: fail in seconds, not at the test's end.
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	js, err := jetstream.New(nc)
+	js, err := natsauth.JetStream(nc, prefix)
 	require.NoError(t, err)
 	store, err := eventstore.Open(ctx, natsauth.BindOnly(js), eventstore.Config{ReadOnlySnapshots: true})
 	require.NoError(t, err, "binds to the event stream")
@@ -161,6 +168,49 @@ func workerCan(t *testing.T, ctx context.Context, nc *nats.Conn, node string) {
 	got := consumertest.Fetch(t, cons, 1, 5*time.Second)
 	require.Len(t, got, 1, "pulls its node's command")
 	require.NoError(t, got[0].DoubleAck(ctx), "acks it")
+}
+
+// TestWorkerTokensInNodeAccounts: with the node-account layout, the
+// callout places each worker alone in its node's account, where JetStream's
+// API is under $SB.API. through its imports: n1's worker binds, appends,
+// pulls and acks there, is refused another node's event subject, and
+// JetStream's own API prefix answers nothing of the streams; a worker of a
+// node the configuration has no account for is refused, saying so.
+func TestWorkerTokensInNodeAccounts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newCluster(t, ctx)
+	d := newDeploymentWith(t, ctx, 0, []string{"n1"})
+	d.service(callout.NewCache(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 10*time.Second, 0, 128), 0)
+	token := func(node string) string {
+		path := filepath.Join(t.TempDir(), "token")
+		require.NoError(t, os.WriteFile(path, []byte(c.token(callout.DefaultServiceAccount, c.pods["worker-"+node], callout.DefaultAudience)+"\n"), 0o600))
+		return path
+	}
+
+	nc, viol, err := d.dialWorker("n1", token("n1"))
+	require.NoError(t, err)
+	defer nc.Close()
+	workerCanThrough(t, ctx, nc, "n1", topology.NodeAPIPrefix)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = js.Stream(sctx, topology.EventStream)
+	scancel()
+	require.Error(t, err, "JetStream's own API prefix reaches no stream from n1's account")
+	other := events.NodeAggregate(testRef, "n2")
+	deniedOp(t, viol, topology.NodeAPIPrefix+"STREAM.INFO."+topology.CommandStream+".x", func(ctx context.Context) error {
+		_, err := nc.RequestWithContext(ctx, topology.NodeAPIPrefix+"STREAM.INFO."+topology.CommandStream+".x", nil)
+		return err
+	})
+	deniedOp(t, viol, other.Subject(), func(context.Context) error { return nc.Publish(other.Subject(), []byte("x")) })
+
+	before := decisions(callout.ReasonNoNodeAccount)
+	_, _, err = d.dialWorker("n2", token("n2"))
+	require.Error(t, err, "n2 has no account in the configuration")
+	assert.ErrorIs(t, err, nats.ErrAuthorization)
+	assert.Equal(t, before+1, decisions(callout.ReasonNoNodeAccount))
+	assert.Contains(t, d.logs.String(), "reason="+callout.ReasonNoNodeAccount)
 }
 
 // workerCannot: node's worker is refused other's events and consumer, and

@@ -113,6 +113,18 @@ func TestKeys(t *testing.T) {
 	assert.ErrorContains(t, err, "of kind user, want account")
 	_, err = callout.ParseSeed([]byte("garbage"), nkeys.PrefixByteAccount)
 	assert.Error(t, err)
+
+	// The account and the node-account layout's nodes travel with the keys.
+	keys.Account, keys.NodeAccounts = natsauth.DefaultAccount, []string{"n1", "n2.example.com"}
+	data, err = keys.SecretData()
+	require.NoError(t, err)
+	back, err := callout.KeysFromData(data)
+	require.NoError(t, err)
+	assert.Equal(t, keys.Account, back.Account)
+	assert.Equal(t, keys.NodeAccounts, back.NodeAccounts)
+	delete(data, callout.AccountKey)
+	_, err = callout.KeysFromData(data)
+	assert.ErrorContains(t, err, "node accounts import from the streams' account")
 }
 
 func userKey(t *testing.T) string {

@@ -7,6 +7,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -26,6 +27,10 @@ const (
 	// AccountKey names the account the workers are placed in; absent (a
 	// Secret written before accounts) is the global account.
 	AccountKey = "account"
+	// NodeAccountsKey lists, one per line, the nodes whose accounts the
+	// server's configuration holds (Keys.NodeAccounts); absent without
+	// the node-account layout.
+	NodeAccountsKey = "node-accounts"
 )
 
 // Keys are the callout's secrets: the issuer that signs every worker user,
@@ -38,6 +43,9 @@ type Keys struct {
 	Service nkeys.KeyPair
 	// Account is Config.Account: natsauth.Config.Account of the same run.
 	Account string
+	// NodeAccounts is Config.NodeAccounts: the nodes of natsauth.Config's
+	// NodeAccounts layout of the same run; nil without it.
+	NodeAccounts []string
 }
 
 // GenerateKeys creates fresh keys.
@@ -69,6 +77,9 @@ func (k Keys) SecretData() (map[string][]byte, error) {
 	}
 	if k.Account != "" {
 		out[AccountKey] = []byte(k.Account + "\n")
+	}
+	if k.NodeAccounts != nil {
+		out[NodeAccountsKey] = []byte(strings.Join(k.NodeAccounts, "\n") + "\n")
 	}
 	return out, nil
 }
@@ -132,11 +143,13 @@ func ReadKeys(dir string) (Keys, error) {
 		}
 		data[name] = b
 	}
-	switch b, err := os.ReadFile(filepath.Join(dir, AccountKey)); {
-	case err == nil:
-		data[AccountKey] = b
-	case !errors.Is(err, iofs.ErrNotExist):
-		return Keys{}, fmt.Errorf("callout: read the account: %w", err)
+	for _, name := range []string{AccountKey, NodeAccountsKey} {
+		switch b, err := os.ReadFile(filepath.Join(dir, name)); {
+		case err == nil:
+			data[name] = b
+		case !errors.Is(err, iofs.ErrNotExist):
+			return Keys{}, fmt.Errorf("callout: read %s: %w", name, err)
+		}
 	}
 	return KeysFromData(data)
 }
@@ -165,6 +178,12 @@ func KeysFromData(data map[string][]byte) (Keys, error) {
 	k.Account = string(bytes.TrimSpace(data[AccountKey]))
 	if err := natsauth.CheckAccount(k.Account); err != nil {
 		return Keys{}, fmt.Errorf("callout: %s: %w", AccountKey, err)
+	}
+	if b, ok := data[NodeAccountsKey]; ok {
+		k.NodeAccounts = append([]string{}, strings.Fields(string(b))...)
+		if k.Account == "" {
+			return Keys{}, fmt.Errorf("callout: %s without %s: node accounts import from the streams' account", NodeAccountsKey, AccountKey)
+		}
 	}
 	return k, nil
 }

@@ -33,6 +33,10 @@ const (
 	// ReasonRateLimited: the review could not start within the callout's
 	// timeout, the TokenReviews being rate-limited (a flood of connects).
 	ReasonRateLimited = "rate_limited"
+	// ReasonNoNodeAccount: a worker of a node the server's configuration
+	// has no account for (Config.NodeAccounts): regenerate it with the node
+	// and reload NATS.
+	ReasonNoNodeAccount = "no_node_account"
 	// ReasonInternal: the answer could not be built (signing, encryption).
 	ReasonInternal = "internal"
 )
@@ -41,7 +45,7 @@ func init() {
 	// Every series exists from the start, at zero: an alert on
 	// review_failed can tell "none yet" from "not reporting".
 	for _, r := range []string{ReasonAllowed, ReasonBadRequest, ReasonReplayed, ReasonNoToken, ReasonTokenTooLarge,
-		ReasonNotAuthenticated, ReasonWrongServiceAccount, ReasonNoNode, ReasonNoExpiry, ReasonReviewFailed, ReasonRateLimited, ReasonInternal} {
+		ReasonNotAuthenticated, ReasonWrongServiceAccount, ReasonNoNode, ReasonNoExpiry, ReasonReviewFailed, ReasonRateLimited, ReasonNoNodeAccount, ReasonInternal} {
 		metrics.NATSCalloutDecisions.WithLabelValues(r)
 	}
 }
