@@ -29,10 +29,7 @@ type cursor struct {
 // leader, so a cursor that finds nothing more before until asks the leader
 // (dedup.GetNext) and reads again while it has something.
 func (s *Store) directScan(ctx context.Context, subjects []string, from, until uint64, visit func(directMsg) (stop bool, err error)) error {
-	filters := subjects
-	if len(filters) == 0 {
-		filters = []string{">"}
-	}
+	filters := filtersOf(subjects)
 	cursors := make([]*cursor, len(filters))
 	for i, f := range filters {
 		cursors[i] = &cursor{filter: f, next: from}
@@ -92,23 +89,42 @@ func (s *Store) fill(ctx context.Context, c *cursor, until uint64) error {
 			return nil
 		}
 		// Nothing from c.next on, says the replica that answered.
-		seq, err := dedup.GetNext(ctx, s.js, s.cfg.Stream, c.next, c.filter)
+		ended, err := s.endsBefore(ctx, &p, c.filter, c.next, until)
 		if err != nil {
-			if err = p.pause(ctx, err); err != nil {
-				return fmt.Errorf("ask the stream leader what follows: %w", err)
-			}
-			continue
-		}
-		if seq == 0 || seq > until {
-			c.done = true
-			return nil
-		}
-		behind := fmt.Errorf("%w: the replica answering has nothing from sequence %d, the stream leader has %d", errBehind, c.next, seq)
-		if err := p.pause(ctx, behind); err != nil {
 			return err
 		}
+		c.done = ended
 	}
 	return nil
+}
+
+// filtersOf are a read's subject filters: subjects, or every subject.
+func filtersOf(subjects []string) []string {
+	if len(subjects) == 0 {
+		return []string{">"}
+	}
+	return subjects
+}
+
+// endsBefore asks the stream leader (dedup.GetNext) whether nothing on
+// filter lies from sequence from up to until, which a replica serving a
+// read said: a replica may lag the leader (a server just restarted
+// catches up for seconds). When the leader has something, the replica is
+// behind: endsBefore waits (p, as for a cluster with nobody to answer)
+// and reports false, and the caller reads again from where it is.
+func (s *Store) endsBefore(ctx context.Context, p *patience, filter string, from, until uint64) (bool, error) {
+	seq, err := dedup.GetNext(ctx, s.js, s.cfg.Stream, from, filter)
+	for err != nil {
+		if err = p.pause(ctx, err); err != nil {
+			return false, fmt.Errorf("ask the stream leader what follows: %w", err)
+		}
+		seq, err = dedup.GetNext(ctx, s.js, s.cfg.Stream, from, filter)
+	}
+	if seq == 0 || seq > until {
+		return true, nil
+	}
+	behind := fmt.Errorf("%w: the server serving the read has nothing on %s from sequence %d, the stream leader has %d", errBehind, filter, from, seq)
+	return false, p.pause(ctx, behind)
 }
 
 // decodeServed decodes, with d, a message served by a direct get (the

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/topology"
 )
 
@@ -206,24 +205,12 @@ func (r *orderedRead) ended(ctx context.Context) (bool, error) {
 	if r.until == 0 || r.next > r.until {
 		return true, nil
 	}
-	filters := r.subjects
-	if len(filters) == 0 {
-		filters = []string{">"}
-	}
-	for _, f := range filters {
-		seq, err := dedup.GetNext(ctx, r.s.js, r.s.cfg.Stream, r.next, f)
-		for err != nil {
-			if err = r.patience.pause(ctx, err); err != nil {
-				return false, r.fail(fmt.Errorf("ask the stream leader what follows: %w", err))
+	for _, f := range filtersOf(r.subjects) {
+		if ended, err := r.s.endsBefore(ctx, &r.patience, f, r.next, r.until); err != nil || !ended {
+			if err != nil {
+				err = r.fail(err)
 			}
-			seq, err = dedup.GetNext(ctx, r.s.js, r.s.cfg.Stream, r.next, f)
-		}
-		if seq != 0 && seq <= r.until {
-			behind := fmt.Errorf("%w: its consumer's server has nothing on %s from sequence %d, the stream leader has %d", errBehind, f, r.next, seq)
-			if err := r.patience.pause(ctx, behind); err != nil {
-				return false, r.fail(err)
-			}
-			return false, nil
+			return false, err
 		}
 	}
 	return true, nil
