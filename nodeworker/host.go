@@ -28,11 +28,11 @@ func (w *Worker) reportHost(ctx context.Context) {
 	last, reported := dataplane.MultipathUnknown, false
 	read := func() {
 		m, err := hostkernel.NVMeMultipath(w.cfg.Sysfs)
-		if err != nil {
-			w.log.Warn("cannot read nvme_core.multipath; volumes attached here are switched over as if it were on", "error", err)
-		}
 		if reported && m == last {
 			return
+		}
+		if err != nil {
+			w.log.Warn("cannot read nvme_core.multipath; volumes attached here are switched over as if it were on", "error", err)
 		}
 		if err := rep.ReportNVMeMultipath(ctx, w.cfg.Node, m); err != nil {
 			if ctx.Err() == nil {

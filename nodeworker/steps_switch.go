@@ -64,11 +64,13 @@ const ReasonNVMeMultipathOff = "NVMeMultipathOff"
 // has a path to switch, and its initiator's kernel must keep both paths
 // under one device; a switch-over under way is somebody else's.
 func switchBlocker(v dataplane.Volume, node string) *block {
-	switch {
-	case !v.CanSwitchTarget():
+	if !v.CanSwitchTarget() {
 		return waiting(v.Name, "FrontendCannotSwitch", "%s so that %s can be upgraded", v.FrontendBlocker(), node)
-	case v.MultipathBlocker() != "":
-		return waiting(v.Name, ReasonNVMeMultipathOff, "%s", v.MultipathBlocker())
+	}
+	if why := v.MultipathBlocker(); why != "" {
+		return waiting(v.Name, ReasonNVMeMultipathOff, "%s", why)
+	}
+	switch {
 	case v.Switchover != dataplane.SwitchoverNone:
 		return waiting(v.Name, "SwitchoverInProgress", "volume %s: a switch-over the upgrade did not ask for is under way (%s); waiting for it to end", v.Name, v.Switchover)
 	case v.Rebuilding():

@@ -134,12 +134,10 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 			}
 			if vol.TargetHost() == name {
 				node, reason, ok := "", vol.FrontendBlocker(), false
-				switch {
-				case !vol.CanSwitchTarget():
-				case vol.MultipathBlocker() != "":
-					reason = vol.MultipathBlocker()
-				default:
-					node, reason, ok = v.choose(vol, name, targetImage, extra)
+				if vol.CanSwitchTarget() {
+					if reason = vol.MultipathBlocker(); reason == "" {
+						node, reason, ok = v.choose(vol, name, targetImage, extra)
+					}
 				}
 				if ok {
 					extra[node]++
