@@ -63,9 +63,9 @@ func TestIMDeletionIsForeground(t *testing.T) {
 			} else {
 				require.NoError(t, c.dyn.Resource(longhorn.InstanceManagersResource).Namespace(c.ns).Delete(c.ctx, old.Name, metav1.DeleteOptions{}))
 			}
-			// A new IM refused beside the lingering pod is retried under
-			// Longhorn's backoff (1 s, then doubling): on a loaded machine the
-			// rounds that play it run late.
+			// A new IM refused beside the lingering pod is retried once the
+			// pod is gone: on a loaded machine the simulated manager's rounds
+			// that play it run late.
 			eventually(t, time.Minute, "the old IM gone, the next one running", func() bool {
 				ims, err := c.plane.InstanceManagers(c.ctx, "n1")
 				return err == nil && len(ims) == 1 && ims[0].Image == sim.NewIMImage && ims[0].State == dataplane.IMRunning
