@@ -17,7 +17,7 @@ NATS := $(CURDIR)/.cache/bin/nats
 PROMETHEUS_VERSION := v0.316.0
 PROMTOOL := $(CURDIR)/.cache/bin/promtool
 
-.PHONY: help setup tools chromium promtool test test-faults test-short lint fmt fuzz bench bench-scale demo build image image-push chart-render
+.PHONY: help setup tools chromium promtool test test-faults chaos test-short lint fmt fuzz bench bench-scale demo build image image-push chart-render
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,15 @@ test: testenv-bins tools chromium ## run every test: unit, fuzz seeds, embedded 
 # its summary table is shown even when every scenario passes.
 test-faults: testenv-bins ## the process-level fault-injection suite (kill -9, restarts, outages); prints its summary table
 	cd faults && $(GO) test -count=1 -timeout 15m
+
+CHAOS_RUNS ?= 100
+CHAOS_SEED ?= 1
+CHAOS_PLANE ?=
+
+# Each schedule is one upgrade of three nodes under its faults: about 25 s
+# on the simulated data plane, 30 s on the Longhorn path (2 cores).
+chaos: testenv-bins ## the nemesis: CHAOS_RUNS seeded fault schedules per data plane from CHAOS_SEED (CHAOS_PLANE=sim|longhorn for one); prints the chaos table
+	cd faults && CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PLANE=$(CHAOS_PLANE) $(GO) test -count=1 -run '^TestChaos$$' -timeout 600m
 
 test-short: ## fast tests only (no NATS cluster, no apiserver)
 	SKIP_APISERVER=1 $(GO) test -short -count=1 ./...

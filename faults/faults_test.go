@@ -32,6 +32,7 @@ const (
 	scAPIServer      = "apiserver stopped mid-upgrade"
 	scConflicts      = "injected 409 conflicts on status writes"
 	scNetworkDrop    = "worker-NATS connection cut during a long step"
+	scLeaderNoNATS   = "two controllers, the lease holder partitioned from NATS"
 
 	scLonghornWorkerKill     = "Longhorn v1.12: kill -9 worker at each step"
 	scLonghornControllerKill = "Longhorn v1.12: kill -9 controller mid-upgrade"
@@ -196,6 +197,41 @@ func TestTwoControllersKillTheLeader(t *testing.T) {
 	leader.kill9(t)
 	w.gate.open()
 	w.eventually("the other controller takes the lease over", 60*time.Second, other.leading)
+	w.checkInvariants()
+}
+
+// Two controllers; mid-upgrade the lease holder is partitioned from NATS
+// (a black hole, not a reset) while it still reaches the apiserver and
+// renews its lease. It steps down once NATS has been gone for a lease
+// duration; the other replica, which reaches NATS, takes the lease and the
+// upgrade goes on during the partition; healed, the first one competes
+// again and the upgrade completes.
+func TestLeaderPartitionedFromNATS(t *testing.T) {
+	w := newWorld(t, scLeaderNoNATS, options{links: true})
+	cs := []*proc{w.startController("c0"), w.startController("c1")}
+	w.startWorkers()
+	var leader, other *proc
+	w.eventually("one controller leads", 60*time.Second, func() bool {
+		leader, other = nil, nil
+		for _, c := range cs {
+			if c.leading() {
+				leader = c
+			} else {
+				other = c
+			}
+		}
+		return leader != nil && other != nil
+	})
+	w.createManager()
+
+	w.waitStep(events.NodeSwitchingOver)
+	l := w.link(leader.name, true)
+	l.partitionNATS()
+	t.Logf("%s partitioned from NATS", leader.name)
+	w.eventually("the other controller takes the lease over", 60*time.Second, other.leading)
+	require.Positive(t, countLines(leader.logPath, "stepping down"), "the partitioned leader stepped down")
+	w.waitProgress("the upgrade goes on while the old leader is partitioned", 2)
+	l.healNATS()
 	w.checkInvariants()
 }
 

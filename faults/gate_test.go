@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -38,9 +39,11 @@ type heldCall struct {
 	node, method string
 }
 
+// newGate wraps plane; with no step it never holds (the nemesis still
+// slows and fails calls through it, see planeFaults).
 func newGate(w *world, plane dataplane.DataPlane, step events.NodeState) *gate {
 	g := &gate{DataPlane: plane, w: w, step: step, held: make(chan heldCall, 1), release: make(chan struct{})}
-	g.armed.Store(true)
+	g.armed.Store(step != "")
 	return g
 }
 
@@ -77,84 +80,96 @@ func (g *gate) wait(method string) {
 	}
 }
 
-// Reader and Actions, each call passing the gate first.
+// Reader and Actions: each call passes the gate, then the run's data-plane
+// faults (world.plane).
 
 func (g *gate) Platform(ctx context.Context) (dataplane.Platform, error) {
-	g.wait("Platform")
-	return g.DataPlane.Platform(ctx)
+	return read(g, "Platform", func() (dataplane.Platform, error) { return g.DataPlane.Platform(ctx) })
 }
 
 func (g *gate) Nodes(ctx context.Context) ([]dataplane.Node, error) {
-	g.wait("Nodes")
-	return g.DataPlane.Nodes(ctx)
+	return read(g, "Nodes", func() ([]dataplane.Node, error) { return g.DataPlane.Nodes(ctx) })
 }
 
 func (g *gate) Node(ctx context.Context, name string) (dataplane.Node, error) {
-	g.wait("Node")
-	return g.DataPlane.Node(ctx, name)
+	return read(g, "Node", func() (dataplane.Node, error) { return g.DataPlane.Node(ctx, name) })
 }
 
 func (g *gate) DefaultInstanceManagerImage(ctx context.Context) (string, error) {
-	g.wait("DefaultInstanceManagerImage")
-	return g.DataPlane.DefaultInstanceManagerImage(ctx)
+	return read(g, "DefaultInstanceManagerImage", func() (string, error) { return g.DataPlane.DefaultInstanceManagerImage(ctx) })
 }
 
 func (g *gate) InstanceManagers(ctx context.Context, node string) ([]dataplane.InstanceManager, error) {
-	g.wait("InstanceManagers")
-	return g.DataPlane.InstanceManagers(ctx, node)
+	return read(g, "InstanceManagers", func() ([]dataplane.InstanceManager, error) { return g.DataPlane.InstanceManagers(ctx, node) })
 }
 
 func (g *gate) Volumes(ctx context.Context) ([]dataplane.Volume, error) {
-	g.wait("Volumes")
-	return g.DataPlane.Volumes(ctx)
+	return read(g, "Volumes", func() ([]dataplane.Volume, error) { return g.DataPlane.Volumes(ctx) })
 }
 
 func (g *gate) Volume(ctx context.Context, name string) (dataplane.Volume, error) {
-	g.wait("Volume")
-	return g.DataPlane.Volume(ctx, name)
+	return read(g, "Volume", func() (dataplane.Volume, error) { return g.DataPlane.Volume(ctx, name) })
 }
 
 func (g *gate) VolumesOn(ctx context.Context, node string) ([]dataplane.Volume, error) {
-	g.wait("VolumesOn")
-	return g.DataPlane.VolumesOn(ctx, node)
+	return read(g, "VolumesOn", func() ([]dataplane.Volume, error) { return g.DataPlane.VolumesOn(ctx, node) })
 }
 
 func (g *gate) TargetCounts(ctx context.Context) (map[string]int, error) {
-	g.wait("TargetCounts")
-	return g.DataPlane.TargetCounts(ctx)
+	return read(g, "TargetCounts", func() (map[string]int, error) { return g.DataPlane.TargetCounts(ctx) })
 }
 
 func (g *gate) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
-	g.wait("SetReplicaScheduling")
-	return g.DataPlane.SetReplicaScheduling(ctx, node, allow)
+	return act(g, "SetReplicaScheduling", func() error { return g.DataPlane.SetReplicaScheduling(ctx, node, allow) })
 }
 
 func (g *gate) CreateSnapshot(ctx context.Context, volume, name string) error {
-	g.wait("CreateSnapshot")
-	return g.DataPlane.CreateSnapshot(ctx, volume, name)
+	return act(g, "CreateSnapshot", func() error { return g.DataPlane.CreateSnapshot(ctx, volume, name) })
 }
 
 func (g *gate) DeleteSnapshot(ctx context.Context, volume, name string) error {
-	g.wait("DeleteSnapshot")
-	return g.DataPlane.DeleteSnapshot(ctx, volume, name)
+	return act(g, "DeleteSnapshot", func() error { return g.DataPlane.DeleteSnapshot(ctx, volume, name) })
 }
 
 func (g *gate) FailReplica(ctx context.Context, volume, replica string) error {
-	g.wait("FailReplica")
-	return g.DataPlane.FailReplica(ctx, volume, replica)
+	return act(g, "FailReplica", func() error { return g.DataPlane.FailReplica(ctx, volume, replica) })
 }
 
 func (g *gate) SetEngineNode(ctx context.Context, volume, node string) error {
-	g.wait("SetEngineNode")
-	return g.DataPlane.SetEngineNode(ctx, volume, node)
+	return act(g, "SetEngineNode", func() error { return g.DataPlane.SetEngineNode(ctx, volume, node) })
 }
 
 func (g *gate) DeleteInstanceManager(ctx context.Context, name string) error {
-	g.wait("DeleteInstanceManager")
-	return g.DataPlane.DeleteInstanceManager(ctx, name)
+	return act(g, "DeleteInstanceManager", func() error { return g.DataPlane.DeleteInstanceManager(ctx, name) })
 }
 
 func (g *gate) SetInstanceManagerImage(ctx context.Context, name, image string) error {
-	g.wait("SetInstanceManagerImage")
-	return g.DataPlane.SetInstanceManagerImage(ctx, name, image)
+	return act(g, "SetInstanceManagerImage", func() error { return g.DataPlane.SetInstanceManagerImage(ctx, name, image) })
+}
+
+// read passes a call that only reads: held by the gate, then delayed or
+// refused by the run's data-plane faults.
+func read[T any](g *gate, method string, call func() (T, error)) (T, error) {
+	g.wait(method)
+	if err := g.w.plane.before(); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", method, err)
+	}
+	return call()
+}
+
+// act passes a call that changes the cluster: as read, and a flaky data
+// plane may also lose the answer of a call that took effect.
+func act(g *gate, method string, call func() error) error {
+	g.wait(method)
+	if err := g.w.plane.before(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	if err := call(); err != nil {
+		return err
+	}
+	if err := g.w.plane.after(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	return nil
 }

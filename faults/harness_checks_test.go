@@ -12,6 +12,7 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // expectedTransitions lists, in enginetest.Transitions' keys, what a
@@ -51,7 +52,8 @@ func countTransitions(h []events.Envelope, nodes []string) (lost, dups int, deta
 // checkInvariants ends every run: the manager completed on the CR, the
 // stream folds exactly to the CRs' status (`switchback replay --verify`),
 // every transition appears exactly once, no I/O failed and nothing is left
-// unsafe (every spec.engineNodeID as its user set it), every upgraded node
+// unsafe (every spec.engineNodeID as its user set it), no command parked as
+// dead, every upgraded node
 // runs the target image and schedules replicas again; no process died on
 // its own. The run's figures for the summary
 // come from these checks.
@@ -97,6 +99,22 @@ func (w *world) checkInvariants() {
 	lost, dups, detail := countTransitions(h, w.nodes)
 	assert.Zero(t, lost, "transitions lost: %v", detail)
 	assert.Zero(t, dups, "duplicated transitions: %v", detail)
+
+	// No command was lost: none was parked as dead.
+	var dead uint64
+	w.eventually("the dead-letter stream reads", 30*time.Second, func() bool {
+		s, err := w.js.Stream(w.ctx, topology.DeadLetterStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(w.ctx)
+		if err != nil {
+			return false
+		}
+		dead = info.State.Msgs
+		return true
+	})
+	assert.Zero(t, dead, "commands parked as dead")
 
 	io := w.sim.IOStats()
 	assert.NotZero(t, io.Issued, "the I/O checker ran")

@@ -8,17 +8,17 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/switchback-dev/switchback/internal/proctest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,6 +26,7 @@ import (
 // proc is one switchback process.
 type proc struct {
 	name    string
+	args    []string
 	cmd     *exec.Cmd
 	logPath string
 	health  string
@@ -37,36 +38,99 @@ type proc struct {
 // start runs `switchback args...` with its output in a log file of the run.
 func (w *world) start(name string, args ...string) *proc {
 	w.t.Helper()
-	health := proctest.FreeAddr(w.t)
+	p, err := w.spawn(name, args)
+	require.NoError(w.t, err, "start %s", name)
+	w.t.Logf("started %s (pid %d)", name, p.cmd.Process.Pid)
+	return p
+}
+
+// spawn starts the process (start, and the kubelet's restarts from a
+// goroutine of its own, where a test may not fail).
+func (w *world) spawn(name string, args []string) (*proc, error) {
+	full := slices.Clone(args)
+	if w.opts.links {
+		// A partition is noticed after two missed pings.
+		full = append(full, "--nats-ping-interval", "1s")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	health := l.Addr().String()
+	l.Close()
 	logPath := filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
-	require.NoError(w.t, err)
+	if err != nil {
+		return nil, err
+	}
 	bin := binPath
 	if w.next.Load() {
 		bin = nextBinPath
 	}
-	cmd := exec.Command(bin, append(args, "--health-addr", health)...)
+	cmd := exec.Command(bin, append(full, "--health-addr", health)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// The kernel kills the process if the test binary dies without cleanup
 	// (a panic, a -timeout): no process outlives the suite.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(w.t, cmd.Start(), "start %s", name)
-	p := &proc{name: name, cmd: cmd, logPath: logPath, health: health, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &proc{name: name, args: args, cmd: cmd, logPath: logPath, health: health, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		f.Close()
 		if !p.killed.Load() {
-			w.mu.Lock()
-			w.exited = append(w.exited, fmt.Sprintf("%s (pid %d): %v", name, cmd.Process.Pid, p.waitErr))
-			w.mu.Unlock()
+			w.exitedOnItsOwn(p)
 		}
 		close(p.done)
 	}()
 	w.mu.Lock()
 	w.procs = append(w.procs, p)
 	w.mu.Unlock()
-	w.t.Logf("started %s (pid %d)", name, cmd.Process.Pid)
-	return p
+	return p, nil
+}
+
+// exitedOnItsOwn records a process that ended without being killed: a
+// finding that fails the run, unless the run has a kubelet (options.kubelet)
+// and the process returned an error (exit status 1: e.g. a controller that
+// found NATS unreachable as it started), which the kubelet restarts after a
+// second, as a pod's container is. A crash (a panic exits with 2, a signal)
+// is never restarted.
+func (w *world) exitedOnItsOwn(p *proc) {
+	code := p.cmd.ProcessState.ExitCode()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.opts.kubelet || code != 1 || w.stopping {
+		w.exited = append(w.exited, fmt.Sprintf("%s (pid %d): %v", p.name, p.cmd.Process.Pid, p.waitErr))
+		return
+	}
+	w.restarts = append(w.restarts, fmt.Sprintf("%s (pid %d) exited 1: %s", p.name, p.cmd.Process.Pid, tail(p.logPath, 1)))
+	time.AfterFunc(time.Second, func() {
+		w.mu.Lock()
+		stopping := w.stopping
+		w.mu.Unlock()
+		if stopping {
+			return
+		}
+		if _, err := w.spawn(p.name, p.args); err != nil {
+			w.mu.Lock()
+			w.exited = append(w.exited, fmt.Sprintf("%s: the kubelet's restart failed: %v", p.name, err))
+			w.mu.Unlock()
+		}
+	})
+}
+
+// current is the last process started under name.
+func (w *world) current(name string) *proc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.procs) - 1; i >= 0; i-- {
+		if w.procs[i].name == name {
+			return w.procs[i]
+		}
+	}
+	return nil
 }
 
 // kill9 is kill -9: no cleanup of any kind runs in the process.
@@ -183,7 +247,12 @@ func (w *world) kubeconfig() string {
 // with leader election on (the lease lives in the run's namespace).
 func (w *world) startController(id string) *proc {
 	w.t.Helper()
-	return w.start("controller-"+id, "controller", "--kubeconfig", w.kubeconfig(), "--nats-url", w.url,
+	name := "controller-" + id
+	url, kubeconfig := w.url, w.kubeconfig()
+	if l := w.link(name, true); l != nil {
+		url, kubeconfig = l.natsURL(), l.kubeconfig
+	}
+	return w.start(name, "controller", "--kubeconfig", kubeconfig, "--nats-url", url,
 		"--stream-replicas", fmt.Sprint(w.replicas), "--namespace", w.ns, "--id", id, "--leader-elect=true",
 		"--webhook-addr", "", "--log-level", "debug", "--data-plane", w.dataPlane(), "--longhorn-namespace", w.ns,
 		// Short enough that a dead worker's command and a dead leader's
@@ -198,6 +267,9 @@ func (w *world) startWorker(node string) *proc {
 	url := w.url
 	if w.opts.workerURL != nil {
 		url = w.opts.workerURL(node)
+	}
+	if l := w.link("worker-"+node, false); l != nil {
+		url = l.natsURL()
 	}
 	kubeconfig := kenv.Kubeconfig
 	if k, ok := w.holds[node]; ok {

@@ -61,6 +61,14 @@ type options struct {
 	// Longhorn v1.12.1's objects in step with the simulator (see
 	// longhornWorld); the gate then holds the workers' apiserver requests.
 	longhorn bool
+	// links puts a tcpProxy on every link of every process (one to each
+	// NATS server, and the controllers' to the apiserver), so that the
+	// nemesis can partition a process; the cluster's servers then
+	// advertise no client URLs and the processes ping NATS every second.
+	links bool
+	// kubelet restarts a process that exits with an error (see
+	// world.exitedOnItsOwn) instead of failing the run.
+	kubelet bool
 }
 
 // world is one run: NATS, the simulated cluster served on it, the processes
@@ -95,18 +103,26 @@ type world struct {
 	// holds are the workers' kubeconfigs through the gate's proxy, by node.
 	holds map[string]string
 
+	// plane slows and fails data-plane calls (see planeFaults).
+	plane planeFaults
+	// links are each process's proxies, by process name (options.links).
+	links map[string]*link
+
 	// next, once set, starts every later process on the second build of
 	// Switchback (nextBinPath): a rolling update of Switchback itself.
 	next atomic.Bool
 
-	mu      sync.Mutex
-	procs   []*proc
-	exited  []string // processes that exited without being killed
-	ref     events.ManagerRef
-	hist    []events.Envelope
-	lastSeq uint64
-	checked bool
-	stops   []func()
+	mu     sync.Mutex
+	procs  []*proc
+	exited []string // processes that exited without being killed
+	// restarts are the kubelet's (options.kubelet), with why each exited.
+	restarts []string
+	stopping bool
+	ref      events.ManagerRef
+	hist     []events.Envelope
+	lastSeq  uint64
+	checked  bool
+	stops    []func()
 }
 
 var runSeq atomic.Int64
@@ -131,7 +147,11 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 	w := &world{t: t, ctx: ctx, scenario: scenario, res: res, opts: opts, dir: t.TempDir(), ns: fmt.Sprintf("faults-%d", n), replicas: 1}
 
 	if opts.cluster {
-		c, err := natsembed.StartCluster(fmt.Sprintf("faults%d", n), 3, filepath.Join(w.dir, "nats"))
+		var copts []natsembed.ClusterOption
+		if opts.links {
+			copts = append(copts, natsembed.NoAdvertise)
+		}
+		c, err := natsembed.StartCluster(fmt.Sprintf("faults%d", n), 3, filepath.Join(w.dir, "nats"), copts...)
 		require.NoError(t, err)
 		t.Cleanup(c.Shutdown)
 		w.cluster, w.url, w.replicas = c, c.URLs(), 3
@@ -219,15 +239,11 @@ func (w *world) simWorld() {
 	for _, nd := range nodes {
 		w.nodes = append(w.nodes, nd.Name)
 	}
-	var plane dataplane.DataPlane = w.sim
-	if w.opts.gateStep != "" {
-		w.gate = newGate(w, w.sim, w.opts.gateStep)
-		plane = w.gate
-		// Held calls are let go once the processes are dead, before the
-		// simulator stops being served.
-		w.onStop(w.gate.open)
-	}
-	served, err := simremote.Serve(w.nc, topology.SimPrefix, plane)
+	w.gate = newGate(w, w.sim, w.opts.gateStep)
+	// Held calls are let go once the processes are dead, before the
+	// simulator stops being served.
+	w.onStop(w.gate.open)
+	served, err := simremote.Serve(w.nc, topology.SimPrefix, w.gate)
 	require.NoError(t, err)
 	t.Cleanup(served.Stop)
 }
@@ -252,6 +268,7 @@ func (w *world) onStop(f func()) {
 // and, when the test failed, prints the tail of every process's log.
 func (w *world) stopAll() {
 	w.mu.Lock()
+	w.stopping = true
 	procs := append([]*proc(nil), w.procs...)
 	stops := w.stops
 	w.mu.Unlock()

@@ -32,10 +32,15 @@ func (w *world) createManager() {
 // (NATS down, a cluster electing a leader) are the faults under test: the
 // caller polls again.
 func (w *world) refresh() ([]events.Envelope, error) {
+	return w.refreshWithin(3 * time.Second)
+}
+
+// refreshWithin is refresh giving up after timeout.
+func (w *world) refreshWithin(timeout time.Duration) ([]events.Envelope, error) {
 	w.mu.Lock()
 	ref, from := w.ref, w.lastSeq+1
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(w.ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(w.ctx, timeout)
 	defer cancel()
 	var fresh []events.Envelope
 	err := w.store.Scan(ctx, eventstore.ScanOptions{FromSeq: from, Subjects: []string{events.ManagerSubjectPrefix(ref) + ".>"}},

@@ -55,13 +55,11 @@ func (w *world) longhornWorld() {
 	require.NoError(t, w.sim.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "c1"))
 	w.nodes = []string{"n1", "n2", "n3"}
 	w.requested = w.nodes
-	if w.opts.gateStep != "" {
-		w.gate = newGate(w, nil, w.opts.gateStep)
-		w.onStop(w.gate.open)
-		w.holds = map[string]string{}
-		for _, n := range w.nodes {
-			w.holds[n] = newHoldProxy(t, w)
-		}
+	w.gate = newGate(w, nil, w.opts.gateStep)
+	w.onStop(w.gate.open)
+	w.holds = map[string]string{}
+	for _, n := range w.nodes {
+		w.holds[n] = newHoldProxy(t, w)
 	}
 }
 

@@ -66,14 +66,28 @@ func mainRun(m *testing.M) int {
 	var table strings.Builder
 	printSummary(&table, elapsed)
 	fmt.Print(table.String())
-	if root, err := testenv.RepoRoot(); err == nil {
-		if st, err := os.Stat(filepath.Join(root, ".cache")); err == nil && st.IsDir() {
-			if err := os.WriteFile(filepath.Join(root, ".cache", "faults-summary.txt"), []byte(table.String()), 0o644); err != nil {
-				fmt.Fprintf(os.Stderr, "faults: write summary: %v\n", err)
-			}
-		}
+	writeCache("faults-summary.txt", table.String())
+	var chaosTable strings.Builder
+	if printChaos(&chaosTable) {
+		fmt.Print(chaosTable.String())
+		writeCache("chaos-summary.txt", chaosTable.String())
 	}
 	return code
+}
+
+// writeCache writes a table to .cache/name when the repository has a .cache
+// directory.
+func writeCache(name, table string) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return
+	}
+	if st, err := os.Stat(filepath.Join(root, ".cache")); err != nil || !st.IsDir() {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(root, ".cache", name), []byte(table), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "faults: write %s: %v\n", name, err)
+	}
 }
 
 var (

@@ -22,17 +22,19 @@ type Cluster struct {
 // StartCluster starts n servers that route to each other, with stores under
 // dir, and waits until JetStream has a meta leader that knows every peer.
 //
+// Each option adjusts every server's options (e.g. NoAdvertise).
+//
 // Route ports are chosen free before the servers start, so another socket
 // (any outgoing connection takes an ephemeral port from the same range) may
 // take one in between and that server cannot listen. A fresh cluster is then
 // started again on new ports, up to three times.
-func StartCluster(name string, n int, dir string) (*Cluster, error) {
+func StartCluster(name string, n int, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if n < 1 {
 		return nil, errors.New("natsembed: cluster needs at least one server")
 	}
 	var errs []error
 	for range 3 {
-		c, err := startCluster(name, n, dir)
+		c, err := startCluster(name, n, dir, opts)
 		if err == nil {
 			return c, nil
 		}
@@ -46,7 +48,15 @@ func StartCluster(name string, n int, dir string) (*Cluster, error) {
 	return nil, errors.Join(errs...)
 }
 
-func startCluster(name string, n int, dir string) (*Cluster, error) {
+// ClusterOption adjusts the options of every server of a cluster.
+type ClusterOption func(*Options)
+
+// NoAdvertise keeps the cluster's servers from advertising each other's
+// client URLs, so that clients given one proxy per server never bypass the
+// proxies (a test partitioning a client from the cluster).
+func NoAdvertise(o *Options) { o.Cluster.NoAdvertise = true }
+
+func startCluster(name string, n int, dir string, opts []ClusterOption) (*Cluster, error) {
 	c := &Cluster{Name: name, Servers: make([]*Server, n), opts: make([]Options, n)}
 	routePorts := make([]int, n)
 	for i := range routePorts {
@@ -67,6 +77,9 @@ func startCluster(name string, n int, dir string) (*Cluster, error) {
 			Name:     fmt.Sprintf("%s-%d", name, i),
 			StoreDir: filepath.Join(dir, fmt.Sprintf("s%d", i)),
 			Cluster:  &ClusterOptions{Name: name, Port: routePorts[i], Routes: routes},
+		}
+		for _, o := range opts {
+			o(&c.opts[i])
 		}
 	}
 	for i := range n {

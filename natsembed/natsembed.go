@@ -47,6 +47,9 @@ type ClusterOptions struct {
 	Port int
 	// Routes are the other servers' route URLs (nats-route://host:port).
 	Routes []string
+	// NoAdvertise keeps the server from telling clients the other
+	// servers' client URLs: a client reaches only the URLs it was given.
+	NoAdvertise bool
 }
 
 // Server is a running embedded server.
@@ -86,7 +89,7 @@ func Start(opts Options) (*Server, error) {
 		NoLog:      opts.Logger == nil,
 	}
 	if c := opts.Cluster; c != nil {
-		so.Cluster = server.ClusterOpts{Name: c.Name, Host: opts.Host, Port: c.Port}
+		so.Cluster = server.ClusterOpts{Name: c.Name, Host: opts.Host, Port: c.Port, NoAdvertise: c.NoAdvertise}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil {

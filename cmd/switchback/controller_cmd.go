@@ -215,7 +215,11 @@ func controllerCommand() *cobra.Command {
 			})
 		}
 
-		lead := func(ctx context.Context) {
+		// lead runs the leader's components until ctx ends. A component that
+		// stops with an error (e.g. NATS unreachable as it started) leaves the
+		// leader unable to act: it steps down, and the components start
+		// afresh in whichever replica leads next, itself included.
+		lead := func(ctx context.Context, stepDown func()) {
 			leading.Lock()
 			isLeader = true
 			leading.Unlock()
@@ -224,7 +228,8 @@ func controllerCommand() *cobra.Command {
 			run := func(name string, f func(context.Context) error) {
 				lwg.Go(func() {
 					if err := f(ctx); err != nil && ctx.Err() == nil {
-						log.Error("component stopped", "component", name, "error", err)
+						log.Error("component stopped: stepping down, to start afresh", "component", name, "error", err)
+						stepDown()
 					}
 				})
 			}
@@ -247,7 +252,15 @@ func controllerCommand() *cobra.Command {
 			lwg.Wait()
 		}
 		if !*leaderElect {
-			lead(ctx)
+			for ctx.Err() == nil {
+				lctx, restart := context.WithCancel(ctx)
+				lead(lctx, restart)
+				restart()
+				select {
+				case <-ctx.Done():
+				case <-time.After(*retryPeriod):
+				}
+			}
 			return nil
 		}
 		lock := &resourcelock.LeaseLock{
@@ -257,9 +270,17 @@ func controllerCommand() *cobra.Command {
 		}
 		// Losing the lease (an apiserver outage longer than the renew deadline)
 		// stops the leader's components; the replica then competes again rather
-		// than exiting, so one outage does not need a pod restart to heal.
+		// than exiting, so one outage does not need a pod restart to heal. A
+		// leader that lost NATS, though it still renews its lease, can do
+		// nothing: it steps down after a lease duration without NATS and
+		// competes again only once connected, so that a replica that reaches
+		// NATS leads.
 		for ctx.Err() == nil {
-			leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			if err := awaitNATS(ctx, conn.nc, *retryPeriod); err != nil {
+				break
+			}
+			electCtx, stepDown := context.WithCancel(ctx)
+			leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
 				Lock:            lock,
 				LeaseDuration:   *leaseDuration,
 				RenewDeadline:   *renewDeadline,
@@ -267,7 +288,10 @@ func controllerCommand() *cobra.Command {
 				ReleaseOnCancel: true,
 				Name:            leaseName,
 				Callbacks: leaderelection.LeaderCallbacks{
-					OnStartedLeading: lead,
+					OnStartedLeading: func(ctx context.Context) {
+						go stepDownWithoutNATS(ctx, conn.nc, *leaseDuration, stepDown, log)
+						lead(ctx, stepDown)
+					},
 					OnStoppedLeading: func() {
 						leading.Lock()
 						isLeader = false
@@ -277,6 +301,7 @@ func controllerCommand() *cobra.Command {
 					OnNewLeader: func(id string) { log.Info("leader", "id", id) },
 				},
 			})
+			stepDown()
 		}
 		return nil
 	}

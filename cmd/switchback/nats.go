@@ -40,6 +40,7 @@ type natsFlags struct {
 	port                   int
 	replicas               int
 	apiPrefix              string
+	pingInterval           time.Duration
 }
 
 // register adds the NATS flags; embeddable commands also take the embedded
@@ -64,6 +65,7 @@ func (f *natsFlags) register(fs *pflag.FlagSet, embeddable bool) {
 		fs.StringVar(&f.tlsCert, "nats-cert", "", "client certificate (PEM) for NATS mutual TLS, with --nats-key")
 		fs.StringVar(&f.tlsKey, "nats-key", "", "client key (PEM) for NATS mutual TLS, with --nats-cert")
 		fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas of Switchback's streams (3 on a NATS cluster)")
+		fs.DurationVar(&f.pingInterval, "nats-ping-interval", defaultPingInterval, "how often the client pings the NATS server; a connection that misses "+fmt.Sprint(nats.DefaultMaxPingOut)+" pings in a row is taken as lost and dialled again (a silent network partition is noticed within about that many intervals)")
 		fs.StringVar(&f.apiPrefix, "nats-api-prefix", "", "JetStream API prefix: "+strings.TrimSuffix(topology.NodeAPIPrefix, ".")+" for a worker alone in its node's account, and for the reader in its own (nats-auth --node-accounts: history and replay then read by direct gets); empty = JetStream's own")
 	})
 	if !embeddable {
@@ -75,6 +77,11 @@ func (f *natsFlags) register(fs *pflag.FlagSet, embeddable bool) {
 		fs.IntVar(&f.port, "nats-port", 0, "embedded NATS: client port (0 = any free port)")
 	})
 }
+
+// defaultPingInterval bounds how long a connection that a partition
+// silently cut (no reset, no FIN) passes for alive: nats.go's own default of
+// two minutes leaves a worker believing it is connected for four.
+const defaultPingInterval = 20 * time.Second
 
 // natsConn is an open connection and, for the embedded mode, its server.
 type natsConn struct {
@@ -128,7 +135,10 @@ func (f *natsFlags) connect(ctx context.Context, name string, log *slog.Logger, 
 		return nil, err
 	}
 	c := &natsConn{}
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), (&natsauth.Violations{Log: log}).Option()}
+	if f.pingInterval <= 0 {
+		return nil, fmt.Errorf("--nats-ping-interval %s: must be positive: %w", f.pingInterval, errUsage)
+	}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.PingInterval(f.pingInterval), (&natsauth.Violations{Log: log}).Option()}
 	switch {
 	case o.worker != "" && o.tokenFile != "":
 		opts = append(opts, callout.WorkerOptions(o.worker, o.tokenFile, log)...)
@@ -243,7 +253,7 @@ func (f *natsFlags) connectCallout(keys callout.Keys, log *slog.Logger) (*nats.C
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, nats.Name(natsauth.CalloutServiceUser), nats.MaxReconnects(-1), nats.Nkey(pub, keys.Service.Sign),
+	opts = append(opts, nats.Name(natsauth.CalloutServiceUser), nats.MaxReconnects(-1), nats.PingInterval(f.pingInterval), nats.Nkey(pub, keys.Service.Sign),
 		(&natsauth.Violations{Log: log}).Option())
 	nc, err := nats.Connect(f.url, opts...)
 	if err != nil {
