@@ -78,9 +78,12 @@ CHAOS_SEED ?= 1
 CHAOS_PLANE ?=
 
 # Each schedule is one upgrade of three nodes under its faults: about 25 s
-# on the simulated data plane, 30 s on the Longhorn path (2 cores).
+# on the simulated data plane, 30 s on the Longhorn path (2 cores). The
+# recovery times go to .cache/bench-chaos-PLANE.txt, which make bench puts into
+# BENCHMARKS.md (rewritten here too when make bench's figures are there).
 chaos: testenv-bins ## the nemesis: CHAOS_RUNS seeded fault schedules per data plane from CHAOS_SEED (CHAOS_PLANE=sim|longhorn for one); prints the chaos table
 	cd faults && CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PLANE=$(CHAOS_PLANE) $(GO) test -count=1 -run '^TestChaos$$' -timeout 600m
+	@if [ -f .cache/bench.txt ]; then cat .cache/bench.txt $$(ls .cache/bench-scale.txt .cache/bench-chaos-*.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md; fi
 
 test-short: ## fast tests only (no NATS cluster, no apiserver)
 	SKIP_APISERVER=1 $(GO) test -short -count=1 ./...
@@ -108,9 +111,9 @@ BENCH_COUNT ?= 3
 bench: ## run every benchmark BENCH_COUNT times (but BenchmarkScale: see bench-scale) and write BENCHMARKS.md (min/median/max)
 	@mkdir -p .cache
 	set -o pipefail; $(GO) test -run '^$$' -p 1 -bench . -skip '^BenchmarkScale$$' -benchmem -count $(BENCH_COUNT) -timeout 60m ./... | tee .cache/bench.txt
-	cat .cache/bench.txt $$(ls .cache/bench-scale.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md
+	cat .cache/bench.txt $$(ls .cache/bench-scale.txt .cache/bench-chaos-*.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md
 
 bench-scale: ## run BenchmarkScale (the demo at 50 and 200 nodes × 20 volumes) BENCH_COUNT times and rewrite BENCHMARKS.md with it
 	@mkdir -p .cache
 	set -o pipefail; $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -count $(BENCH_COUNT) -timeout 60m ./perf | tee .cache/bench-scale.txt
-	cat $$(ls .cache/bench.txt 2>/dev/null) .cache/bench-scale.txt | $(GO) run ./hack/benchreport -o BENCHMARKS.md
+	cat $$(ls .cache/bench.txt 2>/dev/null) .cache/bench-scale.txt $$(ls .cache/bench-chaos-*.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md

@@ -29,8 +29,8 @@ type injection struct {
 
 // nemesis plays a schedule on a world.
 type nemesis struct {
-	w     *world
-	sched schedule
+	w      *world
+	sched  schedule
 	played []*injection
 	// quiet is how many quiet points were checked.
 	quiet int
@@ -246,6 +246,7 @@ func (n *nemesis) measureRecoveries(h []events.Envelope) {
 		for _, e := range h {
 			if isStep(e) && e.Time.After(in.ended) {
 				in.recovery, in.recovered = e.Time.Sub(in.ended), true
+				n.w.t.Logf("nemesis: %s: recovered in %s (%s at %s)", in.fault, in.recovery.Round(time.Millisecond), e.Type(), e.Time.Format("15:04:05.000"))
 				break
 			}
 		}

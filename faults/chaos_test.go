@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,9 +21,18 @@ import (
 
 // Chaos runs: CHAOS_PLANE (sim, longhorn; default both), CHAOS_RUNS
 // schedules per data plane from seed CHAOS_SEED on (make chaos). Unset,
-// the suite plays chaosFixedSeeds on each plane: the few CI runs.
+// the suite plays chaosFixedSeeds: the few CI runs.
 // CHAOS_KEEP_LOGS=DIR keeps each failed run's process logs under DIR.
-var chaosFixedSeeds = []uint64{1, 2}
+var chaosFixedSeeds = map[string][]uint64{
+	"sim": {1, 2},
+	// Seed 3 stalled the upgrade for good: after a NATS server's restart
+	// the new leader's orchestrator stopped on a timeout and the leader
+	// kept the lease with nothing reacting (it steps down now). Seed 91
+	// left a node's replica scheduling off but recorded as restored: a
+	// restoring write's answer was lost, and the step's next pass kept
+	// scheduling off while it recorded the restore.
+	"longhorn": {1, 2, 3, 91},
+}
 
 // TestChaos plays seeded fault schedules (see newSchedule and nemesis) on
 // both data planes: each run upgrades every node while its schedule's
@@ -32,15 +42,18 @@ func TestChaos(t *testing.T) {
 	planes, seeds := chaosConfig(t)
 	for _, plane := range planes {
 		t.Run(plane, func(t *testing.T) {
-			for _, seed := range seeds {
+			for _, seed := range seeds[plane] {
 				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { chaosRun(t, newSchedule(seed, plane, scheduleNodes)) })
 			}
 		})
 	}
 }
 
-func chaosConfig(t *testing.T) (planes []string, seeds []uint64) {
-	planes = []string{"sim", "longhorn"}
+// chaosPlanes are the data planes a chaos run plays on.
+var chaosPlanes = []string{"sim", "longhorn"}
+
+func chaosConfig(t *testing.T) (planes []string, seeds map[string][]uint64) {
+	planes = chaosPlanes
 	if p := os.Getenv("CHAOS_PLANE"); p != "" {
 		require.Contains(t, planes, p, "CHAOS_PLANE")
 		planes = []string{p}
@@ -56,8 +69,11 @@ func chaosConfig(t *testing.T) (planes []string, seeds []uint64) {
 		first, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err, "CHAOS_SEED")
 	}
-	for i := range n {
-		seeds = append(seeds, first+uint64(i))
+	seeds = map[string][]uint64{}
+	for _, p := range planes {
+		for i := range n {
+			seeds[p] = append(seeds[p], first+uint64(i))
+		}
 	}
 	return planes, seeds
 }
@@ -114,7 +130,16 @@ var chaos struct {
 
 type kindRow struct {
 	injected, missed int
-	recoveries       []time.Duration
+	recoveries       map[string][]time.Duration // by plane
+}
+
+// all is every plane's recoveries.
+func (r *kindRow) all() []time.Duration {
+	var ds []time.Duration
+	for _, p := range slices.Sorted(maps.Keys(r.recoveries)) {
+		ds = append(ds, r.recoveries[p]...)
+	}
+	return ds
 }
 
 func recordChaos(s schedule, n *nemesis, failed bool) {
@@ -132,7 +157,7 @@ func recordChaos(s schedule, n *nemesis, failed bool) {
 	for _, in := range n.played {
 		row := chaos.byKind[in.kind]
 		if row == nil {
-			row = &kindRow{}
+			row = &kindRow{recoveries: map[string][]time.Duration{}}
 			chaos.byKind[in.kind] = row
 		}
 		switch {
@@ -141,7 +166,7 @@ func recordChaos(s schedule, n *nemesis, failed bool) {
 		default:
 			row.injected++
 			if in.recovered {
-				row.recoveries = append(row.recoveries, in.recovery)
+				row.recoveries[s.plane] = append(row.recoveries[s.plane], in.recovery)
 			}
 		}
 	}
@@ -169,7 +194,11 @@ func printChaos(w io.Writer) bool {
 		if row == nil {
 			continue
 		}
-		p50, p99, most := percentiles(row.recoveries)
+		r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+		p50, p99, most := "-", "-", "-"
+		if q, ok := quantiles(row.all()); ok {
+			p50, p99, most = r(q.p50), r(q.p99), r(q.most)
+		}
 		fmt.Fprintf(w, "%-42s | %8d | %6d | %12s | %12s | %12s\n", k, row.injected, row.missed, p50, p99, most)
 	}
 	for _, s := range chaos.failed {
@@ -178,17 +207,65 @@ func printChaos(w io.Writer) bool {
 	return true
 }
 
-// percentiles are the nearest-rank p50 and p99 of ds and their maximum,
-// rounded to milliseconds ("-" without samples).
-func percentiles(ds []time.Duration) (p50, p99, most string) {
+// recoveryBench writes plane's recovery times in `go test -bench`'s
+// format, for hack/benchreport to put into BENCHMARKS.md beside the
+// benchmarks' figures: per fault kind and over every kind, the
+// nearest-rank p50 and p99 and the slowest in milliseconds, and how many
+// recoveries were measured. It writes nothing when none was measured.
+func recoveryBench(w io.Writer, plane string) bool {
+	chaos.mu.Lock()
+	defer chaos.mu.Unlock()
+	var all []time.Duration
+	var lines []string
+	line := func(name string, ds []time.Duration) {
+		q, ok := quantiles(ds)
+		if !ok {
+			return
+		}
+		ms := func(d time.Duration) string {
+			return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64)
+		}
+		lines = append(lines, fmt.Sprintf("BenchmarkChaosRecovery/plane=%s/fault=%s-%d\t1\t%s p50-ms\t%s p99-ms\t%s max-ms\t%d recoveries",
+			plane, name, runtime.NumCPU(), ms(q.p50), ms(q.p99), ms(q.most), len(ds)))
+	}
+	for _, k := range faultKinds {
+		if row := chaos.byKind[k]; row != nil {
+			line(kindSlug(k), row.recoveries[plane])
+			all = append(all, row.recoveries[plane]...)
+		}
+	}
+	line("any", all)
+	if len(lines) == 0 {
+		return false
+	}
+	fmt.Fprintln(w, "pkg: github.com/switchback-dev/switchback/faults")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	return true
+}
+
+// kindSlug is k as one benchmark name's token: "kill -9 a worker" is
+// "kill-9-a-worker".
+func kindSlug(k faultKind) string {
+	return strings.Join(strings.FieldsFunc(string(k), func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
+	}), "-")
+}
+
+// quantile is the nearest-rank p50 and p99 of some durations and their
+// maximum.
+type quantile struct{ p50, p99, most time.Duration }
+
+// quantiles of ds; ok is false without samples.
+func quantiles(ds []time.Duration) (q quantile, ok bool) {
 	if len(ds) == 0 {
-		return "-", "-", "-"
+		return q, false
 	}
 	s := slices.Sorted(slices.Values(ds))
 	rank := func(p float64) time.Duration {
 		i := int(p*float64(len(s))+0.999999) - 1
 		return s[max(0, min(i, len(s)-1))]
 	}
-	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
-	return r(rank(0.50)), r(rank(0.99)), r(s[len(s)-1])
+	return quantile{rank(0.50), rank(0.99), s[len(s)-1]}, true
 }

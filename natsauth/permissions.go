@@ -80,6 +80,7 @@ func DangerousAPI() []string {
 		jsAPI + "CONSUMER.DELETE.>",
 		jsAPI + "CONSUMER.PAUSE.>",
 		jsAPI + "CONSUMER.UNPIN.>",
+		jsAPI + "CONSUMER.RESET.>",
 		jsAPI + "CONSUMER.LEADER.>",
 		jsAPI + "META.>",
 		jsAPI + "SERVER.>",

@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
@@ -172,11 +173,16 @@ func (p *stepPlan) keepSchedulingOff(o observation, st nodeupgrade.State, c sett
 }
 
 // restoreScheduling writes back the recorded spec.allowScheduling, then
-// records that it did. Nothing was recorded: nothing to restore.
+// records that it did. Nothing was recorded: nothing to restore. It
+// replaces whatever the plan wrote to the setting before it (the scheduling
+// kept off while targets moved): the value it records as restored must be
+// the value the plan leaves, even when a restoring write whose answer was
+// lost already turned scheduling back on.
 func (p *stepPlan) restoreScheduling(o observation, st nodeupgrade.State, c settings) {
 	if !st.Scheduling.Pending() || !o.found {
 		return
 	}
+	p.actions = slices.DeleteFunc(p.actions, func(a action) bool { return a.kind == actSetScheduling && a.object == c.node })
 	if o.node.AllowScheduling != st.Scheduling.Previous {
 		p.setScheduling(c.node, st.Scheduling.Previous)
 	}

@@ -223,8 +223,17 @@ func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 	assert.Equal(t, []string{"vol-a->switched-back@n1", "vol-s->switched-back@n1"}, volumeChanges(p))
 	assert.True(t, p.done)
 
-	st.Scheduling.Restored = true
+	// The restoring write took effect but its answer was lost (a 504), so
+	// the step runs again and finds scheduling on: the scheduling kept off
+	// while targets move must not turn it off again in the pass that
+	// records it restored (found by the nemesis, Longhorn path, seed 91).
 	home.node.AllowScheduling = true
+	p = decideSwitchBack(home, st, cfg)
+	assert.Empty(t, actions(p), "scheduling is as recorded: nothing to write, and never off")
+	require.Len(t, p.confirm, 1)
+	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
+
+	st.Scheduling.Restored = true
 	p = decideSwitchBack(home, st, cfg)
 	assert.Empty(t, actions(p), "a restored scheduling is not written again")
 	assert.Empty(t, p.confirm)

@@ -40,9 +40,17 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	})
 	defer watching.Wait()
 	defer stopHolds()
+	// What a previous leader, or this process before its connection was
+	// lost, was delivered and never acknowledged comes again at once.
+	rewind := o.cfg.Store.Rewinder(topology.OrchestratorConsumer)
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
 	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
+		if did, err := rewind.Check(ctx); err != nil {
+			o.log.Warn("rewind to the first unacknowledged event: what was in flight comes after the consumer's AckWait", "error", err)
+		} else if did {
+			o.log.Debug("rewound to the first unacknowledged event")
+		}
 		msgs, err := o.cfg.Store.Fetch(ctx, topology.OrchestratorConsumer, orchestratorBatch, orchestratorWait)
 		switch {
 		case ctx.Err() != nil:

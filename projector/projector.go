@@ -212,7 +212,15 @@ func (p *Projector) Run(ctx context.Context) error {
 	}
 	p.log.Info("projecting", "stream", p.cfg.Store.Stream(), "consumer", p.cfg.Consumer)
 	delay := p.cfg.RetryBase
+	// What a previous projector, or this one before its connection was
+	// lost, was delivered and never acknowledged comes again at once.
+	rewind := p.cfg.Store.Rewinder(p.cfg.Consumer)
 	for {
+		if did, err := rewind.Check(ctx); err != nil {
+			p.log.Warn("rewind to the first unacknowledged event: what was in flight comes after the consumer's AckWait", "error", err)
+		} else if did {
+			p.log.Debug("rewound to the first unacknowledged event")
+		}
 		msgs, err := p.fetch(ctx)
 		switch {
 		case ctx.Err() != nil:

@@ -62,6 +62,18 @@ func TestParse(t *testing.T) {
 				"perf BenchmarkControllerResume|first-upgrade-ms": {438.7},
 			},
 		},
+		{
+			name: "the chaos runs' recovery times, as faults' TestMain writes them",
+			input: "pkg: github.com/switchback-dev/switchback/faults\n" +
+				"BenchmarkChaosRecovery/plane=sim/fault=kill-9-a-worker" + cpu + "\t1\t850 p50-ms\t2100 p99-ms\t2300 max-ms\t37 recoveries\n" +
+				"BenchmarkChaosRecovery/plane=longhorn/fault=any" + cpu + "\t1\t1200 p50-ms\t9000 p99-ms\t12000 max-ms\t220 recoveries\n",
+			want: map[string][]float64{
+				"faults BenchmarkChaosRecovery/plane=sim/fault=kill-9-a-worker|p50-ms": {850},
+				"faults BenchmarkChaosRecovery/plane=sim/fault=kill-9-a-worker|p99-ms": {2100},
+				"faults BenchmarkChaosRecovery/plane=longhorn/fault=any|max-ms":        {12000},
+				"faults BenchmarkChaosRecovery/plane=longhorn/fault=any|recoveries":    {220},
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all, order, err := parse(strings.NewReader(tc.input))
