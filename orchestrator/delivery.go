@@ -46,10 +46,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	// Store.Fetch, not the nats.go consumer API: a stored event that looks
 	// like a NATS status must be parked, not dropped unacknowledged forever.
 	for {
-		if did, err := rewind.Check(ctx); err != nil {
+		if _, err := rewind.Check(ctx); err != nil {
 			o.log.Warn("rewind to the first unacknowledged event: what was in flight comes after the consumer's AckWait", "error", err)
-		} else if did {
-			o.log.Debug("rewound to the first unacknowledged event")
 		}
 		msgs, err := o.cfg.Store.Fetch(ctx, topology.OrchestratorConsumer, orchestratorBatch, orchestratorWait)
 		switch {

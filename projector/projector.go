@@ -216,10 +216,8 @@ func (p *Projector) Run(ctx context.Context) error {
 	// lost, was delivered and never acknowledged comes again at once.
 	rewind := p.cfg.Store.Rewinder(p.cfg.Consumer)
 	for {
-		if did, err := rewind.Check(ctx); err != nil {
+		if _, err := rewind.Check(ctx); err != nil {
 			p.log.Warn("rewind to the first unacknowledged event: what was in flight comes after the consumer's AckWait", "error", err)
-		} else if did {
-			p.log.Debug("rewound to the first unacknowledged event")
 		}
 		msgs, err := p.fetch(ctx)
 		switch {
