@@ -116,6 +116,9 @@ func (s *Store) CheckHistory(ctx context.Context) (Gaps, error) {
 	if len(deleted) < st.NumDeleted {
 		return Gaps{}, fmt.Errorf("eventstore: check history of stream %s: %d deleted sequence(s) reported, %d listed", s.cfg.Stream, st.NumDeleted, len(deleted))
 	}
+	// An empty stream reports sequence 0 as deleted (first and last are 0):
+	// only sequences the stream has handed out can be lost.
+	deleted = slices.DeleteFunc(deleted, func(seq uint64) bool { return seq == 0 || seq > st.LastSeq })
 	for _, r := range Ranges(deleted) {
 		if n := len(g.Missing); n > 0 && g.Missing[n-1].Last+1 >= r.First {
 			g.Missing[n-1].Last = max(g.Missing[n-1].Last, r.Last)

@@ -41,7 +41,8 @@ func TestGapsRangesAndText(t *testing.T) {
 	}
 }
 
-// TestCheckHistoryNamesLostEvents: a healthy stream has no gaps; after the
+// TestCheckHistoryNamesLostEvents: an empty stream (which the server reports
+// with sequence 0 deleted) and a healthy one have no gaps; after the
 // last block of its file store lost its tail between two runs of the server
 // (a torn write), CheckHistory names the lost sequence, still after later
 // appends, and sets the metric.
@@ -52,8 +53,12 @@ func TestCheckHistoryNamesLostEvents(t *testing.T) {
 	s := openStore(t, js, eventstore.Config{})
 	c := ctx(t)
 	agg := events.NodeAggregate(mgr, "n1")
-	v := appendNumbered(t, c, s, agg, 0, 0, 5)
 	g, err := s.CheckHistory(c)
+	require.NoError(t, err)
+	assert.Empty(t, g.Missing, "an empty stream")
+	assert.NoError(t, g.Err())
+	v := appendNumbered(t, c, s, agg, 0, 0, 5)
+	g, err = s.CheckHistory(c)
 	require.NoError(t, err)
 	assert.Empty(t, g.Missing, "a healthy stream")
 	assert.Equal(t, v, g.LastSeq)
