@@ -331,6 +331,14 @@ func startCallout(nf *natsFlags, dir string, cfg callout.Config, log *slog.Logge
 		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
 	}
 	cfg.Issuer, cfg.XKey, cfg.Account, cfg.NodeAccounts = keys.Issuer, keys.XKey, keys.Account, keys.NodeAccounts
+	if keys.NodeAccounts != nil {
+		// A node added to the layout reaches the mounted keys before its
+		// worker does: the callout reads the list again on a miss.
+		cfg.ReadNodeAccounts = func() ([]string, error) {
+			k, err := callout.ReadKeys(dir)
+			return k.NodeAccounts, err
+		}
+	}
 	svc, err := callout.New(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--nats-callout: %w", err)

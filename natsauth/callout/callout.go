@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -77,6 +79,13 @@ type Config struct {
 	// its node's (natsauth.NodeAccount) with its permissions as its imports
 	// put them, and a worker of any other node is refused.
 	NodeAccounts []string
+	// ReadNodeAccounts, when set with NodeAccounts, reads the node list
+	// again (the callout's mounted Secret, which the kubelet updates in a
+	// running pod) when a worker of a node not in the list arrives: a node
+	// added by regenerating the layout and reloading NATS is then admitted
+	// without restarting the controller. A nil list or an error keeps the
+	// list in use.
+	ReadNodeAccounts func() ([]string, error)
 	// MaxTTL caps a user's lifetime (it never outlives its token); default
 	// DefaultMaxTTL. The server closes the connection when the user
 	// expires, and the worker reconnects with its current token.
@@ -106,6 +115,9 @@ type Service struct {
 	username  string
 	log       *slog.Logger
 	pending   *replays
+	// nodeAccounts is the node list in use: Config.NodeAccounts, or what
+	// Config.ReadNodeAccounts read last.
+	nodeAccounts atomic.Pointer[[]string]
 
 	mu     sync.Mutex
 	sub    *nats.Subscription
@@ -172,12 +184,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Service{
+	s := &Service{
 		cfg: cfg, issuerPub: pub,
 		username: "system:serviceaccount:" + cfg.Namespace + ":" + cfg.ServiceAccount,
 		log:      cfg.Log.With("component", "nats-callout"),
 		pending:  &replays{seen: make(map[string]time.Time), max: maxPending},
-	}, nil
+	}
+	nodes := slices.Clone(cfg.NodeAccounts)
+	s.nodeAccounts.Store(&nodes)
+	return s, nil
 }
 
 // Run serves on nc until ctx ends.

@@ -142,7 +142,7 @@ func (s *Service) decide(ctx context.Context, req *jwt.AuthorizationRequestClaim
 	account := s.account()
 	perms := natsauth.WorkerPermissions(d.node, s.cfg.Streams, s.cfg.SharedInbox, s.cfg.WorkerExtraPublish...)
 	if s.cfg.NodeAccounts != nil {
-		if !slices.Contains(s.cfg.NodeAccounts, d.node) {
+		if !s.hasNodeAccount(d.node) {
 			d.reason, d.err = ReasonNoNodeAccount, fmt.Errorf("node %s has no account of its own in the NATS configuration: regenerate it with the node (switchback nats-auth --callout --node-accounts --node ...) and reload NATS", d.node)
 			return "", d
 		}
@@ -273,4 +273,30 @@ func (r *replays) first(key string, exp time.Time) error {
 	// A second of slack: expiries are whole seconds.
 	r.seen[key] = exp.Add(time.Second)
 	return nil
+}
+
+// hasNodeAccount reports whether the server's configuration holds node's
+// account, reading the list again (Config.ReadNodeAccounts) before it
+// answers no.
+func (s *Service) hasNodeAccount(node string) bool {
+	if slices.Contains(*s.nodeAccounts.Load(), node) {
+		return true
+	}
+	if s.cfg.ReadNodeAccounts == nil {
+		return false
+	}
+	nodes, err := s.cfg.ReadNodeAccounts()
+	switch {
+	case err != nil:
+		s.log.Error("reading the nodes' accounts again", "node", node, "error", err)
+		return false
+	case nodes == nil:
+		s.log.Error("reading the nodes' accounts again: the keys no longer list node accounts; restart the controller to change the layout", "node", node)
+		return false
+	}
+	nodes = slices.Clone(nodes)
+	if old := s.nodeAccounts.Swap(&nodes); !slices.Equal(*old, nodes) {
+		s.log.Info("the nodes' accounts changed", "nodes", nodes)
+	}
+	return slices.Contains(nodes, node)
 }

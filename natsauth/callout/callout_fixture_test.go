@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -25,6 +24,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/testenv"
 )
@@ -160,7 +160,9 @@ type deployment struct {
 	t          *testing.T
 	ctx        context.Context
 	srv        *natsembed.Server
+	files      *natstest.FileServers
 	keys       callout.Keys
+	auth       *natsauth.Authorization
 	controller natsauth.User
 	queue      *nodequeue.Queue
 	calloutNC  *nats.Conn
@@ -187,7 +189,7 @@ func newDeploymentWith(t *testing.T, ctx context.Context, timeout time.Duration,
 	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account, Nodes: nodeAccounts, NodeAccounts: nodeAccounts != nil})
 	require.NoError(t, err)
 	svc := side.Service
-	d := &deployment{t: t, ctx: ctx, keys: keys, logs: &syncbuf.Buffer{}, controller: auth.Controller}
+	d := &deployment{t: t, ctx: ctx, keys: keys, auth: auth, logs: &syncbuf.Buffer{}, controller: auth.Controller}
 	d.log = slog.New(slog.NewTextHandler(io.MultiWriter(d.logs, logSink()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -195,12 +197,10 @@ func newDeploymentWith(t *testing.T, ctx context.Context, timeout time.Duration,
 		}
 	})
 
-	text := auth.ServerConfig()
-	var cfgErr error
-	d.srv, err = natsembed.Start(natsembed.Options{StoreDir: t.TempDir(), Configure: func(o *server.Options) { cfgErr = o.ProcessConfigString(text) }})
-	require.NoError(t, err)
-	t.Cleanup(d.srv.Shutdown)
-	require.NoError(t, cfgErr)
+	// A server reading its configuration from files, as deployed ones do,
+	// so that a test can change the layout and reload it.
+	d.files = natstest.StartFromFiles(t, 1, auth.ServerConfig())
+	d.srv = d.files.Servers[0]
 
 	// The controller creates the streams and the node consumers, and queues
 	// a command for each node.

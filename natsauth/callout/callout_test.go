@@ -213,6 +213,65 @@ func TestWorkerTokensInNodeAccounts(t *testing.T) {
 	assert.Contains(t, d.logs.String(), "reason="+callout.ReasonNoNodeAccount)
 }
 
+// TestNodeAddedToTheLayoutWithoutRestart: a node added to the node-account
+// layout while the callout runs (regenerated with the node, the keys'
+// Secret updated under the running callout, NATS reloaded twice: see
+// natsauth.TestAddingANodeAccountTakesTwoReloads) has its worker admitted
+// into its new account without restarting the callout, which reads the
+// mounted node list again when a worker of an unlisted node arrives; the
+// node's worker is refused, saying so, until the list names it.
+func TestNodeAddedToTheLayoutWithoutRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := newCluster(t, ctx)
+	d := newDeploymentWith(t, ctx, 0, []string{"n1"})
+	mounted := t.TempDir()
+	mount := func(k callout.Keys) {
+		data, err := k.SecretData()
+		require.NoError(t, err)
+		for name, b := range data {
+			require.NoError(t, os.WriteFile(filepath.Join(mounted, name), b, 0o600))
+		}
+	}
+	mount(d.keys)
+	reviewer := callout.NewCache(callout.KubeReviewer{TokenReviews: c.callout.AuthenticationV1().TokenReviews()}, 10*time.Second, 0, 128)
+	svc, err := callout.New(callout.Config{Issuer: d.keys.Issuer, XKey: d.keys.XKey, Account: d.keys.Account, NodeAccounts: d.keys.NodeAccounts,
+		ReadNodeAccounts: func() ([]string, error) {
+			k, err := callout.ReadKeys(mounted)
+			return k.NodeAccounts, err
+		},
+		Reviewer: reviewer, Namespace: ns, Log: d.log})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(d.calloutNC))
+	t.Cleanup(svc.Stop)
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(c.token(callout.DefaultServiceAccount, c.pods["worker-n2"], callout.DefaultAudience)+"\n"), 0o600))
+
+	before := decisions(callout.ReasonNoNodeAccount)
+	_, _, err = d.dialWorker("n2", path)
+	require.ErrorIs(t, err, nats.ErrAuthorization, "n2 has no account yet")
+	assert.Equal(t, before+1, decisions(callout.ReasonNoNodeAccount))
+
+	keys := d.keys
+	keys.NodeAccounts = []string{"n1", "n2"}
+	side, err := keys.Server(0)
+	require.NoError(t, err)
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account, Nodes: keys.NodeAccounts, NodeAccounts: true,
+		Existing: map[string]natsauth.Credential{"": d.auth.Controller.Credential, natsauth.ReaderKey: d.auth.Reader.Credential}})
+	require.NoError(t, err)
+	d.files.WriteAuth(t, auth.ServerConfig())
+	d.files.Reload(t)
+	d.files.Reload(t)
+	mount(keys)
+
+	nc, viol, err := d.dialWorker("n2", path)
+	require.NoError(t, err, "n2's worker is admitted into its new account")
+	defer nc.Close()
+	workerCanThrough(t, ctx, nc, "n2", topology.NodeAPIPrefix)
+	assert.Empty(t, viol.All())
+	assert.Contains(t, d.logs.String(), "the nodes' accounts changed")
+}
+
 // workerCannot: node's worker is refused other's events and consumer, and
 // cannot inject authorization requests.
 func workerCannot(t *testing.T, ctx context.Context, nc *nats.Conn, viol *natsauth.Violations, node, other string) {
