@@ -17,7 +17,7 @@ NATS := $(CURDIR)/.cache/bin/nats
 PROMETHEUS_VERSION := v0.316.0
 PROMTOOL := $(CURDIR)/.cache/bin/promtool
 
-.PHONY: help setup tools chromium promtool test test-faults chaos test-short lint fmt fuzz bench bench-scale demo build image image-push chart-render
+.PHONY: help setup tools chromium promtool test test-faults chaos test-short lint fmt fuzz bench bench-scale demo build image image-push image-release chart-render
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ image: ## build the switchback and switchback-nats OCI images into .cache/image 
 
 image-push: ## build and push both images: make image-push REGISTRY=registry.example.com/switchback
 	$(GO) run ./hack/image --registry $(REGISTRY) --platforms $(PLATFORMS) --out .cache/image --push
+
+image-release: ## build and push the release in VERSION and pin both digests in deploy/ and the chart (commit the pins)
+	$(GO) run ./hack/image --registry $(REGISTRY) --platforms $(PLATFORMS) --out .cache/image --version $$(cat VERSION) --push --pin
 
 HELM := $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 

@@ -49,7 +49,11 @@ func TestDefaultRenderIsTheKustomizeBase(t *testing.T) {
 	assert.Equal(t, sortedKeys(keySet(webhookCertManagerObjects)), sortedKeys(added), "the webhook's cert-manager objects are deploy/webhook/cert-manager's")
 
 	// The objects.
-	image := "ghcr.io/switchback-dev/switchback:" + ch.Metadata.AppVersion
+	// The published image at the chart's appVersion, pinned by the digest
+	// the base pins (hack/image --pin writes both).
+	digest, _ := ch.Values["image"].(map[string]any)["digest"].(string)
+	require.NotEmpty(t, digest, "the chart pins the image by digest")
+	image := "ghcr.io/switchback-dev/switchback:" + ch.Metadata.AppVersion + "@" + digest
 	expect := map[key]func(obj map[string]any){
 		{"Deployment", "switchback-controller"}: func(obj map[string]any) {
 			setContainer(t, obj, image, "switchback-controller")

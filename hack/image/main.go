@@ -1,12 +1,13 @@
 // Command image builds Switchback's OCI images with no container daemon
 // (package internal/ociimage): `make image` and `make image-push`.
 //
-//	go run ./hack/image [--registry R] [--version V] [--out DIR] [--platforms linux/amd64,linux/arm64] [--push] [--only switchback|switchback-nats]
+//	go run ./hack/image [--registry R] [--version V] [--out DIR] [--platforms linux/amd64,linux/arm64] [--push] [--pin] [--only switchback|switchback-nats]
 //
 // Each image becomes an OCI layout (DIR/<name>, `skopeo`/`crane`/`oras`
 // read it) and a `docker load` tarball of the build machine's platform
 // (DIR/<name>.tar); --push pushes the indexes with the local Docker
-// credentials. It prints each image's reference and digest.
+// credentials; --pin records each digest where the manifests name the
+// image. It prints each image's reference and digest.
 package main
 
 import (
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", filepath.Join(".cache", "image"), "directory for the OCI layouts and tarballs")
 	platforms := fs.String("platforms", platformList(ociimage.Platforms), "comma-separated os/arch list")
 	push := fs.Bool("push", false, "push the images to --registry")
+	pinDigests := fs.Bool("pin", false, "record each image's digest where the manifests name it (deploy/ and the chart's values): a release pins what it pushed")
 	only := fs.String("only", "", "build only this image ("+ociimage.SwitchbackName+" or "+ociimage.NATSName+")")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -104,6 +106,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "  pushed %s@%s\n", ref, digest)
+		}
+		if *pinDigests {
+			if err := pinnable(root, b.name, b.tag); err != nil {
+				return err
+			}
+			if err := pin(root, b.name, digest.String()); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "  pinned %s in the manifests\n", digest)
 		}
 	}
 	return nil
