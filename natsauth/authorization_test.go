@@ -120,7 +120,7 @@ func TestWorkerWaitsForItsConsumer(t *testing.T) {
 	_, err = w.queue.NodeConsumer(d.ctx, "late")
 	require.ErrorIs(t, err, jetstream.ErrConsumerNotFound)
 	assert.Contains(t, err.Error(), "EnsureNodeConsumers")
-	require.NoError(t, natsauth.EnsureNodeConsumers(d.ctx, d.queue, "late"))
+	require.NoError(t, d.queue.EnsureNodeConsumers(d.ctx, "late"))
 	_, err = w.queue.NodeConsumer(d.ctx, "late")
 	require.NoError(t, err, "bound once the controller created it")
 	assert.Empty(t, w.viol.All())

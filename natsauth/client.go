@@ -11,8 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
-
-	"github.com/switchback-dev/switchback/nodequeue"
 )
 
 // ConnectOptions returns the nats options that authenticate as u: the nkey
@@ -129,7 +127,7 @@ func (b bindOnly) CreateOrUpdateConsumer(ctx context.Context, stream string, cfg
 	}
 	c, err := b.JetStream.Consumer(ctx, stream, name)
 	if err != nil {
-		return nil, fmt.Errorf("natsauth: bind to consumer %s on %s (the controller creates it: EnsureNodeConsumers): %w", name, stream, err)
+		return nil, fmt.Errorf("natsauth: bind to consumer %s on %s (the controller creates it: nodequeue.Queue.EnsureNodeConsumers): %w", name, stream, err)
 	}
 	return c, nil
 }
@@ -140,23 +138,6 @@ func (b bindOnly) CreateConsumer(_ context.Context, stream string, cfg jetstream
 
 func (b bindOnly) UpdateConsumer(_ context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	return nil, fmt.Errorf("update consumer %s on %s: %w", cfg.Durable, stream, ErrBindOnly)
-}
-
-// EnsureNodeConsumers creates or updates the durable consumer of each node's
-// command queue. Workers cannot create their consumer under this
-// authorization, so the controller runs this at start-up (and whenever a
-// node joins) with its own connection. It is idempotent.
-func EnsureNodeConsumers(ctx context.Context, q *nodequeue.Queue, nodes ...string) error {
-	var errs []error
-	for _, n := range nodes {
-		if _, err := q.NodeConsumer(ctx, n); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("natsauth: node consumers: %w", err)
-	}
-	return nil
 }
 
 // Violations collects the permission violations the server reports on a

@@ -21,7 +21,7 @@
 // A worker under this authorization cannot create or update streams or
 // consumers, so it must bind to what the controller created: BindOnly wraps
 // its JetStream context so that eventstore.Open and nodequeue.Open (which
-// create-or-update) only look the streams up, and EnsureNodeConsumers is
+// create-or-update) only look the streams up, and nodequeue.Queue.EnsureNodeConsumers is
 // what the controller runs to create the node consumers in advance. A
 // worker also needs its own inbox prefix (WorkerOptions), so that it can
 // subscribe to its replies and nobody else's; so does the reader

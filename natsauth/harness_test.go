@@ -161,7 +161,7 @@ func setUp(t testing.TB, auth *natsauth.Authorization, srv *natsembed.Server, di
 			d.queue, err = nodequeue.Open(ctx, d.js, cfg)
 		}
 		if err == nil {
-			err = natsauth.EnsureNodeConsumers(ctx, d.queue, auth.Nodes()...)
+			err = d.queue.EnsureNodeConsumers(ctx, auth.Nodes()...)
 		}
 		return err == nil
 	})

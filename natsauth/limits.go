@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // DefaultAccount is the account `switchback nats-auth` puts Switchback in:
@@ -40,7 +40,7 @@ type Limits struct {
 var DefaultLimits = Limits{MaxStreams: 4, MaxConsumers: 4096, MaxStore: 24 << 30}
 
 // minStore is what the streams' reservations need at R3 (MaxStore's doc).
-const minStore = 3 * (nodequeue.MaxCommandStreamBytes + nodequeue.MaxDeadLetterStreamBytes)
+const minStore = 3 * (topology.MaxCommandStreamBytes + topology.MaxDeadLetterStreamBytes)
 
 func (l Limits) withDefaults(account string) (Limits, error) {
 	if account == "" {

@@ -82,7 +82,7 @@ func addNodeByReload(t *testing.T, servers int) {
 	})
 	files.Reload(t)
 	d.auth = after
-	require.NoError(t, natsauth.EnsureNodeConsumers(ctx, d.queue, "n2"))
+	require.NoError(t, d.queue.EnsureNodeConsumers(ctx, "n2"))
 	require.NoError(t, appendResumed(w1, "after one reload"), "n1's worker is served across the reload")
 
 	u2, ok := after.Worker("n2")

@@ -135,7 +135,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: CommandsKeptPerNode,
 		MaxMsgSize:        MaxCommandBytes,
-		MaxBytes:          MaxCommandStreamBytes,
+		MaxBytes:          topology.MaxCommandStreamBytes,
 		Storage:           jetstream.FileStorage,
 		Replicas:          cfg.Replicas,
 		Duplicates:        cfg.DuplicateWindow,
@@ -153,7 +153,7 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 			topology.MaxDeliveriesAdvisories(topology.CommandStream), topology.TerminatedAdvisories(topology.CommandStream)},
 		Retention:  jetstream.LimitsPolicy,
 		MaxMsgSize: MaxDeadLetterBytes,
-		MaxBytes:   MaxDeadLetterStreamBytes,
+		MaxBytes:   topology.MaxDeadLetterStreamBytes,
 		Storage:    jetstream.FileStorage,
 		Replicas:   cfg.Replicas,
 	})
@@ -173,14 +173,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, erro
 const (
 	// MaxCommandBytes bounds one command (they are well under a kilobyte).
 	MaxCommandBytes = 64 << 10
-	// MaxCommandStreamBytes bounds the command stream: CommandsKeptPerNode
-	// of them per node already keep it far below.
-	MaxCommandStreamBytes = 1 << 30
 	// MaxDeadLetterBytes bounds one dead letter: a copied event (at most
 	// events.MaxDataBytes) with its headers.
 	MaxDeadLetterBytes = events.MaxDataBytes + 16<<10
-	// MaxDeadLetterStreamBytes bounds the dead-letter stream.
-	MaxDeadLetterStreamBytes = 256 << 20
 )
 
 // CommandsKeptPerNode bounds the commands kept per node subject: the oldest
@@ -267,4 +262,21 @@ func (q *Queue) Outstanding(ctx context.Context) (uint64, error) {
 // CommandStreamInfo returns the command stream's state (for tests and metrics).
 func (q *Queue) CommandStreamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
 	return q.cmd.Info(ctx)
+}
+
+// EnsureNodeConsumers creates or updates the durable consumer of each node's
+// command queue. A worker bound to the streams (natsauth.BindOnly) cannot
+// create its consumer, so the controller runs this at start-up (and whenever
+// a node joins) with its own connection. It is idempotent.
+func (q *Queue) EnsureNodeConsumers(ctx context.Context, nodes ...string) error {
+	var errs []error
+	for _, n := range nodes {
+		if _, err := q.NodeConsumer(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("nodequeue: node consumers: %w", err)
+	}
+	return nil
 }

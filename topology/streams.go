@@ -21,6 +21,17 @@ const (
 	SnapshotBucket = "switchback-snapshots"
 )
 
+// The streams' sizes: what they reserve of the account's JetStream store
+// (natsauth's limits count them at every replica).
+const (
+	// MaxCommandStreamBytes bounds the command stream: the commands kept
+	// per node subject (nodequeue.CommandsKeptPerNode) already keep it far
+	// below.
+	MaxCommandStreamBytes = 1 << 30
+	// MaxDeadLetterStreamBytes bounds the dead-letter stream.
+	MaxDeadLetterStreamBytes = 256 << 20
+)
+
 // The subjects the streams capture (EventStream's: events.StreamSubjects).
 const (
 	// CommandSubjects: every node's command subject (CommandSubject).

@@ -34,7 +34,7 @@ func waitForStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logge
 }
 
 // waitForNodeConsumer waits until the controller has created node's command
-// consumer (natsauth.EnsureNodeConsumers).
+// consumer (nodequeue.Queue.EnsureNodeConsumers).
 func waitForNodeConsumer(ctx context.Context, js jetstream.JetStream, node string, log *slog.Logger) error {
 	name := topology.NodeConsumer(node)
 	return waitUntil(ctx, log, "consumer "+name+" on "+topology.CommandStream, func(ctx context.Context) error {

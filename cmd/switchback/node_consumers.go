@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/nodequeue"
 )
 
@@ -33,7 +32,7 @@ func ensureNodeConsumers(ctx context.Context, q *nodequeue.Queue, cluster datapl
 			if done[n.Name] {
 				continue
 			}
-			if err := natsauth.EnsureNodeConsumers(ctx, q, n.Name); err != nil {
+			if err := q.EnsureNodeConsumers(ctx, n.Name); err != nil {
 				log.Warn("creating a node's command consumer", "node", n.Name, "error", err)
 				continue
 			}

@@ -211,7 +211,7 @@ func newDeploymentWith(t *testing.T, ctx context.Context, timeout time.Duration,
 	require.NoError(t, err)
 	d.queue, err = nodequeue.Open(ctx, js, nodequeue.Config{})
 	require.NoError(t, err)
-	require.NoError(t, natsauth.EnsureNodeConsumers(ctx, d.queue, "n1", "n2"))
+	require.NoError(t, d.queue.EnsureNodeConsumers(ctx, "n1", "n2"))
 	for _, n := range []string{"n1", "n2"} {
 		_, err := d.queue.Publish(ctx, nodequeue.Command{ID: "cmd-" + n, Kind: nodequeue.Advance, Manager: testRef, Node: n, Attempt: 1,
 			Step: events.NodePending, DataEngine: "v2", InstanceManagerImage: "longhornio/longhorn-instance-manager:v1.12.1", IssuedAt: time.Now()})
