@@ -1,29 +1,20 @@
 package longhorn_test
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/plan"
-	"github.com/switchback-dev/switchback/testenv"
 )
 
 // TestDeployedRBACSuffices runs the adapter as the service accounts of
@@ -36,7 +27,7 @@ func TestDeployedRBACSuffices(t *testing.T) {
 	s, storage := storageLayout(t, latencies)
 	c := newCluster(t, s)
 	was := recordBefore(t, c)
-	applyRBAC(t, c, "controller.yaml", "worker.yaml")
+	manifesttest.ApplyRBAC(t, c.ctx, c.dyn, c.ns, "controller.yaml", "worker.yaml")
 
 	worker := c.planeAs(t, "switchback-worker")
 	controller := c.planeAs(t, "switchback-controller")
@@ -92,12 +83,7 @@ func TestDeployedRBACSuffices(t *testing.T) {
 
 // configAs is the apiserver's config impersonating the service account sa
 // of the test's namespace.
-func (c *cluster) configAs(sa string) *rest.Config {
-	cfg := rest.CopyConfig(testenv.Get(c.t).Config)
-	cfg.WarningHandler = rest.NoWarnings{}
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + c.ns + ":" + sa}
-	return cfg
-}
+func (c *cluster) configAs(sa string) *rest.Config { return manifesttest.ConfigAs(c.t, c.ns, sa) }
 
 // planeAs builds the adapter as production does (detection, then caches),
 // impersonating the service account sa of the test's namespace. RBAC
@@ -116,63 +102,4 @@ func (c *cluster) planeAs(t *testing.T, sa string) *longhorn.Plane {
 	}
 	require.NoError(t, err, "the adapter as %s", sa)
 	return nil
-}
-
-// applyRBAC creates the objects of deploy/rbac's files for the test's
-// namespace: namespaced objects and subjects move to it, cluster-scoped
-// objects get its name as a suffix so that tests do not share them.
-func applyRBAC(t *testing.T, c *cluster, files ...string) {
-	t.Helper()
-	root, err := testenv.RepoRoot()
-	require.NoError(t, err)
-	rbac := func(r string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: r}
-	}
-	resources := map[string]schema.GroupVersionResource{
-		"Role": rbac("roles"), "RoleBinding": rbac("rolebindings"),
-		"ClusterRole": rbac("clusterroles"), "ClusterRoleBinding": rbac("clusterrolebindings"),
-	}
-	clusterName := func(name string) string { return name + "-" + c.ns }
-	for _, f := range files {
-		raw, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", f))
-		require.NoError(t, err)
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else {
-				require.NoError(t, err, f)
-			}
-			if u.Object == nil {
-				continue
-			}
-			gvr, ok := resources[u.GetKind()]
-			require.True(t, ok, "%s: unexpected kind %s", f, u.GetKind())
-			clusterScoped := u.GetNamespace() == ""
-			if clusterScoped {
-				u.SetName(clusterName(u.GetName()))
-			} else {
-				u.SetNamespace(c.ns)
-			}
-			if subjects, found, _ := unstructured.NestedSlice(u.Object, "subjects"); found {
-				for _, s := range subjects {
-					s.(map[string]any)["namespace"] = c.ns
-				}
-				require.NoError(t, unstructured.SetNestedSlice(u.Object, subjects, "subjects"))
-			}
-			if u.GetKind() == "ClusterRoleBinding" {
-				name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
-				require.NoError(t, unstructured.SetNestedField(u.Object, clusterName(name), "roleRef", "name"))
-			}
-			ri := c.dyn.Resource(gvr)
-			if clusterScoped {
-				_, err = ri.Create(c.ctx, &u, metav1.CreateOptions{})
-				t.Cleanup(func() { _ = ri.Delete(c.ctx, u.GetName(), metav1.DeleteOptions{}) })
-			} else {
-				_, err = ri.Namespace(c.ns).Create(c.ctx, &u, metav1.CreateOptions{})
-			}
-			require.NoError(t, err, "%s: %s %s", f, u.GetKind(), u.GetName())
-		}
-	}
 }

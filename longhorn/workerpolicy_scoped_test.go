@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/testenv"
 )
@@ -45,7 +46,7 @@ type scoped struct {
 // probe: a test of it waits for it itself.
 func underWorkerPolicy(t *testing.T, c *cluster) *scoped {
 	t.Helper()
-	applyRBAC(t, c, "worker.yaml")
+	manifesttest.ApplyRBAC(t, c.ctx, c.dyn, c.ns, "worker.yaml")
 	kube, err := kubernetes.NewForConfig(testenv.Get(t).Config)
 	require.NoError(t, err)
 	s := &scoped{c: c, kube: kube}

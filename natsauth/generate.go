@@ -199,7 +199,11 @@ func Generate(cfg Config) (*Authorization, error) {
 		return nil, errors.New("natsauth: node accounts need an account for the streams")
 	}
 	var nodes []string
-	if cfg.Callout == nil || cfg.NodeAccounts {
+	switch {
+	case cfg.Callout != nil && cfg.NodeAccounts && len(cfg.Nodes) == 0:
+		// The controller renders the accounts of the nodes it sees
+		// (Layout.Render): a cluster may have none yet.
+	case cfg.Callout == nil || cfg.NodeAccounts:
 		if nodes, err = checkNodes(cfg.Nodes); err != nil {
 			return nil, err
 		}

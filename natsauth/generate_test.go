@@ -189,8 +189,9 @@ func TestNodeAccountsLayout(t *testing.T) {
 		want string
 	}{
 		{natsauth.Config{Nodes: []string{"n1"}, NodeAccounts: true}, "node accounts need an account"},
-		// With the callout, the nodes whose accounts it places workers in.
-		{natsauth.Config{Account: natsauth.DefaultAccount, NodeAccounts: true, Callout: &natsauth.Callout{}}, "at least one node"},
+		// With the callout, the nodes whose accounts it places workers in
+		// (none: the controller renders them, natsauth.Layout).
+		{natsauth.Config{Account: natsauth.DefaultAccount, NodeAccounts: true, Callout: &natsauth.Callout{}, Nodes: []string{"Bad_Node"}}, `node "Bad_Node"`},
 	} {
 		_, err := natsauth.Generate(tc.cfg)
 		require.ErrorContains(t, err, tc.want, "%+v", tc.cfg)

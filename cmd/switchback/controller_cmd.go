@@ -24,6 +24,7 @@ import (
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsauth/callout"
+	"github.com/switchback-dev/switchback/nodeaccounts"
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/webhook"
 )
@@ -161,17 +162,21 @@ func controllerCommand() *cobra.Command {
 		// error after one started would wait for them forever.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		// nodeAccounts writes the servers' node accounts on the leader, when
+		// the callout's keys carry a layout.
+		var nodeAccounts *nodeaccounts.Syncer
 		if *calloutDir != "" {
 			reviewer, err := callout.ClusterReviewer(cfg)
 			if err != nil {
 				return err
 			}
-			svc, nc, err := startCallout(&nf, *calloutDir, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
+			svc, nc, syncer, err := startCallout(ctx, &nf, *calloutDir, cs, *namespace, callout.Config{Namespace: *namespace, ServiceAccount: *calloutSA, MaxTTL: *calloutTTL,
 				Reviewer:           reviewer,
 				WorkerExtraPublish: dp.workerExtraPublish(), Log: log.With("component", "nats-callout")}, log)
 			if err != nil {
 				return err
 			}
+			nodeAccounts = syncer
 			defer nc.Close()
 			calloutNC.Store(nc)
 			wg.Go(func() {
@@ -246,6 +251,9 @@ func controllerCommand() *cobra.Command {
 				return
 			}
 			run("intake", in.Run)
+			if nodeAccounts != nil {
+				run("NATS node accounts", nodeAccounts.Run)
+			}
 			if err := startProjector(ctx, conn, kc, cs, log, run); err != nil {
 				log.Error("projector", "error", err)
 			}
@@ -324,14 +332,28 @@ func hostnameOr(def string) string {
 }
 
 // startCallout reads the callout's keys from dir and returns the service
-// and its own NATS connection (its static user), to Run on.
-func startCallout(nf *natsFlags, dir string, cfg callout.Config, log *slog.Logger) (*callout.Service, *nats.Conn, error) {
+// and its own NATS connection (its static user), to Run on; with a layout
+// in the keys, also the node accounts' syncer, its informers started (its
+// writer is the leader's to Run).
+func startCallout(ctx context.Context, nf *natsFlags, dir string, cs kubernetes.Interface, namespace string, cfg callout.Config, log *slog.Logger) (*callout.Service, *nats.Conn, *nodeaccounts.Syncer, error) {
 	keys, err := callout.ReadKeys(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
+		return nil, nil, nil, fmt.Errorf("--nats-callout: %w", err)
 	}
 	cfg.Issuer, cfg.XKey, cfg.Account, cfg.NodeAccounts = keys.Issuer, keys.XKey, keys.Account, keys.NodeAccounts
-	if keys.NodeAccounts != nil {
+	var syncer *nodeaccounts.Syncer
+	switch {
+	case keys.Layout != nil:
+		// The node accounts follow the Nodes: the callout places a worker
+		// by the list the servers' Secret holds.
+		if syncer, err = nodeaccounts.New(nodeaccounts.Config{Client: cs, Namespace: namespace, Layout: *keys.Layout, Log: log}); err != nil {
+			return nil, nil, nil, err
+		}
+		if err := syncer.Start(ctx); err != nil {
+			return nil, nil, nil, err
+		}
+		cfg.NodeAccounts, cfg.ReadNodeAccounts = []string{}, syncer.Nodes
+	case keys.NodeAccounts != nil:
 		// A node added to the layout reaches the mounted keys before its
 		// worker does: the callout reads the list again on a miss.
 		cfg.ReadNodeAccounts = func() ([]string, error) {
@@ -341,11 +363,11 @@ func startCallout(nf *natsFlags, dir string, cfg callout.Config, log *slog.Logge
 	}
 	svc, err := callout.New(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--nats-callout: %w", err)
+		return nil, nil, nil, fmt.Errorf("--nats-callout: %w", err)
 	}
 	nc, err := nf.connectCallout(keys, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return svc, nc, nil
+	return svc, nc, syncer, nil
 }

@@ -60,6 +60,7 @@ func newRoot(displayName string) *cobra.Command {
 	add(groupRun, "run the controller (intake, orchestrator, projector, webhook)", controllerCommand())
 	add(groupRun, "run the worker of one node", workerCommand())
 	add(groupInstall, "generate the per-node NATS users, their permissions and Secrets", natsAuthCommand())
+	add(groupRun, "the NATS pods' sidecar: reload the server when its configuration changes", natsReloaderCommand())
 	add(groupInstall, "check, or cancel, the upgrades in flight before removing Switchback", uninstallCommand())
 	add("", "print the version, the commit, Go and the Longhorn profiles driven", versionCommand())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fmt.Errorf("%w: %w", err, errUsage) })

@@ -36,7 +36,7 @@ func natsAuthCommand() *cobra.Command {
 	var nodes stringList
 	calloutMode := fs.Bool("callout", false, "workers get their users from the NATS auth callout the controller serves (each presents its pod's token: the default install); "+
 		"writes the callout's keys under "+calloutDir+"/ instead of a user per node")
-	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout; with --callout --node-accounts, the nodes whose accounts the callout places their workers in")
+	fs.Var(&nodes, "node", "a node that runs a worker (repeat, or comma-separate), for a user per node instead of --callout; with --callout --node-accounts, the nodes whose accounts the callout places their workers in (none: the controller gives every Node its account)")
 	out := fs.String("out", "", "directory to write "+natsauth.ConfigFile+", "+natsauth.ControllerDir+"/, "+natsauth.ReaderDir+"/ and "+natsauth.WorkersDir+"/ into (yours: refused when owned by another user or a symbolic link)")
 	mode := fs.String("mode", string(natsauth.ModeNKey), "how users authenticate: nkey (the server config holds public keys only) or password (bcrypt hashes)")
 	account := fs.String("account", natsauth.DefaultAccount, "the NATS account Switchback's users (and, with --callout, the workers) are in, bounded by the JetStream limits below; "+
@@ -55,8 +55,6 @@ func natsAuthCommand() *cobra.Command {
 		switch {
 		case *calloutMode && len(nodes) > 0 && !*nodeAccounts:
 			return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node (but with --node-accounts, the nodes whose accounts it places them in): %w", errUsage)
-		case *calloutMode && *nodeAccounts && len(nodes) == 0:
-			return fmt.Errorf("--callout --node-accounts: --node lists the nodes whose accounts the callout places their workers in: %w", errUsage)
 		case !*calloutMode && len(nodes) == 0:
 			return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
 		case *out == "":
@@ -87,8 +85,8 @@ func natsAuthCommand() *cobra.Command {
 			if keys, keptKeys, err = calloutKeys(*out, *keep); err != nil {
 				return err
 			}
-			keys.Account, keys.NodeAccounts = cfg.Account, nil
-			if cfg.NodeAccounts {
+			keys.Account, keys.NodeAccounts, keys.Layout = cfg.Account, nil, nil
+			if cfg.NodeAccounts && len(cfg.Nodes) > 0 {
 				keys.NodeAccounts = cfg.Nodes
 			}
 			if cfg.Callout, err = keys.Server(0); err != nil {
@@ -98,6 +96,15 @@ func natsAuthCommand() *cobra.Command {
 		auth, err := natsauth.Generate(cfg)
 		if err != nil {
 			return err
+		}
+		if keys != nil && cfg.NodeAccounts && len(cfg.Nodes) == 0 {
+			// No node listed: the controller renders the node accounts
+			// for the Nodes it sees (package nodeaccounts).
+			l, err := auth.Layout()
+			if err != nil {
+				return err
+			}
+			keys.Layout = &l
 		}
 		if err := auth.WriteFiles(*out); err != nil {
 			return err
@@ -218,7 +225,7 @@ func writeCalloutKeys(out string, k callout.Keys) error {
 	}
 	dir := filepath.Join(out, calloutDir)
 	// A file of an earlier run would place the workers as it said.
-	for name, absent := range map[string]bool{callout.AccountKey: k.Account == "", callout.NodeAccountsKey: k.NodeAccounts == nil} {
+	for name, absent := range map[string]bool{callout.AccountKey: k.Account == "", callout.NodeAccountsKey: k.NodeAccounts == nil, callout.LayoutKey: k.Layout == nil} {
 		if !absent {
 			continue
 		}

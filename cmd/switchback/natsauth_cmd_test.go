@@ -150,13 +150,28 @@ func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	conf, err = os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
 	require.NoError(t, err)
 	assert.Contains(t, string(conf), `"`+natsauth.NodeAccount(natsauth.DefaultAccount, "n2.example.com")+`"`)
-	code, _, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts", "--out", out)
-	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "--node lists the nodes whose accounts")
-	// Without them again, no node list is left to mislead the controller.
+	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.LayoutKey))
+	// With no node listed, the layout the controller renders the nodes'
+	// accounts from, and no account of a node yet.
+	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts", "--out", out)
+	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
+	keys, err = callout.ReadKeys(filepath.Join(out, calloutDir))
+	require.NoError(t, err)
+	assert.Nil(t, keys.NodeAccounts)
+	require.NotNil(t, keys.Layout)
+	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.NodeAccountsKey))
+	conf, err = os.ReadFile(filepath.Join(out, natsauth.ConfigFile))
+	require.NoError(t, err)
+	assert.NotContains(t, string(conf), natsauth.NodeAccount(natsauth.DefaultAccount, "n1"))
+	rendered, err := keys.Layout.Render(nil)
+	require.NoError(t, err)
+	assert.Equal(t, rendered.ServerConfig(), string(conf), "the layout renders the generator's configuration")
+	// Without them again, no node list or layout is left to mislead the
+	// controller.
 	code, stdout, stderr = run1()
 	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
 	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.NodeAccountsKey))
+	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.LayoutKey))
 
 	require.NoError(t, os.Remove(filepath.Join(out, calloutDir, callout.XKeyKey)))
 	code, _, stderr = run1()

@@ -184,8 +184,9 @@ func TestNATSImageIsPinned(t *testing.T) {
 	require.NoError(t, err)
 	var sts appsv1.StatefulSet
 	require.NoError(t, yaml.Unmarshal(raw, &sts))
-	require.Len(t, sts.Spec.Template.Spec.Containers, 1)
+	require.NotEmpty(t, sts.Spec.Template.Spec.Containers)
 	c := sts.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "nats", c.Name, "the server's container comes first")
 	assert.Equal(t, want, c.Image, "deploy/nats pins the image this commit builds: update the StatefulSet's image to it")
 	require.NotNil(t, sts.Spec.Template.Spec.SecurityContext.RunAsUser)
 	assert.EqualValues(t, ociimage.NonRoot, *sts.Spec.Template.Spec.SecurityContext.RunAsUser, "the pod runs as the image's user")

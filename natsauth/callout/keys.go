@@ -31,6 +31,11 @@ const (
 	// server's configuration holds (Keys.NodeAccounts); absent without
 	// the node-account layout.
 	NodeAccountsKey = "node-accounts"
+	// LayoutKey holds the layout the controller renders the servers'
+	// configuration from for the nodes it sees (natsauth.Layout, JSON):
+	// present when nats-auth was given no node (the node accounts follow
+	// the cluster's Nodes, package nodeaccounts).
+	LayoutKey = "layout.json"
 )
 
 // Keys are the callout's secrets: the issuer that signs every worker user,
@@ -46,6 +51,10 @@ type Keys struct {
 	// NodeAccounts is Config.NodeAccounts: the nodes of natsauth.Config's
 	// NodeAccounts layout of the same run; nil without it.
 	NodeAccounts []string
+	// Layout, when set, renders the servers' configuration for the
+	// cluster's nodes: the node accounts follow them (NodeAccounts is then
+	// nil).
+	Layout *natsauth.Layout
 }
 
 // GenerateKeys creates fresh keys.
@@ -80,6 +89,13 @@ func (k Keys) SecretData() (map[string][]byte, error) {
 	}
 	if k.NodeAccounts != nil {
 		out[NodeAccountsKey] = []byte(strings.Join(k.NodeAccounts, "\n") + "\n")
+	}
+	if k.Layout != nil {
+		b, err := natsauth.MarshalLayout(*k.Layout)
+		if err != nil {
+			return nil, fmt.Errorf("callout: %w", err)
+		}
+		out[LayoutKey] = b
 	}
 	return out, nil
 }
@@ -143,7 +159,7 @@ func ReadKeys(dir string) (Keys, error) {
 		}
 		data[name] = b
 	}
-	for _, name := range []string{AccountKey, NodeAccountsKey} {
+	for _, name := range []string{AccountKey, NodeAccountsKey, LayoutKey} {
 		switch b, err := os.ReadFile(filepath.Join(dir, name)); {
 		case err == nil:
 			data[name] = b
@@ -184,6 +200,25 @@ func KeysFromData(data map[string][]byte) (Keys, error) {
 		if k.Account == "" {
 			return Keys{}, fmt.Errorf("callout: %s without %s: node accounts import from the streams' account", NodeAccountsKey, AccountKey)
 		}
+	}
+	if b, ok := data[LayoutKey]; ok {
+		l, err := natsauth.UnmarshalLayout(b)
+		switch {
+		case err != nil:
+			return Keys{}, fmt.Errorf("callout: %s: %w", LayoutKey, err)
+		case k.NodeAccounts != nil:
+			return Keys{}, fmt.Errorf("callout: %s and %s: the node accounts are listed or follow the nodes, not both", LayoutKey, NodeAccountsKey)
+		case l.Account != k.Account:
+			return Keys{}, fmt.Errorf("callout: %s renders account %q, %s names %q", LayoutKey, l.Account, AccountKey, k.Account)
+		}
+		side, err := k.Server(0)
+		if err != nil {
+			return Keys{}, err
+		}
+		if l.Callout.Issuer != side.Issuer || l.Callout.XKey != side.XKey || l.Callout.Service.NKey != side.Service.NKey {
+			return Keys{}, fmt.Errorf("callout: %s names other callout keys than the Secret's: generate both in one nats-auth run", LayoutKey)
+		}
+		k.Layout = &l
 	}
 	return k, nil
 }
