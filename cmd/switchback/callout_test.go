@@ -17,6 +17,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // The default install's NATS shape, end to end through the commands: `nats-auth
@@ -56,6 +57,40 @@ func TestUpgradeUnderNATSAuthCallout(t *testing.T) {
 	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/callout", "--timeout=60s")
 	require.NoError(t, err)
 	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"=callout", "--ignore-not-found", "--timeout=60s")
+	require.NoError(t, err)
+}
+
+// TestUpgradeWithNodeAccountsThatFollowTheNodes is the node-account layout
+// as an install without a node list runs it: nats-auth --callout
+// --node-accounts writes no node account; the controller writes the
+// accounts of the cluster's Nodes into the servers' Secret, which the
+// server loads (twice, as its reloader does); each worker, admitted by its
+// pod's token, is placed alone in its node's account and reaches the
+// streams under $SB.API.; a whole upgrade completes, the reader's replay
+// (by direct gets from its own account) equal to the live status.
+func TestUpgradeWithNodeAccountsThatFollowTheNodes(t *testing.T) {
+	env := testenv.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ensureNamespace(t, ctx, env)
+	tokens := workerTokens(t, ctx, env, "n1", "n2", "n3")
+	dir := t.TempDir()
+	srv, cluster, _ := startProduction(t, ctx, env, production{controllers: 1, authDir: dir, nodeAccounts: true, workerTokens: func(n string) string { return tokens[n] }})
+
+	upgradeAllNodes(t, ctx, env, "follow")
+	code, vout, verr := runCmd(t, time.Minute, "replay", "--nats-url", srv.ClientURL(), "--manager", "follow", "--verify", "--kubeconfig", env.Kubeconfig,
+		"--nats-nkey", filepath.Join(dir, natsauth.ReaderDir, "reader.nk"), "--nats-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+	require.Equal(t, 0, code, "%s\n%s", vout, verr)
+	assert.Zero(t, cluster.IOStats().Failed)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		acc, err := srv.LookupAccount(natsauth.NodeAccount(natsauth.DefaultAccount, n))
+		if assert.NoError(t, err, "the server holds %s's account", n) {
+			assert.Positive(t, acc.NumLocalConnections(), "%s's worker is alone in its node's account", n)
+		}
+	}
+	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/follow", "--timeout=60s")
+	require.NoError(t, err)
+	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"=follow", "--ignore-not-found", "--timeout=60s")
 	require.NoError(t, err)
 }
 

@@ -27,6 +27,8 @@ import (
 	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
+	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/natsreload"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
 	"github.com/switchback-dev/switchback/testenv"
@@ -146,7 +148,10 @@ type production struct {
 	// workerTokens, with authDir, runs the default install's shape: NATS
 	// in auth callout mode (`nats-auth --callout`), the controller serving
 	// the callout, each worker presenting the token file workerTokens
-	// returns for its node.
+	// returns for its node. With nodeAccounts, no node is listed: the
+	// controller writes the accounts of the Nodes into the servers' Secret,
+	// which the server reads from files and loads twice as its reloader
+	// does (natsreload).
 	workerTokens func(node string) string
 }
 
@@ -175,6 +180,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	var controllerAuth []string
 	workerAuth := func(string) []string { return nil }
 	var connectAuth []nats.Option
+	var files *natstest.FileServers
 	if p.authDir != "" {
 		mode := cmp.Or(p.authMode, natsauth.ModeNKey)
 		gen := []string{"nats-auth", "--node", strings.Join(nodes, ","), "--sim", "--mode", string(mode), "--out", p.authDir}
@@ -183,6 +189,10 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 		}
 		if p.nodeAccounts {
 			gen = append(gen, "--node-accounts")
+		}
+		followNodes := p.workerTokens != nil && p.nodeAccounts
+		if followNodes {
+			gen = append(gen, "--sim")
 		}
 		code, out, errOut := runCmd(t, time.Minute, gen...)
 		require.Equal(t, 0, code, "%s\n%s", out, errOut)
@@ -200,6 +210,13 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 			controllerAuth = append(controllerAuth, "--nats-callout", filepath.Join(p.authDir, "callout"))
 			workerAuth = func(n string) []string { return []string{"--nats-token-file", p.workerTokens(n)} }
 		}
+		if followNodes {
+			workerAuth = func(n string) []string {
+				return []string{"--nats-token-file", p.workerTokens(n), "--nats-api-prefix", strings.TrimSuffix(topology.NodeAPIPrefix, ".")}
+			}
+			files = natstest.StartFromFiles(t, 1, string(conf))
+			followServerAuth(t, ctx, env, files, conf)
+		}
 		if mode == natsauth.ModePassword {
 			pw, err := os.ReadFile(filepath.Join(p.authDir, natsauth.ControllerDir, "password"))
 			require.NoError(t, err)
@@ -210,9 +227,15 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 			connectAuth = append(connectAuth, o)
 		}
 	}
-	srv, err := natsembed.Start(opts)
-	require.NoError(t, err)
-	t.Cleanup(srv.Shutdown)
+	var srv *natsembed.Server
+	if files != nil {
+		srv = files.Servers[0]
+	} else {
+		var err error
+		srv, err = natsembed.Start(opts)
+		require.NoError(t, err)
+		t.Cleanup(srv.Shutdown)
+	}
 	nc, err := srv.Connect(connectAuth...)
 	require.NoError(t, err)
 	cluster := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, TargetMoveLatency: 10 * time.Millisecond})
@@ -249,6 +272,50 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 			"--stall-after", "200ms", "--log-level", "error"}, workerAuth(n)...)...)
 	}
 	return srv, cluster, health
+}
+
+// followServerAuth plays the servers' side of the node accounts that follow
+// the Nodes: it creates the servers' Secret from what nats-auth wrote, and
+// whenever the controller rewrites it, writes it where the server reads it
+// and has it load the change twice, as its reloader does (natsreload's own
+// test runs the reloader on a nats-server process).
+func followServerAuth(t *testing.T, ctx context.Context, env *testenv.Env, files *natstest.FileServers, generated []byte) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	secrets := cs.CoreV1().Secrets("longhorn-system")
+	_, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: natsauth.ServerSecretName},
+		Data: map[string][]byte{natsauth.ServerSecretKey: generated}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = secrets.Delete(context.Background(), natsauth.ServerSecretName, metav1.DeleteOptions{}) })
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	go func() {
+		defer close(done)
+		loaded := string(generated)
+		for fctx.Err() == nil {
+			if s, err := secrets.Get(fctx, natsauth.ServerSecretName, metav1.GetOptions{}); err == nil {
+				if conf := string(s.Data[natsauth.ServerSecretKey]); conf != loaded {
+					if err := os.WriteFile(filepath.Join(files.Dir, natstest.AuthFile), []byte(conf), 0o600); err != nil {
+						t.Errorf("write the servers' authorization: %v", err)
+						return
+					}
+					for range natsreload.Reloads {
+						if err := files.Servers[0].Reload(); err != nil {
+							t.Errorf("reload: %v", err)
+							return
+						}
+					}
+					loaded = conf
+				}
+			}
+			select {
+			case <-fctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 // The production shape under per-node NATS users generated by `switchback
