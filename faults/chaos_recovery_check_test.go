@@ -58,5 +58,6 @@ func TestKindSlugs(t *testing.T) {
 		seen[s] = k
 	}
 	assert.Equal(t, "kill-9-a-worker", kindSlug(fkWorkerKill))
+	assert.Equal(t, "controller-partitioned-from-nats", kindSlug(fkControllerNATS), "every word kept, capitals too")
 	assert.NotContains(t, seen, "any", "the row over every kind is named apart from them")
 }

@@ -246,9 +246,9 @@ func recoveryBench(w io.Writer, plane string) bool {
 }
 
 // kindSlug is k as one benchmark name's token: "kill -9 a worker" is
-// "kill-9-a-worker".
+// "kill-9-a-worker", "NATS server stopped" "nats-server-stopped".
 func kindSlug(k faultKind) string {
-	return strings.Join(strings.FieldsFunc(string(k), func(r rune) bool {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(string(k)), func(r rune) bool {
 		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
 	}), "-")
 }
