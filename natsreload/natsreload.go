@@ -18,12 +18,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,35 +135,17 @@ func (r *Reloader) Run(ctx context.Context) error {
 }
 
 // Digest is a hash of every file under the watched directories (names
-// and contents, in order), following symbolic links.
+// and contents, in order), following symbolic links: a Secret or ConfigMap
+// volume's visible names are links into its hidden ..data directory, which
+// the kubelet swaps on an update.
 func (r *Reloader) Digest() (string, error) {
 	h := sha256.New()
 	for _, dir := range r.cfg.Watch {
-		var files []string
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if strings.HasPrefix(d.Name(), "..") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !d.IsDir() {
-				files = append(files, path)
-			}
-			return nil
-		})
+		files, err := listFiles(dir)
 		if err != nil {
-			return "", fmt.Errorf("natsreload: %w", err)
+			return "", err
 		}
-		slices.Sort(files)
 		for _, f := range files {
-			info, err := os.Stat(f) // through a link
-			if err != nil || info.IsDir() {
-				continue
-			}
 			b, err := os.ReadFile(f)
 			if err != nil {
 				return "", fmt.Errorf("natsreload: %w", err)
@@ -175,6 +155,37 @@ func (r *Reloader) Digest() (string, error) {
 		}
 	}
 	return fmt.Sprintf("%x", h.Sum(nil)), nil
+}
+
+// listFiles lists the regular files under dir, in order, through links,
+// skipping the hidden entries ("..data", "..2026_…") a volume's visible
+// names lead into.
+func listFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("natsreload: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "..") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		info, err := os.Stat(path) // through a link
+		if err != nil {
+			return nil, fmt.Errorf("natsreload: %w", err)
+		}
+		if info.IsDir() {
+			sub, err := listFiles(path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		} else if info.Mode().IsRegular() {
+			out = append(out, path)
+		}
+	}
+	return out, nil
 }
 
 // Reload signals the server to read its configuration Reloads times,

@@ -54,12 +54,20 @@ func TestReloaderLoadsANewNodeAccount(t *testing.T) {
 	monitor, err := natsembed.FreePort("127.0.0.1")
 	require.NoError(t, err)
 	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\ninclude auth/%s\n", port, monitor, filepath.Join(dir, "store"), natsauth.ConfigFile)
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "auth"), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600))
 	before, err := natsauth.Generate(natsauth.Config{Nodes: []string{"n1"}, Account: natsauth.DefaultAccount, NodeAccounts: true})
 	require.NoError(t, err)
+	// As the kubelet updates a Secret volume: the files in a new hidden
+	// directory, then the visible name's link swapped to it at once.
+	version := 0
 	writeAuth := func(a *natsauth.Authorization) {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "auth", natsauth.ConfigFile), []byte(a.ServerConfig()), 0o600))
+		version++
+		data := filepath.Join(dir, fmt.Sprintf("..data_%d", version))
+		require.NoError(t, os.MkdirAll(data, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(data, natsauth.ConfigFile), []byte(a.ServerConfig()), 0o600))
+		link := filepath.Join(dir, "auth.tmp")
+		require.NoError(t, os.Symlink(filepath.Base(data), link))
+		require.NoError(t, os.Rename(link, filepath.Join(dir, "auth")))
 	}
 	writeAuth(before)
 
