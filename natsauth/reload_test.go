@@ -95,12 +95,11 @@ func addNodeByReload(t *testing.T, servers int) {
 	assert.True(t, errors.Is(err, nats.ErrNoResponders), "no responders behind the new account's imports: %v", err)
 
 	files.Reload(t)
-	var w2 *worker
 	eventually(t, 30*time.Second, "n2's worker binds after the second reload", func() bool {
 		_, err := eventstore.Open(ctx, natsauth.BindOnly(js2), eventstore.Config{Replicas: servers, ReadOnlySnapshots: true})
 		return err == nil
 	})
-	w2 = d.connectWorker("n2")
+	w2 := d.connectWorker("n2")
 	require.NoError(t, appendResumed(w2, "after two reloads"))
 	_, err = d.queue.Publish(ctx, command("n2", "c1"))
 	require.NoError(t, err)
