@@ -52,12 +52,7 @@ func TestUpgradeUnderNATSAuthCallout(t *testing.T) {
 		"n1's token gets n1's permissions only: the impostor's denial is logged")
 	wcancel()
 	assert.NotEqual(t, 0, <-done, "the impostor never starts")
-	// The apiserver is the package's: leave no manager and no node upgrade
-	// (no garbage collector runs here) for the tests after this one.
-	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/callout", "--timeout=60s")
-	require.NoError(t, err)
-	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"=callout", "--ignore-not-found", "--timeout=60s")
-	require.NoError(t, err)
+	removeUpgrade(t, ctx, env, "callout")
 }
 
 // TestUpgradeWithNodeAccountsThatFollowTheNodes is the node-account layout
@@ -88,9 +83,17 @@ func TestUpgradeWithNodeAccountsThatFollowTheNodes(t *testing.T) {
 			assert.Positive(t, acc.NumLocalConnections(), "%s's worker is alone in its node's account", n)
 		}
 	}
-	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/follow", "--timeout=60s")
+	removeUpgrade(t, ctx, env, "follow")
+}
+
+// removeUpgrade deletes the manager and its node upgrades: the apiserver is
+// the package's, and no garbage collector runs here, so none is left for
+// the tests after this one.
+func removeUpgrade(t *testing.T, ctx context.Context, env *testenv.Env, manager string) {
+	t.Helper()
+	_, _, err := env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhum/"+manager, "--timeout=60s")
 	require.NoError(t, err)
-	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"=follow", "--ignore-not-found", "--timeout=60s")
+	_, _, err = env.Kubectl(ctx, nil, "-n", "longhorn-system", "delete", "lhnu", "-l", v1beta2.LabelDataEngineUpgradeManager+"="+manager, "--ignore-not-found", "--timeout=60s")
 	require.NoError(t, err)
 }
 
