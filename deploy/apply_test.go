@@ -72,7 +72,9 @@ func TestGeneratedCredentialsFitTheManifests(t *testing.T) {
 	require.NoError(t, err)
 	side, err := keys.Server(0)
 	require.NoError(t, err)
-	auth, err := natsauth.Generate(natsauth.Config{Callout: side})
+	// As `nats-auth --callout` writes it by default: node accounts, none
+	// yet (the controller renders them from the Nodes).
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: natsauth.DefaultAccount, NodeAccounts: true})
 	require.NoError(t, err)
 	calloutData, err := keys.SecretData()
 	require.NoError(t, err)

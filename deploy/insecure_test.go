@@ -31,11 +31,12 @@ func TestInsecureNATSOptOut(t *testing.T) {
 	}
 
 	// The clients: the same args without the CA and the credentials (the
-	// controller's key, the callout, the workers' tokens), nats://.
+	// controller's key, the callout, the workers' tokens) or the node
+	// accounts' API prefix (no accounts at all), nats://.
 	for _, name := range []string{controllerName, workerName} {
 		var want []string
 		for _, a := range secure.workload(t, name).container(t).Args {
-			if slices.ContainsFunc([]string{"--nats-ca=", "--nats-nkey=", "--nats-callout=", "--nats-token-file="}, func(p string) bool { return strings.HasPrefix(a, p) }) {
+			if slices.ContainsFunc([]string{"--nats-ca=", "--nats-nkey=", "--nats-callout=", "--nats-token-file=", "--nats-api-prefix="}, func(p string) bool { return strings.HasPrefix(a, p) }) {
 				continue
 			}
 			want = append(want, strings.Replace(a, "--nats-url=tls://", "--nats-url=nats://", 1))

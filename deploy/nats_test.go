@@ -31,6 +31,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // Objects of deploy/nats the configuration test needs by name.
@@ -180,7 +181,9 @@ func TestNATSServerConfiguration(t *testing.T) {
 	keys.Account = natsauth.DefaultAccount // as nats-auth writes it
 	side, err := keys.Server(0)
 	require.NoError(t, err)
-	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account})
+	// node-1's account as the controller renders it once node-1 is a Node
+	// (nats-auth's default layout: each worker alone in its node's account).
+	auth, err := natsauth.Generate(natsauth.Config{Callout: side, Account: keys.Account, NodeAccounts: true, Nodes: []string{"node-1"}})
 	require.NoError(t, err)
 	secrets := map[string]map[string][]byte{serverAuthSecret: {serverAuthKey: []byte(auth.ServerConfig())}}
 	for name, data := range pki.secrets {
@@ -240,7 +243,7 @@ func TestNATSServerConfiguration(t *testing.T) {
 	env := testenv.Get(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
-	svc, err := callout.New(callout.Config{Issuer: keys.Issuer, XKey: keys.XKey, Account: keys.Account, Namespace: namespace,
+	svc, err := callout.New(callout.Config{Issuer: keys.Issuer, XKey: keys.XKey, Account: keys.Account, NodeAccounts: []string{"node-1"}, Namespace: namespace,
 		Reviewer: callout.KubeReviewer{TokenReviews: cs.AuthenticationV1().TokenReviews()}})
 	require.NoError(t, err)
 	pub, err := keys.Service.PublicKey()
@@ -317,9 +320,18 @@ func TestNATSServerConfiguration(t *testing.T) {
 		require.NoError(t, os.WriteFile(tokenFile, []byte(token), 0o600))
 		nc, err := nats.Connect(tlsURL, append(callout.WorkerOptions("node-1", tokenFile, nil), nats.RootCAs(caFile))...)
 		require.NoError(t, err, "node-1's worker, with nothing but its pod's token")
+		defer nc.Close()
 		_, err = nc.RTT()
 		assert.NoError(t, err)
-		nc.Close()
+		// The callout placed it alone in its node's account, and the
+		// manifests give it the API prefix of that account's imports.
+		cid, err := nc.GetClientID()
+		require.NoError(t, err)
+		connz, err := a.Connz(&server.ConnzOptions{CID: cid, Username: true})
+		require.NoError(t, err)
+		require.Len(t, connz.Conns, 1)
+		assert.Equal(t, natsauth.NodeAccount(natsauth.DefaultAccount, "node-1"), connz.Conns[0].Account)
+		assert.Equal(t, strings.TrimSuffix(topology.NodeAPIPrefix, "."), worker.flag(t, "nats-api-prefix"))
 
 		_, err = nats.Connect(tlsURL, nats.RootCAs(caFile), nats.Token("not-a-token"))
 		assert.ErrorIs(t, err, nats.ErrAuthorization, "a made-up token")

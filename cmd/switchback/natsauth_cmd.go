@@ -43,9 +43,10 @@ func natsAuthCommand() *cobra.Command {
 		"empty = the server's global account, where no limit can be set")
 	maxStore := fs.Int64("max-store", natsauth.DefaultLimits.MaxStore, "the account's JetStream file storage in bytes, every replica counted (docs/security.md §7)")
 	maxConsumers := fs.Int("max-consumers", natsauth.DefaultLimits.MaxConsumers, "the consumers each stream of the account may have: above the cluster's nodes (one each on the command stream)")
-	nodeAccounts := fs.Bool("node-accounts", false, "put each worker alone in an account of its own that imports only its node's subjects from --account, and the reader in one that imports only JetStream's read calls, "+
+	nodeAccounts := fs.Bool("node-accounts", true, "put each worker alone in an account of its own that imports only its node's subjects from --account, and the reader in one that imports only JetStream's read calls, "+
 		"so that no reply a worker or the reader redirects reaches JetStream's API or another node (docs/security.md); "+
-		"its workers, history and replay take --nats-api-prefix "+strings.TrimSuffix(topology.NodeAPIPrefix, "."))
+		"its workers, history and replay take --nats-api-prefix "+strings.TrimSuffix(topology.NodeAPIPrefix, ".")+
+		"; false shares --account between every client (the layout before node accounts, open to the redirected replies docs/security.md lists)")
 	sim := fs.Bool("sim", false, "let workers use the simulated data plane served on NATS ("+topology.SimSubjects+"): for tests and demos")
 	keep := fs.Bool("keep", true, "keep the credentials already under --out (adding a node does not rotate every key); false generates all anew")
 	namespace := fs.String("secrets-namespace", "", "also write "+secretsFile+" with the Secrets of this namespace")
@@ -57,6 +58,8 @@ func natsAuthCommand() *cobra.Command {
 			return fmt.Errorf("--callout and --node: the callout gives every worker its user, list no node (but with --node-accounts, the nodes whose accounts it places them in): %w", errUsage)
 		case !*calloutMode && len(nodes) == 0:
 			return fmt.Errorf("--node: at least one node (or --callout): %w", errUsage)
+		case *nodeAccounts && *account == "":
+			return fmt.Errorf("--node-accounts imports from --account, which is empty: name the account, or share the global one with --node-accounts=false: %w", errUsage)
 		case *out == "":
 			return fmt.Errorf("--out: a directory is required: %w", errUsage)
 		}

@@ -109,7 +109,9 @@ func readFile(t *testing.T, parts ...string) string {
 // and refuses a symbolic link planted at one.
 func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "auth")
-	run1 := func() (int, string, string) { return runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out) }
+	run1 := func() (int, string, string) {
+		return runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts=false", "--out", out)
+	}
 	code, stdout, stderr := run1()
 	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
 	assert.Contains(t, stdout, "new callout keys")
@@ -133,7 +135,10 @@ func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	assert.Contains(t, string(conf), `account: "`+natsauth.DefaultAccount+`"`)
 
 	// In the global account, no account file is left to mislead the controller.
-	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out, "--account", "")
+	code, _, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out, "--account", "")
+	assert.Equal(t, 2, code, "node accounts (the default) import from an account")
+	assert.Contains(t, stderr, "--node-accounts imports from --account, which is empty")
+	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts=false", "--out", out, "--account", "")
 	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
 	keys, err = callout.ReadKeys(filepath.Join(out, calloutDir))
 	require.NoError(t, err)
@@ -151,9 +156,10 @@ func TestNATSAuthCalloutKeepsItsKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(conf), `"`+natsauth.NodeAccount(natsauth.DefaultAccount, "n2.example.com")+`"`)
 	assert.NoFileExists(t, filepath.Join(out, calloutDir, callout.LayoutKey))
-	// With no node listed, the layout the controller renders the nodes'
-	// accounts from, and no account of a node yet.
-	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--node-accounts", "--out", out)
+	// With no node listed (the default install's command), the layout the
+	// controller renders the nodes' accounts from, and no account of a node
+	// yet.
+	code, stdout, stderr = runCmd(t, time.Minute, "nats-auth", "--callout", "--out", out)
 	require.Equal(t, 0, code, "%s\n%s", stdout, stderr)
 	keys, err = callout.ReadKeys(filepath.Join(out, calloutDir))
 	require.NoError(t, err)

@@ -143,7 +143,8 @@ type production struct {
 	// authMode is nats-auth's --mode: nkey (default) or password.
 	authMode natsauth.Mode
 	// nodeAccounts, with authDir, puts each worker alone in its node's
-	// account (nats-auth --node-accounts).
+	// account (nats-auth's default); false shares one account
+	// (--node-accounts=false).
 	nodeAccounts bool
 	// workerTokens, with authDir, runs the default install's shape: NATS
 	// in auth callout mode (`nats-auth --callout`), the controller serving
@@ -187,9 +188,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 		if p.workerTokens != nil {
 			gen = []string{"nats-auth", "--callout", "--mode", string(mode), "--out", p.authDir}
 		}
-		if p.nodeAccounts {
-			gen = append(gen, "--node-accounts")
-		}
+		gen = append(gen, fmt.Sprintf("--node-accounts=%t", p.nodeAccounts))
 		followNodes := p.workerTokens != nil && p.nodeAccounts
 		if followNodes {
 			gen = append(gen, "--sim")

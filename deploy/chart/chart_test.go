@@ -309,6 +309,11 @@ func options() []option {
 				assert.Equal(t, want[w.value].(map[string]any)["resources"], containers[0].(map[string]any)["resources"], w.name)
 			}
 		}},
+		{name: "one shared NATS account", values: func() map[string]any {
+			return map[string]any{"nats": map[string]any{"nodeAccounts": false}}
+		}, check: func(t *testing.T, r rendered) {
+			assert.Empty(t, flags(t, r.worker(t), "nats-api-prefix"), "JetStream's own prefix, in the streams' account")
+		}},
 		{name: "log level", values: func() map[string]any { return map[string]any{"logLevel": "debug"} }, check: func(t *testing.T, r rendered) {
 			assert.Equal(t, []string{"debug"}, flags(t, r.controller(t), "log-level"))
 			assert.Equal(t, []string{"debug"}, flags(t, r.worker(t), "log-level"))
