@@ -32,6 +32,16 @@ const (
 // Profiles lists every profile, in a fixed order.
 var Profiles = []Profile{ProfileV112, ProfileInPlace}
 
+// ProfileNames are the Profiles' names, in their order: the values of a
+// flag that takes a profile.
+func ProfileNames() []string {
+	names := make([]string, len(Profiles))
+	for i, p := range Profiles {
+		names[i] = string(p)
+	}
+	return names
+}
+
 // Valid reports whether p is a known profile.
 func (p Profile) Valid() bool { return slices.Contains(Profiles, p) }
 

@@ -115,7 +115,8 @@ func (s *Store) lastIs(ctx context.Context, agg events.AggregateID, expected uin
 
 // batchFrom and batchUpTo bound the decisions that are one atomic batch on
 // a single-replica stream too (see Append): up to the servers' default
-// max_batch_size, a larger one is chained as before.
+// max_batch_size; a smaller or a larger one is published as a chain, each
+// event checked against the one before it.
 const (
 	batchFrom = 32
 	batchUpTo = 1000

@@ -162,7 +162,8 @@ func react(e events.Envelope, r reading) []effect {
 		if r.node.Terminal() {
 			return nil
 		}
-		// Wakes an idle worker; a busy one sees the request on its next poll.
+		// Wakes an idle worker; a busy one sees the request in its node's
+		// history, whose events wake its wait (nodeworker/wake.go).
 		return []effect{{kind: effectPublish, node: node, attempt: r.node.Attempt, step: r.node.State, why: "cancel"}}
 	case events.NodeUpgradeCompleted:
 		record := mgr(manager.RecordNodeOutcome{ID: id(e), Node: node, State: events.NodeCompleted, Message: d.Message})

@@ -22,7 +22,7 @@ func completeFlagValues(root *cobra.Command) {
 			"data-plane":       {"longhorn", "sim"},
 			"log-level":        {"debug", "info", "warn", "error"},
 			"log-format":       {"text", "json"},
-			"longhorn-profile": {string(dataplane.ProfileV112), string(dataplane.ProfileInPlace)},
+			"longhorn-profile": dataplane.ProfileNames(),
 			"mode":             {string(natsauth.ModeNKey), string(natsauth.ModePassword)},
 			"output":           {"table", "json", "yaml"},
 		}

@@ -42,6 +42,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"demo", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"history"}, 2, "history takes one MANAGER name"},
 		{[]string{"demo", "--nodes", "0"}, 1, "--nodes 0"},
+		{[]string{"demo", "--longhorn-profile", "v9"}, 1, `--longhorn-profile "v9": want one of v1.12, in-place`},
 		{[]string{"replay", "--until-time", "yesterday", "--data-dir", "x"}, 1, "--until-time"},
 		{[]string{"worker", "--node", "n1"}, 2, "--nats-url is required"},
 		{[]string{"controller", "--leader-elect-lease-duration", "1s"}, 2, "--leader-elect-lease-duration (1s) > --leader-elect-renew-deadline (10s)"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -40,7 +41,7 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--volumes %d: want 0 to 20000", f.volumes)
 	}
 	if !dataplane.Profile(f.profile).Valid() {
-		return fmt.Errorf("--longhorn-profile %q: want %s or %s", f.profile, dataplane.ProfileV112, dataplane.ProfileInPlace)
+		return fmt.Errorf("--longhorn-profile %q: want one of %s", f.profile, strings.Join(dataplane.ProfileNames(), ", "))
 	}
 	return nil
 }
