@@ -81,8 +81,8 @@ func (w *world) checkInvariants() {
 	var code int
 	var out string
 	w.eventually("replay --verify exits 0", 30*time.Second, func() bool {
-		code, out = w.runCLI("replay", "--nats-url", w.url, "--stream-replicas", fmt.Sprint(w.replicas),
-			"--namespace", w.ns, "--manager", managerName, "--verify", "--kubeconfig", kenv.Kubeconfig)
+		code, out = w.runCLI(append([]string{"replay", "--nats-url", w.url, "--stream-replicas", fmt.Sprint(w.replicas),
+			"--namespace", w.ns, "--manager", managerName, "--verify", "--kubeconfig", kenv.Kubeconfig}, w.credentialFlags("", true)...)...)
 		return code == 0
 	})
 	assert.Contains(t, out, "verified: 1 upgrade(s)")

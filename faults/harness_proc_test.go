@@ -252,13 +252,13 @@ func (w *world) startController(id string) *proc {
 	if l := w.link(name, true); l != nil {
 		url, kubeconfig = l.natsURL(), l.kubeconfig
 	}
-	return w.start(name, "controller", "--kubeconfig", kubeconfig, "--nats-url", url,
+	return w.start(name, append([]string{"controller", "--kubeconfig", kubeconfig, "--nats-url", url,
 		"--stream-replicas", fmt.Sprint(w.replicas), "--namespace", w.ns, "--id", id, "--leader-elect=true",
 		"--webhook-addr", "", "--log-level", "debug", "--data-plane", w.dataPlane(), "--longhorn-namespace", w.ns,
 		// Short enough that a dead worker's command and a dead leader's
 		// lease come back within seconds, not the production 10 s and 15 s.
 		"--command-ack-wait", "2s", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
-		"--leader-elect-retry-period", "500ms")
+		"--leader-elect-retry-period", "500ms"}, w.credentialFlags("", false)...)...)
 }
 
 // startWorker runs `switchback worker` for node.
@@ -275,9 +275,9 @@ func (w *world) startWorker(node string) *proc {
 	if k, ok := w.holds[node]; ok {
 		kubeconfig = k
 	}
-	return w.start("worker-"+node, "worker", "--node", node, "--nats-url", url, "--stream-replicas", fmt.Sprint(w.replicas),
+	return w.start("worker-"+node, append([]string{"worker", "--node", node, "--nats-url", url, "--stream-replicas", fmt.Sprint(w.replicas),
 		"--data-plane", w.dataPlane(), "--kubeconfig", kubeconfig, "--longhorn-namespace", w.ns,
-		"--poll-interval", "20ms", "--stall-after", "5s", "--log-level", "debug")
+		"--poll-interval", "20ms", "--stall-after", "5s", "--log-level", "debug"}, w.credentialFlags(node, false)...)...)
 }
 
 // startWorkers starts one worker per node.

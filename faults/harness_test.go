@@ -24,6 +24,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/kubeclient"
+	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
@@ -86,10 +87,12 @@ type world struct {
 	// NATS: a single server (restartable on the same port and store) or a
 	// cluster.
 	natsOpts natsembed.Options
-	srvMu    sync.Mutex
-	srv      *natsembed.Server
-	cluster  *natsembed.Cluster
-	url      string
+	// auth is the run's NATS authorization (authorize).
+	auth    *natsauth.Authorization
+	srvMu   sync.Mutex
+	srv     *natsembed.Server
+	cluster *natsembed.Cluster
+	url     string
 
 	nc    *nats.Conn
 	js    jetstream.JetStream
@@ -145,9 +148,10 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 	t.Cleanup(cancel)
 	n := runSeq.Add(1)
 	w := &world{t: t, ctx: ctx, scenario: scenario, res: res, opts: opts, dir: t.TempDir(), ns: fmt.Sprintf("faults-%d", n), replicas: 1}
+	w.authorize()
 
 	if opts.cluster {
-		var copts []natsembed.ClusterOption
+		copts := []natsembed.ClusterOption{w.configure}
 		if opts.links {
 			copts = append(copts, natsembed.NoAdvertise)
 		}
@@ -161,6 +165,7 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 		// A fixed port and store so a restart comes back where the
 		// processes reconnect, with the history on disk.
 		w.natsOpts = natsembed.Options{Name: fmt.Sprintf("faults-%d", n), Port: port, StoreDir: filepath.Join(w.dir, "nats")}
+		w.configure(&w.natsOpts)
 		srv, err := natsembed.Start(w.natsOpts)
 		require.NoError(t, err)
 		w.srv = srv
@@ -176,7 +181,7 @@ func newWorld(t *testing.T, scenario string, opts options) *world {
 
 	// The test's own connection (the simulator's server side and the
 	// stream reads) reconnects forever, like the processes'.
-	nc, err := nats.Connect(w.url, nats.Name("faults-test"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(w.url, append(w.controllerConnect(), nats.Name("faults-test"), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	w.nc = nc
@@ -239,6 +244,7 @@ func (w *world) simWorld() {
 	for _, nd := range nodes {
 		w.nodes = append(w.nodes, nd.Name)
 	}
+	require.Equal(t, runNodes, w.nodes, "every node has a NATS account of its own")
 	w.gate = newGate(w, w.sim, w.opts.gateStep)
 	// Held calls are let go once the processes are dead, before the
 	// simulator stops being served.

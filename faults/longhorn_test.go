@@ -4,6 +4,7 @@ package faults
 
 import (
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,7 +54,7 @@ func (w *world) longhornWorld() {
 	}
 	require.NoError(t, w.sim.InjectSlowRebuild("vol-3", 5*time.Second))
 	require.NoError(t, w.sim.AddVolume("legacy-v1", sim.EngineV1, []string{"n1", "n2"}, "c1"))
-	w.nodes = []string{"n1", "n2", "n3"}
+	w.nodes = slices.Clone(runNodes)
 	w.requested = w.nodes
 	w.gate = newGate(w, nil, w.opts.gateStep)
 	w.onStop(w.gate.open)
