@@ -7,13 +7,13 @@ import (
 	"github.com/switchback-dev/switchback/events"
 )
 
-// Fold applies history to s in order with evolve. An event that evolve refuses
+// FoldSkipping applies history to s in order with evolve. An event that evolve refuses
 // is skipped and its error kept; the errors are returned joined.
 //
 // Skipping rather than stopping is deliberate: a projection must not freeze on
 // one bad event a faulty writer appended, and it makes folding a prefix and
 // then the rest equal to folding everything at once, which snapshots rely on.
-func Fold[S any](s S, evolve func(S, events.Envelope) (S, error), history []events.Envelope) (S, error) {
+func FoldSkipping[S any](s S, evolve func(S, events.Envelope) (S, error), history []events.Envelope) (S, error) {
 	var errs []error
 	for _, e := range history {
 		next, err := evolve(s, e)

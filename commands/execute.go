@@ -20,20 +20,20 @@ type Machine[S any, C Command] struct {
 	Name   string
 	Zero   S
 	Evolve func(S, events.Envelope) (S, error)
-	// Fold, when set, applies several events at once as Evolve would one
+	// FoldStopping, when set, applies several events at once as Evolve would one
 	// by one, for machines whose Evolve copies state a fold may share (see
 	// nodeupgrade.Folder); nil folds with Evolve.
-	Fold     func(S, []events.Envelope) (S, error)
-	Decide   func(S, C) ([]events.Event, error)
-	Snapshot *eventstore.Snapshotting
+	FoldStopping func(S, []events.Envelope) (S, error)
+	Decide       func(S, C) ([]events.Event, error)
+	Snapshot     *eventstore.Snapshotting
 	// Cache, when set, keeps folded states between loads (see StateCache).
 	Cache *StateCache[S]
 }
 
 // fold applies envs to s, stopping at the first that does not apply.
 func (m Machine[S, C]) fold(s S, envs []events.Envelope) (S, error) {
-	if m.Fold != nil {
-		return m.Fold(s, envs)
+	if m.FoldStopping != nil {
+		return m.FoldStopping(s, envs)
 	}
 	for _, e := range envs {
 		var err error

@@ -56,7 +56,7 @@ const managerCacheSize = 64
 // a step without the cache, against 5 before the record existed).
 func nodeMachine() Machine[nodeupgrade.State, nodeupgrade.Command] {
 	return Machine[nodeupgrade.State, nodeupgrade.Command]{
-		Name: "node upgrade", Evolve: nodeupgrade.Evolve, Fold: nodeupgrade.ApplyAll, Decide: nodeupgrade.Decide,
+		Name: "node upgrade", Evolve: nodeupgrade.Evolve, FoldStopping: nodeupgrade.FoldStopping, Decide: nodeupgrade.Decide,
 		Snapshot: &eventstore.Snapshotting{Schema: "nodeupgrade/v1", Every: 64},
 		Cache:    NewStateCache[nodeupgrade.State](nodeCacheSize),
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 )
@@ -16,7 +17,7 @@ import (
 // loop as a step.
 func (r *run) cancel(ctx context.Context) error {
 	return r.loop(ctx, "", r.round(""), func(ctx context.Context) error {
-		return r.exec(ctx, nodeupgrade.ConfirmCancelled{ID: r.id("cancelled"),
+		return r.exec(ctx, nodeupgrade.ConfirmCancelled{Meta: aggregate.Meta{ID: r.id("cancelled")},
 			Message: fmt.Sprintf("cancelled at %s: every target is back where it was, replica scheduling restored", r.st.State),
 		})
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -152,7 +153,7 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 		if err != nil {
 			return err
 		}
-		if err := r.exec(ctx, nodeupgrade.Start{ID: r.id("start"),
+		if err := r.exec(ctx, nodeupgrade.Start{Meta: aggregate.Meta{ID: r.id("start")},
 			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
 			LonghornProfile: string(platform.Profile),
 		}); err != nil {
@@ -161,7 +162,7 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 	}
 	started := time.Now()
 	return r.loop(ctx, cmd.Step, r.round(cmd.Step), func(ctx context.Context) error {
-		if err := r.exec(ctx, nodeupgrade.CompleteStep{ID: r.id("complete/" + string(cmd.Step)), From: cmd.Step, Message: nodeSteps[cmd.Step].done}); err != nil {
+		if err := r.exec(ctx, nodeupgrade.CompleteStep{Meta: aggregate.Meta{ID: r.id("complete/" + string(cmd.Step))}, From: cmd.Step, Message: nodeSteps[cmd.Step].done}); err != nil {
 			return err
 		}
 		metrics.StepDuration.WithLabelValues(string(cmd.Step)).Observe(time.Since(started).Seconds())
@@ -241,14 +242,14 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			if err := r.restoreBeforeFail(ctx); err != nil {
 				return err
 			}
-			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message + leftAway(r.st)})
+			return r.exec(ctx, nodeupgrade.Fail{Meta: aggregate.Meta{ID: r.id("fail")}, Step: r.st.State, Reason: out.fatal.reason, Message: out.fatal.message + leftAway(r.st)})
 		case out.done:
 			return onDone(ctx)
 		}
 		t := pace(out, r.st.Stalled, pc, now, w.policy())
 		pc = t.pacing
 		if t.resume {
-			if err := r.exec(ctx, nodeupgrade.ReportProgress{ID: r.id("progress"), Step: r.st.State, Message: "progressing again"}); err != nil {
+			if err := r.exec(ctx, nodeupgrade.ReportProgress{Meta: aggregate.Meta{ID: r.id("progress")}, Step: r.st.State, Message: "progressing again"}); err != nil {
 				return err
 			}
 		}
@@ -256,10 +257,10 @@ func (r *run) loop(ctx context.Context, step events.NodeState, observe func(cont
 			if err := r.restoreBeforeFail(ctx); err != nil {
 				return err
 			}
-			return r.exec(ctx, nodeupgrade.Fail{ID: r.id("fail"), Step: r.st.State, Reason: f.reason, Message: f.message + leftAway(r.st)})
+			return r.exec(ctx, nodeupgrade.Fail{Meta: aggregate.Meta{ID: r.id("fail")}, Step: r.st.State, Reason: f.reason, Message: f.message + leftAway(r.st)})
 		}
 		if b := t.stall; b != nil {
-			if err := r.exec(ctx, nodeupgrade.ReportStall{ID: r.id("stall"), Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {
+			if err := r.exec(ctx, nodeupgrade.ReportStall{Meta: aggregate.Meta{ID: r.id("stall")}, Step: r.st.State, Volume: b.volume, Reason: b.reason, Message: b.message}); err != nil {
 				return err
 			}
 		}
@@ -323,5 +324,5 @@ func (r *run) flush(ctx context.Context) error {
 	}
 	changes := r.volumes
 	r.volumes = nil
-	return r.exec(ctx, nodeupgrade.SetVolumeStates{ID: r.id("volumes"), Changes: changes})
+	return r.exec(ctx, nodeupgrade.SetVolumeStates{Meta: aggregate.Meta{ID: r.id("volumes")}, Changes: changes})
 }

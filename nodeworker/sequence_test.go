@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -23,7 +24,7 @@ import (
 // completion, or on by a random step) or runs one round of the node's
 // current step (gather, decide, apply), in an order drawn from a seeded
 // source; the node's history is folded with nodeupgrade.Decide and
-// nodeupgrade.ApplyAll. After every turn it checks what must hold
+// nodeupgrade.FoldStopping. After every turn it checks what must hold
 // throughout: no I/O failed, no I/O queued over sim.StallThreshold, no
 // volume without a reachable healthy replica, nothing unsafe; and, once a
 // node completed, every target home and the node's replica scheduling as
@@ -139,7 +140,7 @@ func (q *sequence) upgradeNode(name string) bool {
 	require.NoError(q.t, err)
 	nd := &node{q: q, name: name, before: n0.AllowScheduling, engines: engineNodes(q.t, q.s),
 		c: settings{node: name, image: image, snapshot: "switchback-seq-" + name, idPrefix: "worker/seq/" + name + "/"}}
-	nd.exec(nodeupgrade.Start{ID: nd.nextID(), Node: name, DataEngine: dataplane.DataEngineV2, InstanceManagerImage: image, Attempt: 1,
+	nd.exec(nodeupgrade.Start{Meta: aggregate.Meta{ID: nd.nextID()}, Node: name, DataEngine: dataplane.DataEngineV2, InstanceManagerImage: image, Attempt: 1,
 		LonghornProfile: string(dataplane.ProfileV112)})
 	start := q.clock.Now()
 	q.s.SetPhase(name + "/" + string(nd.st.State))
@@ -204,7 +205,7 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 		nd.exec(c)
 	}
 	if len(p.volumes) > 0 {
-		nd.exec(nodeupgrade.SetVolumeStates{ID: nd.nextID(), Changes: p.volumes})
+		nd.exec(nodeupgrade.SetVolumeStates{Meta: aggregate.Meta{ID: nd.nextID()}, Changes: p.volumes})
 	}
 	for _, a := range p.actions {
 		err := call(ctx, q.plane, a)
@@ -222,13 +223,13 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 	}
 	switch {
 	case p.fatal != nil:
-		nd.exec(nodeupgrade.Fail{ID: nd.nextID(), Step: step, Reason: p.fatal.reason, Message: p.fatal.message})
+		nd.exec(nodeupgrade.Fail{Meta: aggregate.Meta{ID: nd.nextID()}, Step: step, Reason: p.fatal.reason, Message: p.fatal.message})
 		return true, 0
 	case p.done && nd.st.CancelRequested:
-		nd.exec(nodeupgrade.ConfirmCancelled{ID: nd.nextID(), Message: "cancelled"})
+		nd.exec(nodeupgrade.ConfirmCancelled{Meta: aggregate.Meta{ID: nd.nextID()}, Message: "cancelled"})
 		return true, 0
 	case p.done:
-		nd.exec(nodeupgrade.CompleteStep{ID: nd.nextID(), From: step, Message: "done"})
+		nd.exec(nodeupgrade.CompleteStep{Meta: aggregate.Meta{ID: nd.nextID()}, From: step, Message: "done"})
 		q.s.SetPhase(nd.name + "/" + string(nd.st.State))
 		return true, 0
 	}
@@ -236,14 +237,14 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 		policy{stallAfter: 2 * time.Minute, failAfter: 10 * time.Minute, idle: 30 * time.Second})
 	nd.pc = t.pacing
 	if t.resume {
-		nd.exec(nodeupgrade.ReportProgress{ID: nd.nextID(), Step: step, Message: "progressing again"})
+		nd.exec(nodeupgrade.ReportProgress{Meta: aggregate.Meta{ID: nd.nextID()}, Step: step, Message: "progressing again"})
 	}
 	if t.fail != nil {
-		nd.exec(nodeupgrade.Fail{ID: nd.nextID(), Step: step, Reason: t.fail.reason, Message: t.fail.message})
+		nd.exec(nodeupgrade.Fail{Meta: aggregate.Meta{ID: nd.nextID()}, Step: step, Reason: t.fail.reason, Message: t.fail.message})
 		return true, 0
 	}
 	if b := t.stall; b != nil {
-		nd.exec(nodeupgrade.ReportStall{ID: nd.nextID(), Step: step, Volume: b.volume, Reason: b.reason, Message: b.message})
+		nd.exec(nodeupgrade.ReportStall{Meta: aggregate.Meta{ID: nd.nextID()}, Step: step, Volume: b.volume, Reason: b.reason, Message: b.message})
 	}
 	return progressed, t.wait
 }
@@ -287,7 +288,7 @@ func (nd *node) exec(cmd nodeupgrade.Command) {
 	}
 	envs := events.New(events.NodeAggregate(q.ref, nd.name), events.SourceWorker+"/"+nd.name, id, q.clock.Now(), evs...)
 	was := nd.st
-	nd.st, err = nodeupgrade.ApplyAll(nd.st, envs)
+	nd.st, err = nodeupgrade.FoldStopping(nd.st, envs)
 	require.NoError(q.t, err)
 	nd.projectTargetsAway(envs)
 	switch {

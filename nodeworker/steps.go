@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -147,7 +148,7 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 		for _, name := range snap {
 			p.act(actSnapshot, name, c.snapshot)
 		}
-		p.confirm = append(p.confirm, nodeupgrade.RecordSnapshots{ID: c.id("snapshots"), Snapshot: c.snapshot, Volumes: snap})
+		p.confirm = append(p.confirm, nodeupgrade.RecordSnapshots{Meta: aggregate.Meta{ID: c.id("snapshots")}, Snapshot: c.snapshot, Volumes: snap})
 	}
 	return p
 }
@@ -163,7 +164,7 @@ func (p *stepPlan) keepSchedulingOff(o observation, st nodeupgrade.State, c sett
 		return
 	}
 	if st.Scheduling == nil {
-		p.record = append(p.record, nodeupgrade.RecordScheduling{ID: c.id("scheduling"), AllowScheduling: o.node.AllowScheduling})
+		p.record = append(p.record, nodeupgrade.RecordScheduling{Meta: aggregate.Meta{ID: c.id("scheduling")}, AllowScheduling: o.node.AllowScheduling})
 	} else if st.Scheduling.Restored {
 		return
 	}
@@ -186,7 +187,7 @@ func (p *stepPlan) restoreScheduling(o observation, st nodeupgrade.State, c sett
 	if o.node.AllowScheduling != st.Scheduling.Previous {
 		p.setScheduling(c.node, st.Scheduling.Previous)
 	}
-	p.confirm = append(p.confirm, nodeupgrade.ConfirmSchedulingRestored{ID: c.id("scheduling-restored")})
+	p.confirm = append(p.confirm, nodeupgrade.ConfirmSchedulingRestored{Meta: aggregate.Meta{ID: c.id("scheduling-restored")}})
 }
 
 // recordLate records, as pending, the v2 volumes the node concerns now that
@@ -371,7 +372,7 @@ func decideFinalize(o observation, st nodeupgrade.State, c settings) stepPlan {
 				p.act(actDeleteSnapshot, name, s.Name)
 			}
 		}
-		p.confirm = append(p.confirm, nodeupgrade.ConfirmSnapshotsRemoved{ID: c.id("snapshots-removed")})
+		p.confirm = append(p.confirm, nodeupgrade.ConfirmSnapshotsRemoved{Meta: aggregate.Meta{ID: c.id("snapshots-removed")}})
 	}
 	for _, name := range st.VolumesWhere(func(v nodeupgrade.Volume) bool { return v.State != events.VolumeCompleted }) {
 		p.volume(name, events.VolumeCompleted, "", "volume done")

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -175,7 +176,7 @@ func TestDecideInitialize(t *testing.T) {
 	}
 	// The recorded scheduling carries the value the node had.
 	p := decideInitialize(observed(dataplane.ProfileV112, storage), state(events.NodeInitializing, nil), cfg)
-	assert.Equal(t, nodeupgrade.RecordScheduling{ID: "worker/uid/n1/scheduling", AllowScheduling: true}, p.record[0])
+	assert.Equal(t, nodeupgrade.RecordScheduling{Meta: aggregate.Meta{ID: "worker/uid/n1/scheduling"}, AllowScheduling: true}, p.record[0])
 }
 
 func TestDecideFailReplicas(t *testing.T) {

@@ -4,8 +4,8 @@
 // an upgrade between nodes while Longhorn's own upgrader would race it.
 //
 // Files by concern: delivery.go reads the stream and acknowledges;
-// react.go is the reaction to one event, pure (what to read, then the
-// effects given what was read); reaction.go gathers, reacts and applies;
+// reaction_decide.go is the reaction to one event, pure (what to read, then the
+// effects given what was read); reaction_apply.go gathers, reacts and applies;
 // active.go is the read model of the upgrades in progress;
 // upgrader_gate.go the hold between nodes.
 package orchestrator

@@ -91,7 +91,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 	if precheck.Passed(results) {
 		order = plan.TargetNodes(cluster, st.RequestedNodes)
 	}
-	return o.manager(ctx, ref, manager.RecordPrechecks{ID: id(e), Results: recorded, InstanceManagerImage: cluster.DefaultImage, Order: order,
+	return o.manager(ctx, ref, manager.RecordPrechecks{Meta: aggregate.Meta{ID: id(e)}, Results: recorded, InstanceManagerImage: cluster.DefaultImage, Order: order,
 		LonghornProfile: string(cluster.Platform.Profile), LonghornVersion: cluster.Platform.LonghornVersion})
 }
 
@@ -101,12 +101,12 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 func (o *Orchestrator) cancelNode(ctx context.Context, st manager.State, node string, cause events.Envelope) error {
 	agg := events.NodeAggregate(st.Ref, node)
 	_, err := o.x.Nodes.Execute(ctx, agg,
-		nodeupgrade.Command(nodeupgrade.RequestCancel{ID: id(cause) + "/cancel", Reason: st.NodeCancelReason()}))
+		nodeupgrade.Command(nodeupgrade.RequestCancel{Meta: aggregate.Meta{ID: id(cause) + "/cancel"}, Reason: st.NodeCancelReason()}))
 	if errors.Is(err, aggregate.ErrNotFound) {
 		if st.Terminal() {
 			return nil
 		}
-		return o.manager(ctx, st.Ref, manager.ConfirmCancelled{ID: id(cause), Node: node, Message: "cancelled before " + node + " started"})
+		return o.manager(ctx, st.Ref, manager.ConfirmCancelled{Meta: aggregate.Meta{ID: id(cause)}, Node: node, Message: "cancelled before " + node + " started"})
 	}
 	return err
 }
@@ -186,10 +186,10 @@ func (o *Orchestrator) onDeadCommand(ctx context.Context, d nodequeue.DeadComman
 	agg := events.NodeAggregate(c.Manager, c.Node)
 	deadID := fmt.Sprintf("orchestrator/dead/%d", d.Sequence)
 	_, err := o.x.Nodes.Execute(ctx, agg,
-		nodeupgrade.Command(nodeupgrade.Fail{ID: deadID, Reason: "CommandDeadLettered",
+		nodeupgrade.Command(nodeupgrade.Fail{Meta: aggregate.Meta{ID: deadID}, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("command %s failed %d deliveries and was moved to %s; see the worker's logs", c.ID, d.Deliveries, topology.DeadLetterStream)}))
 	if errors.Is(err, aggregate.ErrNotFound) {
-		err = o.manager(ctx, c.Manager, manager.Fail{ID: deadID, Node: c.Node, Reason: "CommandDeadLettered",
+		err = o.manager(ctx, c.Manager, manager.Fail{Meta: aggregate.Meta{ID: deadID}, Node: c.Node, Reason: "CommandDeadLettered",
 			Message: fmt.Sprintf("node %s could not start: command %s failed %d deliveries", c.Node, c.ID, d.Deliveries)})
 		if errors.Is(err, aggregate.ErrNotFound) {
 			// A command for a manager that never existed: parked, reported, done.

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"fmt"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
@@ -10,7 +11,7 @@ import (
 
 // The orchestrator's reaction, pure: what to read of the upgrade for an
 // event (reads), and what to do given what was read (react). React (in
-// reaction.go) gathers, calls react, and applies its effects in order.
+// reaction_apply.go) gathers, calls react, and applies its effects in order.
 
 // reads says what react needs to have read for an event.
 type reads struct {
@@ -125,9 +126,9 @@ func react(e events.Envelope, r reading) []effect {
 	case events.UpgradeReleased:
 		// Release schedules the next node in the same decision; should only
 		// the release be stored, this completes it.
-		return []effect{mgr(manager.ScheduleNext{ID: id(e)})}
+		return []effect{mgr(manager.ScheduleNext{Meta: aggregate.Meta{ID: id(e)}})}
 	case events.UpgradePlanned:
-		return []effect{{kind: effectGate}, mgr(manager.ScheduleNext{ID: id(e)})}
+		return []effect{{kind: effectGate}, mgr(manager.ScheduleNext{Meta: aggregate.Meta{ID: id(e)}})}
 	case events.NodeScheduled:
 		if st.UpgradingNode != d.Node || st.Nodes[d.Node].Attempt != d.Attempt {
 			return nil // superseded
@@ -166,7 +167,7 @@ func react(e events.Envelope, r reading) []effect {
 		// history, whose events wake its wait (nodeworker/wake.go).
 		return []effect{{kind: effectPublish, node: node, attempt: r.node.Attempt, step: r.node.State, why: "cancel"}}
 	case events.NodeUpgradeCompleted:
-		record := mgr(manager.RecordNodeOutcome{ID: id(e), Node: node, State: events.NodeCompleted, Message: d.Message})
+		record := mgr(manager.RecordNodeOutcome{Meta: aggregate.Meta{ID: id(e)}, Node: node, State: events.NodeCompleted, Message: d.Message})
 		// Before the next node starts (which recording this outcome does),
 		// Longhorn's own upgrader is checked again.
 		if _, more := st.NextNode(); more && !st.Terminal() && !st.CancelRequested && st.UpgradingNode == node {
@@ -174,13 +175,13 @@ func react(e events.Envelope, r reading) []effect {
 		}
 		return []effect{record}
 	case events.NodeUpgradeFailed:
-		return []effect{mgr(manager.RecordNodeOutcome{ID: id(e), Node: node, State: events.NodeError,
+		return []effect{mgr(manager.RecordNodeOutcome{Meta: aggregate.Meta{ID: id(e)}, Node: node, State: events.NodeError,
 			Message: fmt.Sprintf("node %s failed at %s: %s", node, d.Step, d.Message)})}
 	case events.NodeUpgradeCancelled:
 		if st.Terminal() {
 			return nil
 		}
-		return []effect{mgr(manager.ConfirmCancelled{ID: id(e), Node: node, Message: d.Message})}
+		return []effect{mgr(manager.ConfirmCancelled{Meta: aggregate.Meta{ID: id(e)}, Node: node, Message: d.Message})}
 	case events.VolumeStateChanged:
 		if !awayReaction(d.To) || !r.node.Exists {
 			return nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/internal/periodic"
 
 	"github.com/switchback-dev/switchback/aggregate/manager"
@@ -32,15 +33,15 @@ func (o *Orchestrator) gateOtherUpgrader(ctx context.Context, st manager.State) 
 	u, err := o.cfg.Cluster.LonghornUpgrader(ctx)
 	if err != nil {
 		o.log.Warn("cannot read Longhorn's own upgrader; holding the upgrade", "manager", st.Ref.String(), "error", err)
-		return false, o.manager(ctx, st.Ref, manager.Hold{ID: "orchestrator/hold" + at, Reason: precheck.ReasonOtherUpgraderUnknown,
+		return false, o.manager(ctx, st.Ref, manager.Hold{Meta: aggregate.Meta{ID: "orchestrator/hold" + at}, Reason: precheck.ReasonOtherUpgraderUnknown,
 			Message: fmt.Sprintf("Longhorn's own instance-manager upgrader cannot be read (%v): no new node starts until it can", err)})
 	}
 	r := precheck.OtherUpgrader(u)
 	switch {
 	case !r.Passed:
-		return false, o.manager(ctx, st.Ref, manager.Hold{ID: "orchestrator/hold" + at, Reason: r.Reason, Message: r.Message})
+		return false, o.manager(ctx, st.Ref, manager.Hold{Meta: aggregate.Meta{ID: "orchestrator/hold" + at}, Reason: r.Reason, Message: r.Message})
 	case st.Held != nil && slices.Contains(gateReasons, st.Held.Reason):
-		return true, o.manager(ctx, st.Ref, manager.Release{ID: "orchestrator/release" + at, Message: r.Message})
+		return true, o.manager(ctx, st.Ref, manager.Release{Meta: aggregate.Meta{ID: "orchestrator/release" + at}, Message: r.Message})
 	}
 	return st.Held == nil, nil
 }

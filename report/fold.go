@@ -10,11 +10,11 @@ import (
 	"github.com/switchback-dev/switchback/replay"
 )
 
-// Fold lays out the history of one manager incarnation (stream order, as
+// BuildTimeline lays out the history of one manager incarnation (stream order, as
 // Latest picks it). Every event is first offered to the upgrade's own fold
 // (upgrade.Upgrade.Apply): what it refuses is listed in Refused and drawn
 // nowhere, so the page never shows a transition the controller did not make.
-func Fold(history []events.Envelope) *Timeline {
+func BuildTimeline(history []events.Envelope) *Timeline {
 	f := folder{t: &Timeline{}, u: upgrade.New(), byName: map[string]*Node{}}
 	for _, e := range history {
 		if err := f.u.Apply(e); err != nil {
@@ -51,7 +51,7 @@ func Latest(history []events.Envelope) (events.ManagerRef, []events.Envelope, in
 	return ref, out, len(refs)
 }
 
-// folder is Fold's working state.
+// folder is BuildTimeline's working state.
 type folder struct {
 	t      *Timeline
 	u      upgrade.Upgrade

@@ -261,7 +261,7 @@ func TestFold(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.check(t, report.Fold(tc.history().out))
+			tc.check(t, report.BuildTimeline(tc.history().out))
 		})
 	}
 }

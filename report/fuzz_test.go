@@ -63,7 +63,7 @@ func FuzzFold(f *testing.F) {
 			e.Sequence = uint64(i/2 + 1)
 			history = append(history, e)
 		}
-		tl := report.Fold(history)
+		tl := report.BuildTimeline(history)
 		require.NoError(t, report.Render(io.Discard, tl))
 		assert.False(t, tl.End.Before(tl.Start))
 		for _, n := range tl.Nodes {

@@ -65,7 +65,7 @@ func TestRenderGolden(t *testing.T) {
 	for name, h := range goldenHistories() {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, report.Render(&out, report.Fold(h.out)))
+			require.NoError(t, report.Render(&out, report.BuildTimeline(h.out)))
 			assert.NotRegexp(t, external, out.String(), "the page is self-contained")
 			path := filepath.Join("testdata", name+".html")
 			if *update {
@@ -80,7 +80,7 @@ func TestRenderGolden(t *testing.T) {
 
 func TestRenderMarksWhatTheTestsLookFor(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, report.Render(&out, report.Fold(goldenHistories()["stalled"].out)))
+	require.NoError(t, report.Render(&out, report.BuildTimeline(goldenHistories()["stalled"].out)))
 	page := out.String()
 	assert.Len(t, regexp.MustCompile(`<div class="row" data-node=`).FindAllString(page, -1), 3)
 	assert.Len(t, regexp.MustCompile(`<div class="bar s\d" data-node="node-2"`).FindAllString(page, -1), len(events.NodeSteps))
@@ -90,7 +90,7 @@ func TestRenderMarksWhatTheTestsLookFor(t *testing.T) {
 
 func TestRenderEscapesMessages(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, report.Render(&out, report.Fold(goldenHistories()["failed"].out)))
+	require.NoError(t, report.Render(&out, report.BuildTimeline(goldenHistories()["failed"].out)))
 	assert.NotContains(t, out.String(), "<crashlooping>")
 	assert.Contains(t, out.String(), "im-n1 &lt;crashlooping&gt; &amp; gone")
 }

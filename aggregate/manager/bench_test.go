@@ -12,7 +12,7 @@ func BenchmarkFoldUpgrade(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Fold(State{}, h.History...); err != nil {
+		if _, err := FoldSkipping(State{}, h.History...); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
@@ -17,7 +18,7 @@ func TestDecideCommandMatrix(t *testing.T) {
 }
 
 var (
-	cmdRequest = RequestUpgrade{ID: "req", Ref: ref, Generation: 1, DataEngine: "v2"}
+	cmdRequest = RequestUpgrade{Meta: aggregate.Meta{ID: "req"}, Ref: ref, Generation: 1, DataEngine: "v2"}
 	allPassed  = []PrecheckResult{
 		{Check: "NodesKnown", Passed: true, Reason: "Satisfied"},
 		{Check: "DefaultImageOnAllNodesReady", Passed: true, Reason: "Satisfied", Message: "image pulled on 3 nodes"},
@@ -43,16 +44,16 @@ func canonicalCommands(s State) map[string]Command {
 	return map[string]Command{
 		"request":            cmdRequest,
 		"request-other-spec": other,
-		"prechecks-pass":     RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3},
-		"prechecks-fail":     RecordPrechecks{ID: "pre", Results: someFailed},
-		"outcome-completed":  RecordNodeOutcome{ID: "out", Node: inFlight, State: events.NodeCompleted},
-		"outcome-error":      RecordNodeOutcome{ID: "out", Node: inFlight, State: events.NodeError, Message: "instance manager never started"},
-		"schedule-next":      ScheduleNext{ID: "next"},
-		"cancel":             RequestCancel{ID: "cancel", Reason: "manager deleted"},
-		"confirm-cancelled":  ConfirmCancelled{ID: "confirm", Node: s.UpgradingNode},
-		"fail":               Fail{ID: "fail", Reason: "Manual", Message: "stopped by operator"},
-		"hold":               Hold{ID: "hold", Reason: "OtherUpgraderActive", Message: "Longhorn's upgrader is on"},
-		"release":            Release{ID: "release", Message: "off again"},
+		"prechecks-pass":     RecordPrechecks{Meta: aggregate.Meta{ID: "pre"}, Results: allPassed, InstanceManagerImage: image, Order: plan3},
+		"prechecks-fail":     RecordPrechecks{Meta: aggregate.Meta{ID: "pre"}, Results: someFailed},
+		"outcome-completed":  RecordNodeOutcome{Meta: aggregate.Meta{ID: "out"}, Node: inFlight, State: events.NodeCompleted},
+		"outcome-error":      RecordNodeOutcome{Meta: aggregate.Meta{ID: "out"}, Node: inFlight, State: events.NodeError, Message: "instance manager never started"},
+		"schedule-next":      ScheduleNext{Meta: aggregate.Meta{ID: "next"}},
+		"cancel":             RequestCancel{Meta: aggregate.Meta{ID: "cancel"}, Reason: "manager deleted"},
+		"confirm-cancelled":  ConfirmCancelled{Meta: aggregate.Meta{ID: "confirm"}, Node: s.UpgradingNode},
+		"fail":               Fail{Meta: aggregate.Meta{ID: "fail"}, Reason: "Manual", Message: "stopped by operator"},
+		"hold":               Hold{Meta: aggregate.Meta{ID: "hold"}, Reason: "OtherUpgraderActive", Message: "Longhorn's upgrader is on"},
+		"release":            Release{Meta: aggregate.Meta{ID: "release"}, Message: "off again"},
 	}
 }
 
@@ -187,7 +188,7 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("failed prechecks name every failure", func(t *testing.T) {
 		s := fold(t, evRequested)
-		evs, err := Decide(s, RecordPrechecks{ID: "p", Results: someFailed})
+		evs, err := Decide(s, RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: someFailed})
 		require.NoError(t, err)
 		require.Equal(t, events.PrecheckFailed{Check: "NoVersionDrift", Reason: "VersionDrift", Message: "node-4 runs im:v1.10.0"}, evs[1])
 		require.Equal(t, events.UpgradeFailed{
@@ -198,19 +199,19 @@ func TestDecidePayloads(t *testing.T) {
 	t.Run("plan uses the given order", func(t *testing.T) {
 		s := fold(t, evRequested)
 		order := []string{"node-3", "node-1", "node-2"}
-		evs, err := Decide(s, RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: order})
+		evs, err := Decide(s, RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: allPassed, InstanceManagerImage: image, Order: order})
 		require.NoError(t, err)
 		require.Equal(t, events.UpgradePlanned{InstanceManagerImage: image, Nodes: order}, evs[3])
 	})
 	t.Run("schedule-next picks the first unfinished plan node", func(t *testing.T) {
 		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-2"), evFinished("node-2", events.NodeCompleted))
-		evs, err := Decide(s, ScheduleNext{ID: "n"})
+		evs, err := Decide(s, ScheduleNext{Meta: aggregate.Meta{ID: "n"}})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.NodeScheduled{Node: "node-1", Attempt: 1}}, evs)
 	})
 	t.Run("completed outcome schedules the next node", func(t *testing.T) {
 		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"))
-		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCompleted, Message: "done"})
+		evs, err := Decide(s, RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-1", State: events.NodeCompleted, Message: "done"})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{
 			events.NodeFinished{Node: "node-1", State: events.NodeCompleted, Message: "done"},
@@ -219,19 +220,19 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("error outcome fails the upgrade naming the node", func(t *testing.T) {
 		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"))
-		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeError})
+		evs, err := Decide(s, RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-1", State: events.NodeError})
 		require.NoError(t, err)
 		require.Equal(t, events.UpgradeFailed{Reason: ReasonNodeUpgradeFailed, Node: "node-1", Message: "node node-1: node upgrade failed"}, evs[1])
 	})
 	t.Run("completed outcome under cancel ends cancelled", func(t *testing.T) {
 		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"), events.CancelRequested{})
-		evs, err := Decide(s, RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCompleted})
+		evs, err := Decide(s, RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-1", State: events.NodeCompleted})
 		require.NoError(t, err)
 		require.Equal(t, events.UpgradeCancelled{Node: "node-1", Message: "upgrade cancelled with no node in flight; 1 of 3 planned node(s) completed"}, evs[1])
 	})
 	t.Run("confirm cancelled names the node's safe point", func(t *testing.T) {
 		s := fold(t, evRequested, evPassed("A"), evPlanned, evScheduled("node-1"), events.CancelRequested{})
-		evs, err := Decide(s, ConfirmCancelled{ID: "c", Node: "node-1"})
+		evs, err := Decide(s, ConfirmCancelled{Meta: aggregate.Meta{ID: "c"}, Node: "node-1"})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.UpgradeCancelled{Node: "node-1", Message: "upgrade cancelled; node node-1 reached a safe point"}}, evs)
 	})
@@ -253,25 +254,25 @@ func TestDecideRefusals(t *testing.T) {
 	cases := []machinetest.CommandRefusal[Command]{
 		{Name: "nil command", History: pending, Cmd: nil, Kind: nil, Reason: "no command"},
 		{Name: "missing command id", History: pending, Cmd: ScheduleNext{}, Kind: nil, Reason: "command id is required"},
-		{Name: "request without uid", History: nil, Cmd: RequestUpgrade{ID: "r", Ref: events.ManagerRef{Namespace: "ns", Name: "n"}, DataEngine: "v2"}, Kind: nil, Reason: "uid are required"},
-		{Name: "request without data engine", History: nil, Cmd: RequestUpgrade{ID: "r", Ref: ref}, Kind: nil, Reason: "invalid event"},
-		{Name: "request for another incarnation", History: pending, Cmd: RequestUpgrade{ID: "r", Ref: otherRef, DataEngine: "v2"}, Kind: ErrConflict, Reason: "aggregate holds manager"},
-		{Name: "request with another engine", History: pending, Cmd: RequestUpgrade{ID: "r", Ref: ref, DataEngine: "v1"}, Kind: ErrConflict, Reason: "immutable"},
-		{Name: "prechecks without results", History: pending, Cmd: RecordPrechecks{ID: "p"}, Kind: nil, Reason: "no precheck results"},
-		{Name: "prechecks listed twice", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{allPassed[0], allPassed[0]}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "listed twice"},
-		{Name: "all passed without order", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image}, Kind: nil, Reason: "order is empty"},
-		{Name: "all passed without image", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, Order: plan3}, Kind: nil, Reason: "image is empty"},
-		{Name: "order outside spec.nodes", History: []events.Event{scoped}, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "does not request"},
-		{Name: "order with a duplicate", History: pending, Cmd: RecordPrechecks{ID: "p", Results: allPassed, InstanceManagerImage: image, Order: []string{"a", "a"}}, Kind: nil, Reason: "twice"},
-		{Name: "failed precheck without message", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Reason: "Bad"}}}, Kind: nil, Reason: "message is required"},
-		{Name: "passed precheck without reason", History: pending, Cmd: RecordPrechecks{ID: "p", Results: []PrecheckResult{{Check: "X", Passed: true}}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "reason is required"},
-		{Name: "outcome without node", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", State: events.NodeCompleted}, Kind: nil, Reason: "node is required"},
-		{Name: "outcome cancelled", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeCancelled}, Kind: nil, Reason: "ConfirmCancelled"},
-		{Name: "outcome not terminal", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-1", State: events.NodeSwitchingBack}, Kind: nil, Reason: "outcome must be"},
-		{Name: "outcome for a node not in flight", History: inFlight, Cmd: RecordNodeOutcome{ID: "o", Node: "node-2", State: events.NodeCompleted}, Kind: nil, Reason: "not in flight"},
-		{Name: "confirm for another node", History: append(slices.Clone(inFlight), events.CancelRequested{}), Cmd: ConfirmCancelled{ID: "c", Node: "node-2"}, Kind: nil, Reason: "node in flight is"},
-		{Name: "fail without reason", History: pending, Cmd: Fail{ID: "f", Message: "m"}, Kind: nil, Reason: "reason is required"},
-		{Name: "fail without message", History: pending, Cmd: Fail{ID: "f", Reason: "R"}, Kind: nil, Reason: "message is required"},
+		{Name: "request without uid", History: nil, Cmd: RequestUpgrade{Meta: aggregate.Meta{ID: "r"}, Ref: events.ManagerRef{Namespace: "ns", Name: "n"}, DataEngine: "v2"}, Kind: nil, Reason: "uid are required"},
+		{Name: "request without data engine", History: nil, Cmd: RequestUpgrade{Meta: aggregate.Meta{ID: "r"}, Ref: ref}, Kind: nil, Reason: "invalid event"},
+		{Name: "request for another incarnation", History: pending, Cmd: RequestUpgrade{Meta: aggregate.Meta{ID: "r"}, Ref: otherRef, DataEngine: "v2"}, Kind: ErrConflict, Reason: "aggregate holds manager"},
+		{Name: "request with another engine", History: pending, Cmd: RequestUpgrade{Meta: aggregate.Meta{ID: "r"}, Ref: ref, DataEngine: "v1"}, Kind: ErrConflict, Reason: "immutable"},
+		{Name: "prechecks without results", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}}, Kind: nil, Reason: "no precheck results"},
+		{Name: "prechecks listed twice", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: []PrecheckResult{allPassed[0], allPassed[0]}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "listed twice"},
+		{Name: "all passed without order", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: allPassed, InstanceManagerImage: image}, Kind: nil, Reason: "order is empty"},
+		{Name: "all passed without image", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: allPassed, Order: plan3}, Kind: nil, Reason: "image is empty"},
+		{Name: "order outside spec.nodes", History: []events.Event{scoped}, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: allPassed, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "does not request"},
+		{Name: "order with a duplicate", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: allPassed, InstanceManagerImage: image, Order: []string{"a", "a"}}, Kind: nil, Reason: "twice"},
+		{Name: "failed precheck without message", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: []PrecheckResult{{Check: "X", Reason: "Bad"}}}, Kind: nil, Reason: "message is required"},
+		{Name: "passed precheck without reason", History: pending, Cmd: RecordPrechecks{Meta: aggregate.Meta{ID: "p"}, Results: []PrecheckResult{{Check: "X", Passed: true}}, InstanceManagerImage: image, Order: plan3}, Kind: nil, Reason: "reason is required"},
+		{Name: "outcome without node", History: inFlight, Cmd: RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, State: events.NodeCompleted}, Kind: nil, Reason: "node is required"},
+		{Name: "outcome cancelled", History: inFlight, Cmd: RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-1", State: events.NodeCancelled}, Kind: nil, Reason: "ConfirmCancelled"},
+		{Name: "outcome not terminal", History: inFlight, Cmd: RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-1", State: events.NodeSwitchingBack}, Kind: nil, Reason: "outcome must be"},
+		{Name: "outcome for a node not in flight", History: inFlight, Cmd: RecordNodeOutcome{Meta: aggregate.Meta{ID: "o"}, Node: "node-2", State: events.NodeCompleted}, Kind: nil, Reason: "not in flight"},
+		{Name: "confirm for another node", History: append(slices.Clone(inFlight), events.CancelRequested{}), Cmd: ConfirmCancelled{Meta: aggregate.Meta{ID: "c"}, Node: "node-2"}, Kind: nil, Reason: "node in flight is"},
+		{Name: "fail without reason", History: pending, Cmd: Fail{Meta: aggregate.Meta{ID: "f"}, Message: "m"}, Kind: nil, Reason: "reason is required"},
+		{Name: "fail without message", History: pending, Cmd: Fail{Meta: aggregate.Meta{ID: "f"}, Reason: "R"}, Kind: nil, Reason: "message is required"},
 	}
 	machinetest.DecideRefusals(t, machine, ref.String(), cases)
 }
@@ -280,11 +281,11 @@ func TestDecideRefusals(t *testing.T) {
 func TestDecideFullRun(t *testing.T) {
 	h := newHarness(t)
 	h.Do(cmdRequest)
-	h.Do(RecordPrechecks{ID: "pre", Results: allPassed, InstanceManagerImage: image, Order: plan3})
-	h.Do(ScheduleNext{ID: "next"})
+	h.Do(RecordPrechecks{Meta: aggregate.Meta{ID: "pre"}, Results: allPassed, InstanceManagerImage: image, Order: plan3})
+	h.Do(ScheduleNext{Meta: aggregate.Meta{ID: "next"}})
 	for _, n := range plan3 {
 		require.Equal(t, n, h.S.UpgradingNode)
-		h.Do(RecordNodeOutcome{ID: "out-" + n, Node: n, State: events.NodeCompleted})
+		h.Do(RecordNodeOutcome{Meta: aggregate.Meta{ID: "out-" + n}, Node: n, State: events.NodeCompleted})
 	}
 	require.Equal(t, events.ManagerCompleted, h.S.State)
 	require.True(t, h.S.AllNodesCompleted())

@@ -264,19 +264,19 @@ func TestEvolveRefusals(t *testing.T) {
 
 func TestFoldSkipsIllegalAndJoinsErrors(t *testing.T) {
 	h := envs(evRequested, evScheduled("node-1"), evPassed("A"), evRequested, evPlanned)
-	s, err := Fold(State{}, h...)
+	s, err := FoldSkipping(State{}, h...)
 	require.ErrorIs(t, err, ErrIllegalTransition)
 	require.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 2)
 	require.Equal(t, 3, s.Transitions)
 	require.Equal(t, plan3, s.Plan)
 
-	p, errP := Fold(State{}, h[:2]...)
-	all, errR := Fold(p, h[2:]...)
+	p, errP := FoldSkipping(State{}, h[:2]...)
+	all, errR := FoldSkipping(p, h[2:]...)
 	require.Error(t, errP)
 	require.Error(t, errR)
 	require.Equal(t, s, all)
 
-	clean, err := Fold(State{})
+	clean, err := FoldSkipping(State{})
 	require.NoError(t, err)
 	require.Equal(t, State{}, clean)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/fuzzinput"
@@ -215,28 +216,28 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 	if r.Coin() {
 		switch {
 		case !s.Exists:
-			return RequestUpgrade{ID: id, At: at, Ref: ref, Generation: 1, DataEngine: "v2", Nodes: r.nodes()}
+			return RequestUpgrade{Meta: aggregate.Meta{ID: id, At: at}, Ref: ref, Generation: 1, DataEngine: "v2", Nodes: r.nodes()}
 		case s.State == events.ManagerPending:
-			return RecordPrechecks{ID: id, At: at, Results: allPassed, InstanceManagerImage: image, Order: r.planFor(s)}
+			return RecordPrechecks{Meta: aggregate.Meta{ID: id, At: at}, Results: allPassed, InstanceManagerImage: image, Order: r.planFor(s)}
 		case s.CancelRequested:
-			return ConfirmCancelled{ID: id, At: at, Node: s.UpgradingNode}
+			return ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}, Node: s.UpgradingNode}
 		case s.UpgradingNode != "":
-			return RecordNodeOutcome{ID: id, At: at, Node: s.UpgradingNode, State: events.NodeCompleted}
+			return RecordNodeOutcome{Meta: aggregate.Meta{ID: id, At: at}, Node: s.UpgradingNode, State: events.NodeCompleted}
 		case s.Planned():
-			return ScheduleNext{ID: id, At: at}
+			return ScheduleNext{Meta: aggregate.Meta{ID: id, At: at}}
 		}
 	}
 	switch r.Pick(9) {
 	case 7:
-		return Hold{ID: id, At: at, Reason: r.OrEmpty("OtherUpgraderActive"), Message: r.OrEmpty("Longhorn's upgrader is on")}
+		return Hold{Meta: aggregate.Meta{ID: id, At: at}, Reason: r.OrEmpty("OtherUpgraderActive"), Message: r.OrEmpty("Longhorn's upgrader is on")}
 	case 8:
-		return Release{ID: id, At: at, Message: r.OrEmpty("off again")}
+		return Release{Meta: aggregate.Meta{ID: id, At: at}, Message: r.OrEmpty("off again")}
 	case 0:
 		m := ref
 		if r.Pick(4) == 0 {
 			m = otherRef
 		}
-		return RequestUpgrade{ID: id, At: at, Ref: m, Generation: 1, DataEngine: r.OrEmpty("v2"), Nodes: r.nodes()}
+		return RequestUpgrade{Meta: aggregate.Meta{ID: id, At: at}, Ref: m, Generation: 1, DataEngine: r.OrEmpty("v2"), Nodes: r.nodes()}
 	case 1:
 		var res []PrecheckResult
 		for range 1 + r.Pick(3) {
@@ -248,24 +249,24 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		if r.Pick(8) == 0 {
 			res = nil
 		}
-		return RecordPrechecks{ID: id, At: at, Results: res, InstanceManagerImage: r.OrEmpty(image), Order: r.planFor(s)}
+		return RecordPrechecks{Meta: aggregate.Meta{ID: id, At: at}, Results: res, InstanceManagerImage: r.OrEmpty(image), Order: r.planFor(s)}
 	case 2:
 		st := events.NodeCompleted
 		if r.Pick(4) == 0 {
 			st = fuzzStates[r.Pick(len(fuzzStates))]
 		}
-		return RecordNodeOutcome{ID: id, At: at, Node: r.nodeFor(s), State: st, Message: r.OrEmpty("outcome")}
+		return RecordNodeOutcome{Meta: aggregate.Meta{ID: id, At: at}, Node: r.nodeFor(s), State: st, Message: r.OrEmpty("outcome")}
 	case 3:
-		return ScheduleNext{ID: id, At: at}
+		return ScheduleNext{Meta: aggregate.Meta{ID: id, At: at}}
 	case 4:
-		return RequestCancel{ID: id, At: at, Reason: r.OrEmpty("manager deleted")}
+		return RequestCancel{Meta: aggregate.Meta{ID: id, At: at}, Reason: r.OrEmpty("manager deleted")}
 	case 5:
 		node := s.UpgradingNode
 		if r.Pick(4) == 0 {
 			node = r.nodeFor(s)
 		}
-		return ConfirmCancelled{ID: id, At: at, Node: node, Message: r.OrEmpty("safe")}
+		return ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}, Node: node, Message: r.OrEmpty("safe")}
 	default:
-		return Fail{ID: id, At: at, Reason: r.OrEmpty("Reason"), Message: r.OrEmpty("failed"), Node: r.OrEmpty(r.nodeFor(s))}
+		return Fail{Meta: aggregate.Meta{ID: id, At: at}, Reason: r.OrEmpty("Reason"), Message: r.OrEmpty("failed"), Node: r.OrEmpty(r.nodeFor(s))}
 	}
 }

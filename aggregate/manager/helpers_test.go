@@ -39,7 +39,7 @@ var fold = machine.FoldPayloads
 
 // machine is the manager as the shared checks drive it.
 var machine = machinetest.Machine[State, Command]{
-	Name: Machine, Decide: Decide, Evolve: Evolve, Fold: Fold, Wrap: envs, Clone: cloneState,
+	Name: Machine, Decide: Decide, Evolve: Evolve, FoldSkipping: FoldSkipping, Wrap: envs, Clone: cloneState,
 	StateName: State.stateName, Address: address, Start: t0,
 	Stamp: func(s State) (time.Time, int) { return s.UpdatedAt, s.Transitions },
 }

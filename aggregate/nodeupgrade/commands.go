@@ -3,24 +3,21 @@ package nodeupgrade
 import (
 	"time"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/events"
 )
 
-// Command is an input to Decide. Every command carries an id, from which the
-// caller derives the ids of the events it produces (events.New), so a retried
-// command deduplicates in the stream, and the time to stamp them with.
+// Command is an input to Decide. Every command embeds aggregate.Meta: the id
+// its events' ids derive from and the time to stamp them with.
 type Command interface {
-	// CommandID returns the command's id.
 	CommandID() string
-	// CommandTime returns when the command was issued.
 	CommandTime() time.Time
 	commandName() string
 }
 
 // Start opens the node upgrade: the worker accepted the scheduled node.
 type Start struct {
-	ID                   string
-	At                   time.Time
+	aggregate.Meta
 	Node                 string
 	DataEngine           string
 	InstanceManagerImage string
@@ -32,8 +29,7 @@ type Start struct {
 // CompleteStep reports that step From is done; the node moves to the next
 // step, or completes when From is finalizing.
 type CompleteStep struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	From    events.NodeState
 	Message string
 }
@@ -48,8 +44,7 @@ type CompleteStep struct {
 // done, it is a no-op; asked while the volume is going elsewhere, a
 // conflict.
 type SetVolumeState struct {
-	ID               string
-	At               time.Time
+	aggregate.Meta
 	Volume           string
 	To               events.VolumeState
 	TargetNode       string
@@ -62,16 +57,14 @@ type SetVolumeState struct {
 // that moves twenty volumes appends one atomic batch instead of twenty.
 // Changes are decided in order, each on the state the previous ones produce.
 type SetVolumeStates struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	Changes []SetVolumeState
 }
 
 // ReportStall reports that Step makes no progress; Message says what blocks.
 // An empty Step means the current one.
 type ReportStall struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	Step    events.NodeState
 	Volume  string
 	Reason  string
@@ -81,16 +74,14 @@ type ReportStall struct {
 // ReportProgress reports that Step progresses again; it ends a stall. An empty
 // Step means the current one.
 type ReportProgress struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	Step    events.NodeState
 	Message string
 }
 
 // Fail ends the node upgrade in error at Step (empty = the current step).
 type Fail struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	Step    events.NodeState
 	Reason  string
 	Message string
@@ -98,38 +89,33 @@ type Fail struct {
 
 // RequestCancel asks the node to stop at a safe point.
 type RequestCancel struct {
-	ID     string
-	At     time.Time
+	aggregate.Meta
 	Reason string
 }
 
 // ConfirmCancelled records that the node reached its safe point: every
 // volume's target is back on its own node.
 type ConfirmCancelled struct {
-	ID      string
-	At      time.Time
+	aggregate.Meta
 	Message string
 }
 
 // RecordScheduling keeps the node's spec.allowScheduling before the upgrade
 // turns it off. Only the first record counts: a repeat changes nothing.
 type RecordScheduling struct {
-	ID              string
-	At              time.Time
+	aggregate.Meta
 	AllowScheduling bool
 }
 
 // ConfirmSchedulingRestored records that the value RecordScheduling kept
 // was written back.
 type ConfirmSchedulingRestored struct {
-	ID string
-	At time.Time
+	aggregate.Meta
 }
 
 // RecordSnapshots records the snapshot taken of each of Volumes.
 type RecordSnapshots struct {
-	ID       string
-	At       time.Time
+	aggregate.Meta
 	Snapshot string
 	Volumes  []string
 }
@@ -137,87 +123,8 @@ type RecordSnapshots struct {
 // ConfirmSnapshotsRemoved records that the snapshots RecordSnapshots kept
 // were removed.
 type ConfirmSnapshotsRemoved struct {
-	ID string
-	At time.Time
+	aggregate.Meta
 }
-
-// CommandID implements Command.
-func (c Start) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c CompleteStep) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c SetVolumeState) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c SetVolumeStates) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c ReportStall) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c ReportProgress) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c Fail) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c RequestCancel) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c ConfirmCancelled) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c RecordScheduling) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c ConfirmSchedulingRestored) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c RecordSnapshots) CommandID() string { return c.ID }
-
-// CommandID implements Command.
-func (c ConfirmSnapshotsRemoved) CommandID() string { return c.ID }
-
-// CommandTime implements Command.
-func (c RecordScheduling) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c ConfirmSchedulingRestored) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c RecordSnapshots) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c ConfirmSnapshotsRemoved) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c Start) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c CompleteStep) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c SetVolumeState) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c SetVolumeStates) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c ReportStall) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c ReportProgress) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c Fail) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c RequestCancel) CommandTime() time.Time { return c.At }
-
-// CommandTime implements Command.
-func (c ConfirmCancelled) CommandTime() time.Time { return c.At }
 
 func (Start) commandName() string            { return "Start" }
 func (CompleteStep) commandName() string     { return "CompleteStep" }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 )
@@ -16,7 +17,7 @@ func TestDecideCommandMatrix(t *testing.T) {
 	machinetest.DecideMatrix(t, machine, fixtures(), canonicalCommands, decisions)
 }
 
-var cmdStart = Start{ID: "start", Node: node, DataEngine: "v2", InstanceManagerImage: image, Attempt: 1}
+var cmdStart = Start{Meta: aggregate.Meta{ID: "start"}, Node: node, DataEngine: "v2", InstanceManagerImage: image, Attempt: 1}
 
 // canonicalCommands returns, per command kind, the command most likely to be
 // accepted in s.
@@ -30,15 +31,15 @@ func canonicalCommands(s State) map[string]Command {
 	return map[string]Command{
 		"start":               cmdStart,
 		"start-other":         other,
-		"complete-step":       CompleteStep{ID: "step", From: step},
-		"complete-pending":    CompleteStep{ID: "step-pending", From: events.NodePending},
-		"complete-finalizing": CompleteStep{ID: "step-final", From: events.NodeFinalizing},
-		"volume":              SetVolumeState{ID: "vol", Volume: "vol-new", To: events.VolumePending},
-		"stall":               ReportStall{ID: "stall", Volume: "vol-a", Reason: "TargetMoveBlocked", Message: "vol-a: no ready node for its target"},
-		"progress":            ReportProgress{ID: "progress", Message: "moving again"},
-		"fail":                Fail{ID: "fail", Reason: "InstanceManagerNotRunning", Message: "im did not start"},
-		"cancel":              RequestCancel{ID: "cancel", Reason: "manager deleted"},
-		"confirm":             ConfirmCancelled{ID: "confirm"},
+		"complete-step":       CompleteStep{Meta: aggregate.Meta{ID: "step"}, From: step},
+		"complete-pending":    CompleteStep{Meta: aggregate.Meta{ID: "step-pending"}, From: events.NodePending},
+		"complete-finalizing": CompleteStep{Meta: aggregate.Meta{ID: "step-final"}, From: events.NodeFinalizing},
+		"volume":              SetVolumeState{Meta: aggregate.Meta{ID: "vol"}, Volume: "vol-new", To: events.VolumePending},
+		"stall":               ReportStall{Meta: aggregate.Meta{ID: "stall"}, Volume: "vol-a", Reason: "TargetMoveBlocked", Message: "vol-a: no ready node for its target"},
+		"progress":            ReportProgress{Meta: aggregate.Meta{ID: "progress"}, Message: "moving again"},
+		"fail":                Fail{Meta: aggregate.Meta{ID: "fail"}, Reason: "InstanceManagerNotRunning", Message: "im did not start"},
+		"cancel":              RequestCancel{Meta: aggregate.Meta{ID: "cancel"}, Reason: "manager deleted"},
+		"confirm":             ConfirmCancelled{Meta: aggregate.Meta{ID: "confirm"}},
 	}
 }
 
@@ -133,7 +134,7 @@ var decisions = map[string]map[string]outcome{
 func TestDecidePayloads(t *testing.T) {
 	t.Run("complete step while stalled resumes first", func(t *testing.T) {
 		s := fold(t, append(upTo(events.NodeFailingReplicas), stallReplicas)...)
-		evs, err := Decide(s, CompleteStep{ID: "c", From: events.NodeFailingReplicas, Message: "replicas removed"})
+		evs, err := Decide(s, CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeFailingReplicas, Message: "replicas removed"})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{
 			events.NodeResumed{Step: events.NodeFailingReplicas, Message: "step completed"},
@@ -142,7 +143,7 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("volume change carries from, target and message", func(t *testing.T) {
 		s := fold(t, upTo(events.NodeFailingReplicas)...)
-		evs, err := Decide(s, SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchingOver, TargetNode: "node-2", Message: "moving target"})
+		evs, err := Decide(s, SetVolumeState{Meta: aggregate.Meta{ID: "v"}, Volume: "vol-a", To: events.VolumeSwitchingOver, TargetNode: "node-2", Message: "moving target"})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.VolumeStateChanged{
 			Volume: "vol-a", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "node-2", Message: "moving target",
@@ -150,7 +151,7 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("a redirect keeps the volume switching over, with its new target only", func(t *testing.T) {
 		s := fold(t, append(upTo(events.NodeFailingReplicas), evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, "node-2"))...)
-		redirect := SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3", Message: "node-2 lost its IM"}
+		redirect := SetVolumeState{Meta: aggregate.Meta{ID: "r"}, Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3", Message: "node-2 lost its IM"}
 		evs, err := Decide(s, redirect)
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.VolumeStateChanged{
@@ -164,25 +165,25 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("stall defaults to the current step", func(t *testing.T) {
 		s := fold(t, upTo(events.NodeSwitchingOver)...)
-		evs, err := Decide(s, ReportStall{ID: "s", Volume: "vol-a", Reason: "R", Message: "m"})
+		evs, err := Decide(s, ReportStall{Meta: aggregate.Meta{ID: "s"}, Volume: "vol-a", Reason: "R", Message: "m"})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.NodeStalled{Step: events.NodeSwitchingOver, Volume: "vol-a", Reason: "R", Message: "m"}}, evs)
 	})
 	t.Run("a changed stall is recorded again", func(t *testing.T) {
 		s := fold(t, append(upTo(events.NodeFailingReplicas), stallReplicas)...)
-		evs, err := Decide(s, ReportStall{ID: "s", Reason: stallReplicas.Reason, Message: "replica vol-a-r-1 still running after 10m"})
+		evs, err := Decide(s, ReportStall{Meta: aggregate.Meta{ID: "s"}, Reason: stallReplicas.Reason, Message: "replica vol-a-r-1 still running after 10m"})
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
-		evs, err = Decide(s, ReportStall{ID: "s", Reason: stallReplicas.Reason, Message: stallReplicas.Message})
+		evs, err = Decide(s, ReportStall{Meta: aggregate.Meta{ID: "s"}, Reason: stallReplicas.Reason, Message: stallReplicas.Message})
 		require.NoError(t, err)
 		require.Empty(t, evs)
 	})
 	t.Run("stale reports decide nothing", func(t *testing.T) {
 		s := fold(t, append(upTo(events.NodeSwitchingOver), stallReplicasAt(events.NodeSwitchingOver))...)
 		for _, cmd := range []Command{
-			CompleteStep{ID: "c", From: events.NodeInitializing},
-			ReportStall{ID: "s", Step: events.NodeFailingReplicas, Reason: "R", Message: "m"},
-			ReportProgress{ID: "p", Step: events.NodeFailingReplicas},
+			CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeInitializing},
+			ReportStall{Meta: aggregate.Meta{ID: "s"}, Step: events.NodeFailingReplicas, Reason: "R", Message: "m"},
+			ReportProgress{Meta: aggregate.Meta{ID: "p"}, Step: events.NodeFailingReplicas},
 		} {
 			evs, err := Decide(s, cmd)
 			require.NoError(t, err)
@@ -191,7 +192,7 @@ func TestDecidePayloads(t *testing.T) {
 	})
 	t.Run("confirm cancelled at the current step", func(t *testing.T) {
 		s := fold(t, append(upTo(events.NodeFailingReplicas), events.NodeCancelRequested{})...)
-		evs, err := Decide(s, ConfirmCancelled{ID: "c"})
+		evs, err := Decide(s, ConfirmCancelled{Meta: aggregate.Meta{ID: "c"}})
 		require.NoError(t, err)
 		require.Equal(t, []events.Event{events.NodeUpgradeCancelled{
 			Step: events.NodeFailingReplicas, Message: "node upgrade cancelled at failing-replicas; every target is on its own node",
@@ -205,34 +206,34 @@ func TestDecideRefusals(t *testing.T) {
 	cases := []machinetest.CommandRefusal[Command]{
 		{Name: "nil command", History: started, Cmd: nil, Kind: nil, Reason: "no command"},
 		{Name: "missing command id", History: started, Cmd: ReportProgress{}, Kind: nil, Reason: "command id is required"},
-		{Name: "start without image", History: nil, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", Attempt: 1}, Kind: nil, Reason: "instanceManagerImage is required"},
-		{Name: "start attempt 0", History: nil, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: image}, Kind: nil, Reason: "attempt 0"},
-		{Name: "start another image", History: started, Cmd: Start{ID: "s", Node: node, DataEngine: "v2", InstanceManagerImage: "im:other", Attempt: 1}, Kind: ErrConflict, Reason: "already started"},
-		{Name: "complete a terminal state", History: started, Cmd: CompleteStep{ID: "c", From: events.NodeCompleted}, Kind: nil, Reason: "not a working step"},
-		{Name: "complete an unknown step", History: started, Cmd: CompleteStep{ID: "c", From: "warming-up"}, Kind: nil, Reason: "not a working step"},
-		{Name: "complete a step not reached", History: started, Cmd: CompleteStep{ID: "c", From: events.NodeSwitchingBack}, Kind: nil, Reason: "not reached yet"},
-		{Name: "leave switching-back with a target away", History: backAway, Cmd: CompleteStep{ID: "c", From: events.NodeSwitchingBack}, Kind: ErrVolumesNotReady, Reason: "[vol-a]"},
+		{Name: "start without image", History: nil, Cmd: Start{Meta: aggregate.Meta{ID: "s"}, Node: node, DataEngine: "v2", Attempt: 1}, Kind: nil, Reason: "instanceManagerImage is required"},
+		{Name: "start attempt 0", History: nil, Cmd: Start{Meta: aggregate.Meta{ID: "s"}, Node: node, DataEngine: "v2", InstanceManagerImage: image}, Kind: nil, Reason: "attempt 0"},
+		{Name: "start another image", History: started, Cmd: Start{Meta: aggregate.Meta{ID: "s"}, Node: node, DataEngine: "v2", InstanceManagerImage: "im:other", Attempt: 1}, Kind: ErrConflict, Reason: "already started"},
+		{Name: "complete a terminal state", History: started, Cmd: CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeCompleted}, Kind: nil, Reason: "not a working step"},
+		{Name: "complete an unknown step", History: started, Cmd: CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: "warming-up"}, Kind: nil, Reason: "not a working step"},
+		{Name: "complete a step not reached", History: started, Cmd: CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeSwitchingBack}, Kind: nil, Reason: "not reached yet"},
+		{Name: "leave switching-back with a target away", History: backAway, Cmd: CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeSwitchingBack}, Kind: ErrVolumesNotReady, Reason: "[vol-a]"},
 		{Name: "finish with a volume not completed", History: append(upTo(events.NodeRebuildingReplica), evChanged(events.NodeRebuildingReplica)),
-			Cmd: CompleteStep{ID: "c", From: events.NodeFinalizing}, Kind: ErrVolumesNotReady, Reason: "[vol-b]"},
-		{Name: "volume without name", History: started, Cmd: SetVolumeState{ID: "v", To: events.VolumePending}, Kind: nil, Reason: "volume is required"},
-		{Name: "volume illegal move", History: upTo(events.NodeInitializing), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedBack}, Kind: nil, Reason: "not allowed"},
-		{Name: "volume unknown state", History: started, Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: "moving"}, Kind: nil, Reason: "not allowed"},
-		{Name: "volume same state other target", History: upTo(events.NodeSwitchingOver), Cmd: SetVolumeState{ID: "v", Volume: "vol-a", To: events.VolumeSwitchedOver, TargetNode: "node-3"}, Kind: ErrConflict, Reason: "already switched-over"},
+			Cmd: CompleteStep{Meta: aggregate.Meta{ID: "c"}, From: events.NodeFinalizing}, Kind: ErrVolumesNotReady, Reason: "[vol-b]"},
+		{Name: "volume without name", History: started, Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "v"}, To: events.VolumePending}, Kind: nil, Reason: "volume is required"},
+		{Name: "volume illegal move", History: upTo(events.NodeInitializing), Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "v"}, Volume: "vol-a", To: events.VolumeSwitchedBack}, Kind: nil, Reason: "not allowed"},
+		{Name: "volume unknown state", History: started, Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "v"}, Volume: "vol-a", To: "moving"}, Kind: nil, Reason: "not allowed"},
+		{Name: "volume same state other target", History: upTo(events.NodeSwitchingOver), Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "v"}, Volume: "vol-a", To: events.VolumeSwitchedOver, TargetNode: "node-3"}, Kind: ErrConflict, Reason: "already switched-over"},
 		{Name: "redirect of a volume not switching over", History: upTo(events.NodeSwitchingOver),
-			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: "not switching over to"},
+			Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "r"}, Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: "not switching over to"},
 		{Name: "redirect from another target", History: append(upTo(events.NodeFailingReplicas), evVolume("vol-a", events.VolumePending, events.VolumeSwitchingOver, "node-4")),
-			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: `target on "node-4"`},
+			Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "r"}, Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: ErrConflict, Reason: `target on "node-4"`},
 		{Name: "redirect to another state", History: upTo(events.NodeFailingReplicas),
-			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchedOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
+			Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "r"}, Volume: "vol-a", To: events.VolumeSwitchedOver, RedirectFrom: "node-2", TargetNode: "node-3"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
 		{Name: "redirect to the same target", History: upTo(events.NodeFailingReplicas),
-			Cmd: SetVolumeState{ID: "r", Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-2"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
-		{Name: "stall at a step not reached", History: started, Cmd: ReportStall{ID: "s", Step: events.NodeFinalizing, Reason: "R", Message: "m"}, Kind: nil, Reason: "not reached yet"},
-		{Name: "stall without reason", History: started, Cmd: ReportStall{ID: "s", Message: "m"}, Kind: nil, Reason: "reason is required"},
-		{Name: "stall without message", History: started, Cmd: ReportStall{ID: "s", Reason: "R"}, Kind: nil, Reason: "message is required"},
-		{Name: "progress at a step not reached", History: started, Cmd: ReportProgress{ID: "p", Step: events.NodeFinalizing}, Kind: nil, Reason: "not reached yet"},
-		{Name: "fail at another step", History: upTo(events.NodeSwitchingOver), Cmd: Fail{ID: "f", Step: events.NodeFailingReplicas, Reason: "R", Message: "m"}, Kind: nil, Reason: "failure reported for step"},
-		{Name: "fail without message", History: started, Cmd: Fail{ID: "f", Reason: "R"}, Kind: nil, Reason: "message is required"},
-		{Name: "confirm without cancel", History: started, Cmd: ConfirmCancelled{ID: "c"}, Kind: nil, Reason: "no cancel was requested"},
+			Cmd: SetVolumeState{Meta: aggregate.Meta{ID: "r"}, Volume: "vol-a", To: events.VolumeSwitchingOver, RedirectFrom: "node-2", TargetNode: "node-2"}, Kind: nil, Reason: "a redirect is a switch-over sent"},
+		{Name: "stall at a step not reached", History: started, Cmd: ReportStall{Meta: aggregate.Meta{ID: "s"}, Step: events.NodeFinalizing, Reason: "R", Message: "m"}, Kind: nil, Reason: "not reached yet"},
+		{Name: "stall without reason", History: started, Cmd: ReportStall{Meta: aggregate.Meta{ID: "s"}, Message: "m"}, Kind: nil, Reason: "reason is required"},
+		{Name: "stall without message", History: started, Cmd: ReportStall{Meta: aggregate.Meta{ID: "s"}, Reason: "R"}, Kind: nil, Reason: "message is required"},
+		{Name: "progress at a step not reached", History: started, Cmd: ReportProgress{Meta: aggregate.Meta{ID: "p"}, Step: events.NodeFinalizing}, Kind: nil, Reason: "not reached yet"},
+		{Name: "fail at another step", History: upTo(events.NodeSwitchingOver), Cmd: Fail{Meta: aggregate.Meta{ID: "f"}, Step: events.NodeFailingReplicas, Reason: "R", Message: "m"}, Kind: nil, Reason: "failure reported for step"},
+		{Name: "fail without message", History: started, Cmd: Fail{Meta: aggregate.Meta{ID: "f"}, Reason: "R"}, Kind: nil, Reason: "message is required"},
+		{Name: "confirm without cancel", History: started, Cmd: ConfirmCancelled{Meta: aggregate.Meta{ID: "c"}}, Kind: nil, Reason: "no cancel was requested"},
 	}
 	machinetest.DecideRefusals(t, machine, agg.String(), cases)
 }

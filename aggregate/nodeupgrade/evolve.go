@@ -10,10 +10,10 @@ import (
 	"github.com/switchback-dev/switchback/events"
 )
 
-// Fold applies history to s in order, skipping illegal events and returning
+// FoldSkipping applies history to s in order, skipping illegal events and returning
 // their errors joined.
-func Fold(s State, history ...events.Envelope) (State, error) {
-	return aggregate.Fold(s, Evolve, history)
+func FoldSkipping(s State, history ...events.Envelope) (State, error) {
+	return aggregate.FoldSkipping(s, Evolve, history)
 }
 
 // Evolve applies one node-upgrade event to s. An event that is illegal in s

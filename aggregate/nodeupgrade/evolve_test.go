@@ -177,7 +177,7 @@ func TestEvolveEffects(t *testing.T) {
 	t.Run("stall keeps its start across updates and a step change clears it", func(t *testing.T) {
 		h := envs(append(upTo(events.NodeFailingReplicas), stallReplicas,
 			events.NodeStalled{Step: events.NodeFailingReplicas, Reason: "ReplicaNotDeleted", Message: "replica vol-a-r-1 not deleted"})...)
-		s, err := Fold(State{}, h[:len(h)-1]...)
+		s, err := FoldSkipping(State{}, h[:len(h)-1]...)
 		require.NoError(t, err)
 		stalledAt := h[len(h)-2].Time
 		require.True(t, s.Stalled)
@@ -262,11 +262,11 @@ func TestEvolveRefusals(t *testing.T) {
 
 func TestFoldSkipsIllegalAndJoinsErrors(t *testing.T) {
 	h := envs(evStarted, evChanged(events.NodeInitializing), evChanged(events.NodePending), evStarted)
-	s, err := Fold(State{}, h...)
+	s, err := FoldSkipping(State{}, h...)
 	require.ErrorIs(t, err, ErrIllegalTransition)
 	require.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 2)
 	require.Equal(t, events.NodeInitializing, s.State)
-	p, _ := Fold(State{}, h[:2]...)
-	all, _ := Fold(p, h[2:]...)
+	p, _ := FoldSkipping(State{}, h[:2]...)
+	all, _ := FoldSkipping(p, h[2:]...)
 	require.Equal(t, s, all)
 }

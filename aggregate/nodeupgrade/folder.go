@@ -42,11 +42,11 @@ func (f *Folder) State() State {
 // that replaces what it read at every Apply (upgrade.NewOwned).
 func (f *Folder) Current() State { return f.s }
 
-// ApplyAll applies evs to s in order, as Evolve would one by one but copying
-// the volume map at most once; unlike Fold, which skips a refused event, it
+// FoldStopping applies evs to s in order, as Evolve would one by one but copying
+// the volume map at most once; unlike FoldSkipping, which skips a refused event, it
 // stops at the first event that does not apply and returns its
 // *TransitionError with the state before it. s is not changed.
-func ApplyAll(s State, evs []events.Envelope) (State, error) {
+func FoldStopping(s State, evs []events.Envelope) (State, error) {
 	f := NewFolder(s)
 	for _, e := range evs {
 		if err := f.Apply(e); err != nil {

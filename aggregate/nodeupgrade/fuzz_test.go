@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/internal/fuzzinput"
@@ -21,7 +22,7 @@ func FuzzFoldNodeUpgrade(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := machinetest.FoldProgram(t, machine, data, genEvent, checkInvariants)
 
-		// ApplyAll is Evolve one by one up to the first refusal.
+		// FoldStopping is Evolve one by one up to the first refusal.
 		want, wantErr := State{}, error(nil)
 		for _, e := range p.History {
 			next, err := Evolve(want, e)
@@ -31,8 +32,8 @@ func FuzzFoldNodeUpgrade(f *testing.F) {
 			}
 			want = next
 		}
-		gotAll, errAll := ApplyAll(State{}, p.History)
-		require.Equal(t, want, gotAll, "ApplyAll differs from Evolve one by one")
+		gotAll, errAll := FoldStopping(State{}, p.History)
+		require.Equal(t, want, gotAll, "FoldStopping differs from Evolve one by one")
 		require.Equal(t, fmt.Sprint(wantErr), fmt.Sprint(errAll))
 		requireFolderAgrees(t, p.History, p.States, data)
 	})
@@ -207,13 +208,13 @@ var happyCommands = func() []Command {
 		id := fmt.Sprintf("happy-%d", i)
 		switch d := d.(type) {
 		case events.NodeUpgradeStarted:
-			out = append(out, Start{ID: id, Node: d.Node, DataEngine: d.DataEngine, InstanceManagerImage: d.InstanceManagerImage, Attempt: d.Attempt})
+			out = append(out, Start{Meta: aggregate.Meta{ID: id}, Node: d.Node, DataEngine: d.DataEngine, InstanceManagerImage: d.InstanceManagerImage, Attempt: d.Attempt})
 		case events.NodeStateChanged:
-			out = append(out, CompleteStep{ID: id, From: d.From})
+			out = append(out, CompleteStep{Meta: aggregate.Meta{ID: id}, From: d.From})
 		case events.VolumeStateChanged:
-			out = append(out, SetVolumeState{ID: id, Volume: d.Volume, To: d.To, TargetNode: d.TargetNode})
+			out = append(out, SetVolumeState{Meta: aggregate.Meta{ID: id}, Volume: d.Volume, To: d.To, TargetNode: d.TargetNode})
 		case events.NodeUpgradeCompleted:
-			out = append(out, CompleteStep{ID: id, From: events.NodeFinalizing})
+			out = append(out, CompleteStep{Meta: aggregate.Meta{ID: id}, From: events.NodeFinalizing})
 		}
 	}
 	return out
@@ -224,8 +225,8 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 	id, at := machine.FuzzCommandStamp(c, i)
 	if r.Coin() {
 		if s.CancelRequested {
-			if evs, err := Decide(s, ConfirmCancelled{ID: id, At: at}); err == nil && len(evs) > 0 {
-				return ConfirmCancelled{ID: id, At: at}
+			if evs, err := Decide(s, ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}}); err == nil && len(evs) > 0 {
+				return ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}}
 			}
 		}
 		for _, c := range happyCommands {
@@ -249,20 +250,20 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		}
 		return c
 	case 1:
-		return CompleteStep{ID: id, At: at, From: r.nodeState(s), Message: r.OrEmpty("done")}
+		return CompleteStep{Meta: aggregate.Meta{ID: id, At: at}, From: r.nodeState(s), Message: r.OrEmpty("done")}
 	case 2:
-		return SetVolumeState{ID: id, At: at, Volume: fuzzVolumes[r.Pick(len(fuzzVolumes))],
+		return SetVolumeState{Meta: aggregate.Meta{ID: id, At: at}, Volume: fuzzVolumes[r.Pick(len(fuzzVolumes))],
 			To: fuzzVolStates[r.Pick(len(fuzzVolStates))], TargetNode: fuzzTargets[r.Pick(len(fuzzTargets))], Message: r.OrEmpty("m")}
 	case 3:
-		return ReportStall{ID: id, At: at, Step: step(), Volume: r.OrEmpty("vol-a"), Reason: r.OrEmpty("Blocked"), Message: r.OrEmpty(fmt.Sprint("blocked ", r.Pick(3)))}
+		return ReportStall{Meta: aggregate.Meta{ID: id, At: at}, Step: step(), Volume: r.OrEmpty("vol-a"), Reason: r.OrEmpty("Blocked"), Message: r.OrEmpty(fmt.Sprint("blocked ", r.Pick(3)))}
 	case 4:
-		return ReportProgress{ID: id, At: at, Step: step(), Message: r.OrEmpty("moving")}
+		return ReportProgress{Meta: aggregate.Meta{ID: id, At: at}, Step: step(), Message: r.OrEmpty("moving")}
 	case 5:
-		return Fail{ID: id, At: at, Step: step(), Reason: r.OrEmpty("Boom"), Message: r.OrEmpty("failed")}
+		return Fail{Meta: aggregate.Meta{ID: id, At: at}, Step: step(), Reason: r.OrEmpty("Boom"), Message: r.OrEmpty("failed")}
 	case 6:
-		return RequestCancel{ID: id, At: at, Reason: r.OrEmpty("deleted")}
+		return RequestCancel{Meta: aggregate.Meta{ID: id, At: at}, Reason: r.OrEmpty("deleted")}
 	}
-	return ConfirmCancelled{ID: id, At: at, Message: r.OrEmpty("safe")}
+	return ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}, Message: r.OrEmpty("safe")}
 }
 
 // checkDecided holds for every state a decision leads to: the invariants,

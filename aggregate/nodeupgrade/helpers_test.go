@@ -38,7 +38,7 @@ var fold = machine.FoldPayloads
 // machine is the node upgrade as the shared checks drive it: a worker sends
 // every command, on its own node's aggregate.
 var machine = machinetest.Machine[State, Command]{
-	Name: Machine, Decide: Decide, Evolve: Evolve, Fold: Fold, Wrap: envs, Clone: cloneState,
+	Name: Machine, Decide: Decide, Evolve: Evolve, FoldSkipping: FoldSkipping, Wrap: envs, Clone: cloneState,
 	StateName: State.stateName, Start: t0, Address: func(State, Command) (events.AggregateID, string) { return agg, source },
 	Stamp: func(s State) (time.Time, int) { return s.UpdatedAt, s.Transitions },
 }

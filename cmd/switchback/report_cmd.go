@@ -60,7 +60,7 @@ func reportCommand() *cobra.Command {
 		if parked > 0 {
 			fmt.Fprintf(stderr, "WARNING: %d event(s) did not decode and are left out (switchback history lists them)\n", parked)
 		}
-		t := report.Fold(history)
+		t := report.BuildTimeline(history)
 		t.UntilSeq = *untilSeq
 		var page bytes.Buffer
 		if err := report.Render(&page, t); err != nil {

@@ -28,8 +28,9 @@ type Machine[S any, C Command] struct {
 	Name   string
 	Decide func(S, C) ([]events.Event, error)
 	Evolve func(S, events.Envelope) (S, error)
-	// Fold applies stored events to a state.
-	Fold func(S, ...events.Envelope) (S, error)
+	// FoldSkipping applies stored events to a state, skipping those
+	// refused (the aggregate's FoldSkipping).
+	FoldSkipping func(S, ...events.Envelope) (S, error)
 	// Wrap turns payloads into the machine's envelopes (aggregate, time).
 	Wrap func(...events.Event) []events.Envelope
 	// Clone deep-copies a state, to prove that Decide and Evolve leave
@@ -52,7 +53,7 @@ type Machine[S any, C Command] struct {
 func (m Machine[S, C]) FoldPayloads(t testing.TB, data ...events.Event) S {
 	t.Helper()
 	var zero S
-	s, err := m.Fold(zero, m.Wrap(data...)...)
+	s, err := m.FoldSkipping(zero, m.Wrap(data...)...)
 	require.NoError(t, err)
 	return s
 }
