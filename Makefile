@@ -68,13 +68,13 @@ demo: ## the main job: a whole upgrade of a simulated cluster on embedded NATS, 
 
 test: testenv-bins tools chromium ## run every test: unit, fuzz seeds, embedded NATS, real kube-apiserver, then the fault suite
 	@if [ "$${SKIP_APISERVER:-}" = 1 ]; then echo "WARNING: SKIP_APISERVER=1: tests that need kube-apiserver are SKIPPED"; fi
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/faults$$')
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/test/faults$$')
 	$(MAKE) test-faults
 
 # Local-directory mode (no package argument) streams the suite's output, so
 # its summary table is shown even when every scenario passes.
 test-faults: testenv-bins ## the process-level fault-injection suite (kill -9, restarts, outages); prints its summary table
-	cd faults && $(GO) test -count=1 -timeout 15m
+	cd test/faults && $(GO) test -count=1 -timeout 15m
 
 CHAOS_RUNS ?= 100
 CHAOS_SEED ?= 1
@@ -85,7 +85,7 @@ CHAOS_PLANE ?=
 # recovery times go to .cache/bench-chaos-PLANE.txt, which make bench puts into
 # BENCHMARKS.md (rewritten here too when make bench's figures are there).
 chaos: testenv-bins ## the nemesis: CHAOS_RUNS seeded fault schedules per data plane from CHAOS_SEED (CHAOS_PLANE=sim|longhorn for one); prints the chaos table
-	cd faults && CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PLANE=$(CHAOS_PLANE) $(GO) test -count=1 -run '^TestChaos$$' -timeout 600m
+	cd test/faults && CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PLANE=$(CHAOS_PLANE) $(GO) test -count=1 -run '^TestChaos$$' -timeout 600m
 	@if [ -f .cache/bench.txt ]; then cat .cache/bench.txt $$(ls .cache/bench-scale.txt .cache/bench-chaos-*.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md; fi
 
 test-short: ## fast tests only (no NATS cluster, no apiserver)
@@ -118,5 +118,5 @@ bench: ## run every benchmark BENCH_COUNT times (but BenchmarkScale: see bench-s
 
 bench-scale: ## run BenchmarkScale (the demo at 50 and 200 nodes × 20 volumes) BENCH_COUNT times and rewrite BENCHMARKS.md with it
 	@mkdir -p .cache
-	set -o pipefail; $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -count $(BENCH_COUNT) -timeout 60m ./perf | tee .cache/bench-scale.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench '^BenchmarkScale$$' -count $(BENCH_COUNT) -timeout 60m ./test/perf | tee .cache/bench-scale.txt
 	cat $$(ls .cache/bench.txt 2>/dev/null) .cache/bench-scale.txt $$(ls .cache/bench-chaos-*.txt 2>/dev/null) | $(GO) run ./hack/benchreport -o BENCHMARKS.md

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
+	"github.com/switchback-dev/switchback/test/harness/manifesttest"
 )
 
 // TestManifestsApplyOnTheRealAPIServer: deploy/, and deploy/ with the

@@ -30,7 +30,7 @@ import (
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
 

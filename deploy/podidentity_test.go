@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // TestPodIdentityPolicy runs the shipped switchback-pod-identity policy on

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // TestUninstallLeavesLonghornAlone installs deploy/ for real (no

@@ -15,9 +15,9 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/benchenv"
-	"github.com/switchback-dev/switchback/internal/historytest"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/historytest"
 )
 
 // BenchmarkAppendConcurrentVsRawAsync: batched appends to 64 distinct

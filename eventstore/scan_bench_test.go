@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
 )
 
 // BenchmarkScanVsOrderedConsumer measures what Scan's own ordered reader

@@ -18,7 +18,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -23,11 +23,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/webhooktest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
+	"github.com/switchback-dev/switchback/test/harness/webhooktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

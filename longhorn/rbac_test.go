@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/plan"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/manifesttest"
 )
 
 // TestDeployedRBACSuffices runs the adapter as the service accounts of

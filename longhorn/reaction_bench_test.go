@@ -16,11 +16,11 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/benchenv"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 // BenchmarkReactionLatency measures how long a waiting step takes to react

@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/webhooktest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
+	"github.com/switchback-dev/switchback/test/harness/webhooktest"
 )
 
 // The rules of sim/RULES.md that the simulated manager plays on Longhorn's

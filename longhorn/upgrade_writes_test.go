@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/goldentest"
 )
 
 // TestInPlaceWriteSequence: on a Longhorn that updates IMs in place

@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/longhorn"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/manifesttest"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // scoped is a test cluster under deploy/rbac's worker identity and policy.

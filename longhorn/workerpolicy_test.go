@@ -22,9 +22,9 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/longhorn"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 // The workers' node scope (deploy/rbac/worker-admission-policy.yaml) on the

@@ -17,10 +17,10 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/consumertest"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/test/harness/consumertest"
 	"github.com/switchback-dev/switchback/topology"
 )
 

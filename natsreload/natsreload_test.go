@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/natsreload"
 	"github.com/switchback-dev/switchback/nodequeue"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
 )
 
 // buildServer builds the nats-server of go.mod under a name of its own

@@ -13,11 +13,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/switchback-dev/switchback/internal/manifesttest"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/nodeaccounts"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/manifesttest"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

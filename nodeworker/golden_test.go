@@ -16,9 +16,9 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/goldentest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")

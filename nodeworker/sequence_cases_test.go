@@ -17,8 +17,8 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/goldentest"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/goldentest"
 )
 
 // storageNodes is a Longhorn v1.12 cluster laid out for live upgrades: the

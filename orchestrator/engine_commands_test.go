@@ -10,9 +10,9 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 // dangerous are the unsafe conditions an upgrade must never cause: I/O

@@ -3,7 +3,7 @@ package plan
 import (
 	"testing"
 
-	"github.com/switchback-dev/switchback/internal/dataplanetest"
+	"github.com/switchback-dev/switchback/test/harness/dataplanetest"
 
 	"github.com/stretchr/testify/assert"
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/fuzzinput"
+	"github.com/switchback-dev/switchback/test/harness/fuzzinput"
 )
 
 var (

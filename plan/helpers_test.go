@@ -2,7 +2,7 @@ package plan
 
 import (
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/dataplanetest"
+	"github.com/switchback-dev/switchback/test/harness/dataplanetest"
 )
 
 const (

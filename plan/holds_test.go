@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/dataplanetest"
+	"github.com/switchback-dev/switchback/test/harness/dataplanetest"
 )
 
 func TestHolds(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/switchback-dev/switchback/internal/dataplanetest"
+	"github.com/switchback-dev/switchback/test/harness/dataplanetest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

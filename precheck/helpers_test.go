@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/dataplanetest"
 	"github.com/switchback-dev/switchback/plan"
+	"github.com/switchback-dev/switchback/test/harness/dataplanetest"
 )
 
 const (

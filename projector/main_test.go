@@ -27,12 +27,12 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/internal/managertest"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/managertest"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

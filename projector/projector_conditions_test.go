@@ -13,9 +13,9 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 func assertCondition(t *testing.T, conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {

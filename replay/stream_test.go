@@ -12,9 +12,9 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/historytest"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/test/harness/historytest"
 )
 
 // TestStreamHandsOutUpgradesOnceEnded: Stream hands out an upgrade that has

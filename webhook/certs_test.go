@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchback-dev/switchback/internal/testpki"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 

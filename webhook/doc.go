@@ -68,5 +68,5 @@
 // The serving certificate is read from files (a mounted kubernetes.io/tls
 // Secret) and re-read when they change, so a rotated certificate is served
 // without a restart (CertReloader). Certificates come from cert-manager or
-// the install (deploy/webhook); tests make theirs with internal/testpki.
+// the install (deploy/webhook); tests make theirs with test/harness/testpki.
 package webhook

@@ -17,7 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/testpki"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 

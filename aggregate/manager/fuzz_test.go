@@ -11,7 +11,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/fuzzinput"
+	"github.com/switchback-dev/switchback/test/harness/fuzzinput"
 )
 
 func FuzzFoldManager(f *testing.F) {

@@ -10,7 +10,7 @@ import (
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/fuzzinput"
+	"github.com/switchback-dev/switchback/test/harness/fuzzinput"
 )
 
 // choices are the fuzzers' choices, with the node upgrade's own generators.

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // TestDemoEndsWhenTheClusterDoes: `demo --kubeconfig` returns once the

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestDemoCompletesAndItsHistoryReplays(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // The package's tests that need Kubernetes share one real apiserver; the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // TestMistakesAboutNATSSayWhatToDo: a NATS that does not answer, one that

@@ -25,11 +25,11 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
 )
 
 func TestRedactURL(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // `switchback plan --data-plane longhorn` reads a cluster's Longhorn through

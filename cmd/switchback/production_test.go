@@ -24,14 +24,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/natsreload"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // chromium finds the headless browser the report is checked in (the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // TestUninstallWaitsForTheUpgradesInFlight: with a manager in flight,

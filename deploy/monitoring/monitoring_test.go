@@ -26,8 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/switchback-dev/switchback/internal/manifesttest"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/manifesttest"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchback-dev/switchback/internal/proctest"
+	"github.com/switchback-dev/switchback/test/harness/proctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +26,7 @@ import (
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -71,7 +71,8 @@ func parse(r io.Reader) (map[string]*series, []string, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
-			pkg = strings.TrimPrefix(p, "github.com/switchback-dev/switchback/")
+			// A suite under test/ is named by its own name (perf, faults).
+			pkg = strings.TrimPrefix(strings.TrimPrefix(p, "github.com/switchback-dev/switchback/"), "test/")
 			continue
 		}
 		f := strings.Fields(line)

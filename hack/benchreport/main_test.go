@@ -45,7 +45,7 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name: "MiB, ms and per-second units; log lines ignored",
-			input: "pkg: github.com/switchback-dev/switchback/perf\n" +
+			input: "pkg: github.com/switchback-dev/switchback/test/perf\n" +
 				"testenv: kube-apiserver ready at https://127.0.0.1:40617 in 2.205s\n" +
 				"BenchmarkControllerResume" + cpu + "  1  2564466086 ns/op  99000 events  438.7 first-upgrade-ms  44.93 peak-rss-MiB  39.91 rss-MiB  41.68 startup-ms\n" +
 				"--- BENCH: BenchmarkControllerResume" + cpu + "\n" +
@@ -103,7 +103,7 @@ func TestGoals(t *testing.T) {
 		"BenchmarkLoad10k/snapshot+tail" + cpu + "  3000  368049 ns/op\n" +
 		"BenchmarkAppendVsRawPublish" + cpu + "  100  1 ns/op  0.762 ratio\n" +
 		"BenchmarkReplay1M" + cpu + "  1  1 ns/op  0.93 ratio  110 replay-peak-rss-MiB@1M  100 replay-peak-rss-MiB@250k\n" +
-		"pkg: github.com/switchback-dev/switchback/perf\n" +
+		"pkg: github.com/switchback-dev/switchback/test/perf\n" +
 		"BenchmarkPerVolumeCost" + cpu + "  1  1 ns/op  1.2 ratio100/20\n"
 	all, _, err := parse(strings.NewReader(input))
 	require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestGoals(t *testing.T) {
 }
 
 func TestWriteGoalsAndNotes(t *testing.T) {
-	input := "pkg: github.com/switchback-dev/switchback/perf\n" +
+	input := "pkg: github.com/switchback-dev/switchback/test/perf\n" +
 		"BenchmarkControllerResume" + cpu + "  1  1 ns/op  44.93 peak-rss-MiB\n"
 	all, order, err := parse(strings.NewReader(input))
 	require.NoError(t, err)

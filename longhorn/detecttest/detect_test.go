@@ -27,7 +27,7 @@ import (
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

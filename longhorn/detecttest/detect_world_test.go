@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/longhorn"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 type world struct {

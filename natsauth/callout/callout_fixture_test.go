@@ -20,13 +20,13 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/natsauth"
 	"github.com/switchback-dev/switchback/natsauth/callout"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/nodequeue"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // cluster is the Kubernetes side: nodes n1 and n2, the worker's pods on

@@ -8,10 +8,10 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 	"github.com/switchback-dev/switchback/topology"
 )
 

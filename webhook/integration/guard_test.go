@@ -20,10 +20,10 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/longhorntest"
-	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/longhorn"
+	"github.com/switchback-dev/switchback/test/harness/longhorntest"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 

@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
-	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 

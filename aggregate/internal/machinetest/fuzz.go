@@ -8,7 +8,7 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/fuzzinput"
+	"github.com/switchback-dev/switchback/test/harness/fuzzinput"
 )
 
 // maxProgram bounds a fuzz program's length.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/fuzzinput"
+	"github.com/switchback-dev/switchback/test/harness/fuzzinput"
 )
 
 // Command is what the harness needs of a machine's commands.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchback-dev/switchback/internal/proctest"
+	"github.com/switchback-dev/switchback/test/harness/proctest"
 
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -27,13 +27,13 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/benchenv"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/kubeclient"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
 

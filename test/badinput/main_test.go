@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchback-dev/switchback/kubeclient"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // One real kube-apiserver (with etcd and the CRDs of deploy/crds) serves

@@ -16,9 +16,9 @@ import (
 
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/benchenv"
 	"github.com/switchback-dev/switchback/natsembed"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // BenchmarkNatsBenchReference runs the nats CLI's own benchmark,

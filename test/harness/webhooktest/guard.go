@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/dataplane"
-	"github.com/switchback-dev/switchback/internal/testpki"
 	"github.com/switchback-dev/switchback/longhorn"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 	"github.com/switchback-dev/switchback/webhook"
 )
 

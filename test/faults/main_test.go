@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 // The suite's shared fixtures, set by TestMain: the switchback binary every

@@ -14,7 +14,7 @@ import (
 
 	"github.com/switchback-dev/switchback/longhorn/longhornsim"
 	"github.com/switchback-dev/switchback/sim"
-	"github.com/switchback-dev/switchback/testenv"
+	"github.com/switchback-dev/switchback/test/harness/testenv"
 )
 
 var lhCRDs struct {

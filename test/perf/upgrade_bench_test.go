@@ -7,9 +7,9 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/benchenv"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 // ring is the cluster the whole-upgrade benchmarks upgrade: nodes nodes on

@@ -16,9 +16,9 @@ import (
 	"github.com/switchback-dev/switchback/commands"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/nodequeue"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -21,10 +21,10 @@ import (
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/enginetest"
-	"github.com/switchback-dev/switchback/internal/managertest"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/managertest"
 )
 
 // world is a test's whole system: Kubernetes (a namespace on the package's

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/switchback-dev/switchback/internal/testpki"
+	"github.com/switchback-dev/switchback/test/harness/testpki"
 )
 
 // pki holds the PEM files of a throwaway cluster: a CA, the apiserver's

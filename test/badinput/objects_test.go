@@ -14,9 +14,9 @@ import (
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/projector"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -23,7 +23,6 @@ import (
 	"github.com/switchback-dev/switchback/commands/intake"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
-	"github.com/switchback-dev/switchback/internal/syncbuf"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/nodequeue"
@@ -31,6 +30,7 @@ import (
 	"github.com/switchback-dev/switchback/orchestrator"
 	"github.com/switchback-dev/switchback/replay"
 	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/syncbuf"
 	"github.com/switchback-dev/switchback/topology"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchback-dev/switchback/internal/benchenv"
+	"github.com/switchback-dev/switchback/test/harness/benchenv"
 )
 
 // BenchmarkScale: `switchback demo` (built from ./cmd/switchback) run

@@ -13,8 +13,8 @@ import (
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
 	"github.com/switchback-dev/switchback/replay"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
 
 // replayed is an old event of the upgrade published again by hand.

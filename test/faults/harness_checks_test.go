@@ -11,7 +11,7 @@ import (
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
-	"github.com/switchback-dev/switchback/internal/enginetest"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
 	"github.com/switchback-dev/switchback/topology"
 )
 
