@@ -41,13 +41,15 @@ func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 // snapshotCalls bounds the snapshot calls of one round in flight at once.
 const snapshotCalls = 16
 
-// concurrent reports whether consecutive actions of kind may run at once:
+// concurrent reports whether consecutive actions of call may run at once:
 // taking or removing the upgrade's snapshot touches one volume and nothing
 // the other volumes' calls depend on, and the step records the phase only
 // once every call of it succeeded. Every other action keeps its order
 // (scheduling off before the snapshots, replicas failed one by one against
 // the observed health, moves before the IM is replaced).
-func concurrent(kind actionKind) bool { return kind == actSnapshot || kind == actDeleteSnapshot }
+func concurrent(call dataplane.Call) bool {
+	return call == dataplane.CallCreateSnapshot || call == dataplane.CallDeleteSnapshot
+}
 
 // actAll runs actions in order, except that a run of consecutive snapshot
 // calls of one kind (one per volume; a node with 100 volumes otherwise waits
@@ -55,10 +57,10 @@ func concurrent(kind actionKind) bool { return kind == actSnapshot || kind == ac
 // runs snapshotCalls at a time. The run ends before the next action starts.
 // Its errors are returned in plan order, so the outcome does not depend on
 // which call answered first.
-func (r *run) actAll(ctx context.Context, actions []action) error {
+func (r *run) actAll(ctx context.Context, actions []dataplane.Action) error {
 	for i := 0; i < len(actions); {
 		j := i + 1
-		for concurrent(actions[i].kind) && j < len(actions) && actions[j].kind == actions[i].kind {
+		for concurrent(actions[i].Call) && j < len(actions) && actions[j].Call == actions[i].Call {
 			j++
 		}
 		if j == i+1 {
@@ -76,7 +78,7 @@ func (r *run) actAll(ctx context.Context, actions []action) error {
 // actAtOnce runs actions with at most snapshotCalls in flight and joins
 // their errors in plan order. A failed call does not stop the others: each
 // is idempotent, and the next round redoes only what did not take.
-func (r *run) actAtOnce(ctx context.Context, actions []action) error {
+func (r *run) actAtOnce(ctx context.Context, actions []dataplane.Action) error {
 	errs := make([]error, len(actions))
 	sem := make(chan struct{}, snapshotCalls)
 	var wg sync.WaitGroup
@@ -92,33 +94,13 @@ func (r *run) actAtOnce(ctx context.Context, actions []action) error {
 }
 
 // act runs one action.
-func (r *run) act(ctx context.Context, a action) error { return call(ctx, r.dp(), a) }
+func (r *run) act(ctx context.Context, a dataplane.Action) error { return call(ctx, r.dp(), a) }
 
 // call makes one action's data-plane call. An object gone since it was
 // observed is no error: a deleted volume or replica has nothing left to
 // protect.
-func call(ctx context.Context, dp dataplane.Actions, a action) error {
-	var err error
-	switch a.kind {
-	case actSetScheduling:
-		err = dp.SetReplicaScheduling(ctx, a.object, a.allow)
-	case actSnapshot:
-		err = dp.CreateSnapshot(ctx, a.object, a.arg)
-	case actDeleteSnapshot:
-		err = dp.DeleteSnapshot(ctx, a.object, a.arg)
-	case actFailReplica:
-		err = dp.FailReplica(ctx, a.object, a.arg)
-	case actStopReplica:
-		err = dp.StopReplica(ctx, a.object, a.arg)
-	case actSetEngineNode:
-		err = dp.SetEngineNode(ctx, a.object, a.arg)
-	case actDeleteIM:
-		err = dp.DeleteInstanceManager(ctx, a.object)
-	case actSetIMImage:
-		err = dp.SetInstanceManagerImage(ctx, a.object, a.arg)
-	default:
-		err = fmt.Errorf("unknown action %q", a.kind)
-	}
+func call(ctx context.Context, dp dataplane.Actions, a dataplane.Action) error {
+	err := a.Apply(ctx, dp)
 	switch {
 	case err == nil, errors.Is(err, dataplane.ErrNotFound):
 		return nil

@@ -83,11 +83,11 @@ func (p *slowPlane) FailReplica(context.Context, string, string) error {
 func TestActAllRunsSnapshotsAtOnceInBounds(t *testing.T) {
 	p := &slowPlane{refuse: map[string]bool{"vol-07": true, "vol-31": true}, together: make(chan struct{})}
 	r := &run{w: &Worker{cfg: Config{DataPlane: p}}}
-	actions := []action{{kind: actSetScheduling, object: "n1"}}
+	actions := []dataplane.Action{{Call: dataplane.CallSetReplicaScheduling, Object: "n1"}}
 	for i := range 40 {
-		actions = append(actions, action{kind: actSnapshot, object: fmt.Sprintf("vol-%02d", i), arg: "snap"})
+		actions = append(actions, dataplane.Action{Call: dataplane.CallCreateSnapshot, Object: fmt.Sprintf("vol-%02d", i), Arg: "snap"})
 	}
-	actions = append(actions, action{kind: actFailReplica, object: "vol-00", arg: "r"})
+	actions = append(actions, dataplane.Action{Call: dataplane.CallFailReplica, Object: "vol-00", Arg: "r"})
 
 	err := r.actAll(context.Background(), actions[:len(actions)-1])
 	require.Error(t, err)

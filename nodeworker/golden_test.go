@@ -3,9 +3,7 @@ package nodeworker_test
 import (
 	"context"
 	"flag"
-	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,70 +21,32 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-// recorder is a data plane that writes down every change the workers ask
-// of it, in order: the sequence a reviewer reads in testdata/*.golden. A
-// call repeating the line just before it (a wait asking again, as often as
-// the timing makes it) is written once. The one exception to the order: a
-// step takes or removes its volumes' snapshots several at once (apply.go,
+// recorder writes down every change the workers ask of a data plane, in
+// order: the sequence a reviewer reads in testdata/*.golden. A call
+// repeating the line just before it (a wait asking again, as often as the
+// timing makes it) is written once. The one exception to the order: a step
+// takes or removes its volumes' snapshots several at once (apply.go,
 // actAll), so each such phase is written sorted by volume, between the calls
 // before and after it, which keep their order.
 type recorder struct {
-	dataplane.DataPlane
 	goldentest.Lines
 }
 
-func (r *recorder) log(err error, format string, args ...any) error {
-	r.AddUnlessRepeated(callLine(err, format, args...))
-	return err
-}
-
-// callLine is the line of one call, with its refusal if any.
-func callLine(err error, format string, args ...any) string {
-	line := fmt.Sprintf(format, args...)
-	if err != nil {
-		line += " → refused: " + err.Error()
-	}
-	return line
-}
-
-// logSorted records a call of a concurrent phase, named by its first word
-// (the call), in its sorted place within the phase.
-func (r *recorder) logSorted(err error, format string, args ...any) error {
-	call, _, _ := strings.Cut(format, " ")
-	r.AddSorted(call, callLine(err, format, args...))
-	return err
-}
-
-func (r *recorder) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
-	return r.log(r.DataPlane.SetReplicaScheduling(ctx, node, allow), "SetReplicaScheduling %s allow=%t", node, allow)
-}
-
-func (r *recorder) CreateSnapshot(ctx context.Context, volume, name string) error {
-	return r.logSorted(r.DataPlane.CreateSnapshot(ctx, volume, name), "CreateSnapshot %s %s", volume, name)
-}
-
-func (r *recorder) DeleteSnapshot(ctx context.Context, volume, name string) error {
-	return r.logSorted(r.DataPlane.DeleteSnapshot(ctx, volume, name), "DeleteSnapshot %s %s", volume, name)
-}
-
-func (r *recorder) FailReplica(ctx context.Context, volume, replica string) error {
-	return r.log(r.DataPlane.FailReplica(ctx, volume, replica), "FailReplica %s %s", volume, replica)
-}
-
-func (r *recorder) StopReplica(ctx context.Context, volume, replica string) error {
-	return r.log(r.DataPlane.StopReplica(ctx, volume, replica), "StopReplica %s %s", volume, replica)
-}
-
-func (r *recorder) SetEngineNode(ctx context.Context, volume, node string) error {
-	return r.log(r.DataPlane.SetEngineNode(ctx, volume, node), "SetEngineNode %s %q", volume, node)
-}
-
-func (r *recorder) DeleteInstanceManager(ctx context.Context, name string) error {
-	return r.log(r.DataPlane.DeleteInstanceManager(ctx, name), "DeleteInstanceManager %s", name)
-}
-
-func (r *recorder) SetInstanceManagerImage(ctx context.Context, name, image string) error {
-	return r.log(r.DataPlane.SetInstanceManagerImage(ctx, name, image), "SetInstanceManagerImage %s %s", name, image)
+// plane is dp with its actions recorded.
+func (r *recorder) plane(dp dataplane.DataPlane) dataplane.DataPlane {
+	return dataplane.WithActions(dp, func(ctx context.Context, a dataplane.Action) error {
+		err := a.Apply(ctx, dp)
+		line := a.String()
+		if err != nil {
+			line += " → refused: " + err.Error()
+		}
+		if a.Call == dataplane.CallCreateSnapshot || a.Call == dataplane.CallDeleteSnapshot {
+			r.AddSorted(string(a.Call), line)
+		} else {
+			r.AddUnlessRepeated(line)
+		}
+		return err
+	})
 }
 
 // sortedNote heads every golden log, so that a reader of it knows which
@@ -152,9 +112,9 @@ func TestGoldenActionLogs(t *testing.T) {
 			// depend on the timing of its polls.
 			s, err := sim.ThreeNodes(sim.Config{Profile: dataplane.ProfileInPlace})
 			require.NoError(t, err)
-			rec := &recorder{DataPlane: s}
+			rec := &recorder{}
 			rec.Add(sortedNote)
-			e := enginetest.Start(t, rec, enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
+			e := enginetest.Start(t, rec.plane(s), enginetest.Options{StallAfter: 100 * time.Millisecond, FailAfter: time.Second})
 			tc.run(t, s, e)
 			assert.Zero(t, s.IOStats().FailedByActions(), "no I/O failed because of an action")
 

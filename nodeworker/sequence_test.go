@@ -214,8 +214,8 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 			line += " → " + err.Error()
 		}
 		nd.logCall(line)
-		if a.kind == actDeleteIM {
-			nd.checkDeleted(o, a.object)
+		if a.Call == dataplane.CallDeleteInstanceManager {
+			nd.checkDeleted(o, a.Object)
 		}
 	}
 	for _, c := range p.confirm {

@@ -1,7 +1,6 @@
 package nodeworker
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -59,37 +58,6 @@ type settings struct {
 // per aggregate version.
 func (c settings) id(what string) string { return c.idPrefix + what }
 
-// actionKind names a data-plane action.
-type actionKind string
-
-// Actions a plan may hold, named after the dataplane.Actions methods.
-const (
-	actSetScheduling  actionKind = "SetReplicaScheduling"
-	actSnapshot       actionKind = "CreateSnapshot"
-	actDeleteSnapshot actionKind = "DeleteSnapshot"
-	actFailReplica    actionKind = "FailReplica"
-	actStopReplica    actionKind = "StopReplica"
-	actSetEngineNode  actionKind = "SetEngineNode"
-	actDeleteIM       actionKind = "DeleteInstanceManager"
-	actSetIMImage     actionKind = "SetInstanceManagerImage"
-)
-
-// action is one data-plane call.
-type action struct {
-	kind actionKind
-	// object is the node, volume or instance manager acted on; arg the
-	// replica, snapshot, node or image, as the sim's action log has them.
-	object, arg string
-	allow       bool
-}
-
-func (a action) String() string {
-	if a.kind == actSetScheduling {
-		return fmt.Sprintf("%s %s %t", a.kind, a.object, a.allow)
-	}
-	return strings.TrimSpace(fmt.Sprintf("%s %s %s", a.kind, a.object, a.arg))
-}
-
 // stepPlan is what one round of a step decided.
 type stepPlan struct {
 	// record are appended to the node's history before anything else, so a
@@ -99,7 +67,7 @@ type stepPlan struct {
 	// switch-over's destination is known before it is asked for).
 	volumes []nodeupgrade.SetVolumeState
 	// actions are the data-plane calls, in order.
-	actions []action
+	actions []dataplane.Action
 	// confirm are appended once every action succeeded.
 	confirm []nodeupgrade.Command
 	// done: the step's goal holds once the plan is carried out.
@@ -109,12 +77,12 @@ type stepPlan struct {
 	block, fatal *block
 }
 
-func (p *stepPlan) act(kind actionKind, object, arg string) {
-	p.actions = append(p.actions, action{kind: kind, object: object, arg: arg})
+func (p *stepPlan) act(call dataplane.Call, object, arg string) {
+	p.actions = append(p.actions, dataplane.Action{Call: call, Object: object, Arg: arg})
 }
 
 func (p *stepPlan) setScheduling(node string, allow bool) {
-	p.actions = append(p.actions, action{kind: actSetScheduling, object: node, allow: allow})
+	p.actions = append(p.actions, dataplane.Action{Call: dataplane.CallSetReplicaScheduling, Object: node, Allow: allow})
 }
 
 func (p *stepPlan) volume(name string, to events.VolumeState, target, message string) {

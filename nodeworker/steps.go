@@ -146,7 +146,7 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 	}
 	if st.Snapshots == nil && len(snap) > 0 {
 		for _, name := range snap {
-			p.act(actSnapshot, name, c.snapshot)
+			p.act(dataplane.CallCreateSnapshot, name, c.snapshot)
 		}
 		p.confirm = append(p.confirm, nodeupgrade.RecordSnapshots{Meta: aggregate.Meta{ID: c.id("snapshots")}, Snapshot: c.snapshot, Volumes: snap})
 	}
@@ -183,7 +183,9 @@ func (p *stepPlan) restoreScheduling(o observation, st nodeupgrade.State, c sett
 	if !st.Scheduling.Pending() || !o.found {
 		return
 	}
-	p.actions = slices.DeleteFunc(p.actions, func(a action) bool { return a.kind == actSetScheduling && a.object == c.node })
+	p.actions = slices.DeleteFunc(p.actions, func(a dataplane.Action) bool {
+		return a.Call == dataplane.CallSetReplicaScheduling && a.Object == c.node
+	})
 	if o.node.AllowScheduling != st.Scheduling.Previous {
 		p.setScheduling(c.node, st.Scheduling.Previous)
 	}
@@ -249,13 +251,13 @@ func (p *stepPlan) retireReplicas(v dataplane.Volume, c settings) {
 				continue
 			}
 			p.done = false
-			p.act(actFailReplica, v.Name, r.Name)
+			p.act(dataplane.CallFailReplica, v.Name, r.Name)
 		case r.Failed && r.Running && r.InEngine:
 			p.wait(waiting(v.Name, "ReplicaLeavingEngine",
 				"volume %s: replica %s is failed and its engine still holds it; its instance stops once the engine has removed it (a replica of the volume that is not running holds back Longhorn's update of the engine, longhorn/longhorn#13629)", v.Name, r.Name))
 		case r.Failed && r.Running:
 			p.done = false
-			p.act(actStopReplica, v.Name, r.Name)
+			p.act(dataplane.CallStopReplica, v.Name, r.Name)
 		}
 	}
 }
@@ -315,9 +317,9 @@ func decideUpgradeInstanceManager(o observation, st nodeupgrade.State, c setting
 		case holds(im, o.profile):
 			p.wait(busy(im, o.profile, c))
 		case o.profile.InPlaceIM():
-			p.act(actSetIMImage, im.Name, c.image)
+			p.act(dataplane.CallSetInstanceManagerImage, im.Name, c.image)
 		default:
-			p.act(actDeleteIM, im.Name, "")
+			p.act(dataplane.CallDeleteInstanceManager, im.Name, "")
 		}
 	}
 	if p.block == nil && len(p.actions) == 0 {
@@ -369,7 +371,7 @@ func decideFinalize(o observation, st nodeupgrade.State, c settings) stepPlan {
 	if s := st.Snapshots; s != nil && !s.Removed && !c.keepSnapshots {
 		for _, name := range s.Volumes {
 			if _, ok := o.recorded[name]; ok {
-				p.act(actDeleteSnapshot, name, s.Name)
+				p.act(dataplane.CallDeleteSnapshot, name, s.Name)
 			}
 		}
 		p.confirm = append(p.confirm, nodeupgrade.ConfirmSnapshotsRemoved{Meta: aggregate.Meta{ID: c.id("snapshots-removed")}})

@@ -266,7 +266,7 @@ func (p *stepPlan) moveEngine(v dataplane.Volume, node, engineNode, home, notMov
 	case v.EngineNode != engineNode && !v.Away.Allows(node, engineNode):
 		p.wait(waiting(v.Name, "TargetAwayUnrecorded", "volume %s: waiting for the controller to record that the upgrade of %s moves its target (engine node %q) before asking for %s", v.Name, node, engineNode, home))
 	case v.EngineNode != engineNode:
-		p.act(actSetEngineNode, v.Name, engineNode)
+		p.act(dataplane.CallSetEngineNode, v.Name, engineNode)
 	case v.Switchover == dataplane.SwitchoverReverting || v.SwitchoverError != "":
 		msg := fmt.Sprintf("volume %s: Longhorn keeps failing to switch its target to %s (switchoverState %q)", v.Name, home, v.Switchover)
 		if v.SwitchoverError != "" {

@@ -85,7 +85,7 @@ func TestDecideSwitchOver(t *testing.T) {
 			volumes: []string{"vol-s->switching-over@n3 before=n1"}, reason: "TargetAwayUnrecorded"},
 		{name: "the controller's record on the volume: the move asked for",
 			o:  toPlace(recorded(awayTo("n3"))),
-			st: moveRecorded, actions: []string{"SetEngineNode vol-s n3"}},
+			st: moveRecorded, actions: []string{`SetEngineNode vol-s "n3"`}},
 		{name: "a record of another destination: waits for the controller",
 			o:  toPlace(recorded(awayTo("n2"))),
 			st: moveRecorded, reason: "TargetAwayUnrecorded"},
@@ -130,7 +130,7 @@ func TestDecideSwitchOver(t *testing.T) {
 				recorded(awayTo("n3"))(v)
 				v.Frontend, v.InitiatorMultipath = dataplane.FrontendNVMf, dataplane.MultipathOff
 			}),
-			st: moveRecorded, actions: []string{"SetEngineNode vol-s n3"}},
+			st: moveRecorded, actions: []string{`SetEngineNode vol-s "n3"`}},
 		{name: "no temporary target",
 			o: func() observation {
 				o := toPlace(func(*dataplane.Volume) {})()
@@ -151,7 +151,7 @@ func TestDecideSwitchOver(t *testing.T) {
 				v.Away = awayTo("n2")
 			}), "n3"),
 			st:      map[string]nodeupgrade.Volume{"vol-s": {State: events.VolumeSwitchingOver, TargetNode: "n2", EngineNodeBefore: ptr("n1")}},
-			actions: []string{"SetEngineNode vol-s n2"}},
+			actions: []string{`SetEngineNode vol-s "n2"`}},
 		{name: "its destination lost, no other node: waits naming why",
 			o:  lostDestination(lostDestination(toPlace(preparingToN3), "n3"), "n2"),
 			st: moveRecorded, reason: "TemporaryTargetLost"},
@@ -204,7 +204,7 @@ func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 	})
 	st.Scheduling = &nodeupgrade.Scheduling{Previous: true}
 	p := decideSwitchBack(o, st, cfg)
-	assert.Equal(t, []string{`SetEngineNode vol-a`, "SetEngineNode vol-s n1"}, actions(p),
+	assert.Equal(t, []string{`SetEngineNode vol-a ""`, `SetEngineNode vol-s "n1"`}, actions(p),
 		`each engine node as it was ("" follows the attached node); the scheduling stays off while a target moves`)
 	assert.Equal(t, []string{"vol-a->switching-back@n1", "vol-s->switching-back@n1"}, volumeChanges(p))
 	assert.Empty(t, p.confirm)
@@ -217,7 +217,7 @@ func TestDecideSwitchBackRestoresExactlyWhatWasRecorded(t *testing.T) {
 	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
 	st.Volumes["vol-a"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("")}
 	p = decideSwitchBack(home, st, cfg)
-	assert.Equal(t, []string{"SetReplicaScheduling n1 true"}, actions(p))
+	assert.Equal(t, []string{"SetReplicaScheduling n1 allow=true"}, actions(p))
 	require.Len(t, p.confirm, 1)
 	assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
 	assert.Equal(t, []string{"vol-a->switched-back@n1", "vol-s->switched-back@n1"}, volumeChanges(p))
@@ -265,8 +265,8 @@ func TestSwitchBackWaitsForRebuilds(t *testing.T) {
 	}{
 		{"a replica rebuilds", rebuilding, nil, "VolumeRebuilding", []string{}},
 		{"a new replica is due and a node could take it", due, spare, "ReplenishmentDue", []string{}},
-		{"a new replica is due, no node could take it", due, full, "", []string{"SetEngineNode vol-s n1"}},
-		{"nothing due", away, nil, "", []string{"SetEngineNode vol-s n1"}},
+		{"a new replica is due, no node could take it", due, full, "", []string{`SetEngineNode vol-s "n1"`}},
+		{"nothing due", away, nil, "", []string{`SetEngineNode vol-s "n1"`}},
 		{"nothing due, no record of the target away", unrecorded, nil, "TargetAwayUnrecorded", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

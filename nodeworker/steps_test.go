@@ -125,7 +125,7 @@ func TestDecideInitialize(t *testing.T) {
 			reason: "InitiatorsOnNode"},
 		{name: "in-place: initiators survive; scheduling recorded then turned off, volumes recorded, attached ones snapshotted",
 			o: observed(dataplane.ProfileInPlace, volume("vol-a", "n1", "", "n1", "n2"), storage), st: state(events.NodeInitializing, nil),
-			actions: []string{"SetReplicaScheduling n1 false", "CreateSnapshot vol-a switchback-uid-n1", "CreateSnapshot vol-s switchback-uid-n1"},
+			actions: []string{"SetReplicaScheduling n1 allow=false", "CreateSnapshot vol-a switchback-uid-n1", "CreateSnapshot vol-s switchback-uid-n1"},
 			volumes: []string{"vol-a->pending@n1", "vol-s->pending@n1"}, record: 1, confirm: 1, done: true},
 		{name: "v1.12: a storage node; a detached volume is recorded, a v1 volume is not; neither is snapshotted",
 			o: func() observation {
@@ -133,7 +133,7 @@ func TestDecideInitialize(t *testing.T) {
 				v1.DataEngine = "v1"
 				return observed(dataplane.ProfileV112, storage, volume("vol-d", "", "", "n1"), v1)
 			}(), st: state(events.NodeInitializing, nil),
-			actions: []string{"SetReplicaScheduling n1 false", "CreateSnapshot vol-s switchback-uid-n1"},
+			actions: []string{"SetReplicaScheduling n1 allow=false", "CreateSnapshot vol-s switchback-uid-n1"},
 			volumes: []string{"vol-s->pending@n1", "vol-d->pending"}, record: 1, confirm: 1, done: true},
 		{name: "a node that already does not schedule: recorded as false, nothing to write",
 			o: func() observation {
@@ -150,7 +150,7 @@ func TestDecideInitialize(t *testing.T) {
 				st.Snapshots = &nodeupgrade.Snapshots{Name: cfg.snapshot, Volumes: []string{"vol-s"}}
 				return st
 			}(),
-			actions: []string{"SetReplicaScheduling n1 false"}, done: true},
+			actions: []string{"SetReplicaScheduling n1 allow=false"}, done: true},
 		{name: "a deleted node fails the upgrade", o: observation{profile: dataplane.ProfileV112}, st: state(events.NodeInitializing, nil)},
 	}
 	for _, tt := range tests {
@@ -313,14 +313,14 @@ func TestDecideCancel(t *testing.T) {
 
 	o.ims = []dataplane.InstanceManager{im("im-n1-2", newIM, dataplane.IMRunning)}
 	p = decideCancel(o, st, cfg)
-	assert.Equal(t, []string{"SetEngineNode vol-s n1"}, actions(p))
+	assert.Equal(t, []string{`SetEngineNode vol-s "n1"`}, actions(p))
 	assert.False(t, p.done)
 
 	home := observed(dataplane.ProfileV112, volume("vol-s", "c1", "n1", "n2"))
 	home.node.AllowScheduling = false
 	st.Volumes["vol-s"] = nodeupgrade.Volume{State: events.VolumeSwitchingBack, TargetNode: "n1", EngineNodeBefore: ptr("n1")}
 	p = decideCancel(home, st, cfg)
-	assert.Equal(t, []string{"SetReplicaScheduling n1 true"}, actions(p))
+	assert.Equal(t, []string{"SetReplicaScheduling n1 allow=true"}, actions(p))
 	assert.Equal(t, []string{"vol-s->switched-back@n1"}, volumeChanges(p))
 	assert.True(t, p.done)
 }
@@ -362,7 +362,7 @@ func TestSchedulingKeptOffUntilTheNewIMRuns(t *testing.T) {
 				o.ims = tt.ims
 			}
 			p := tt.decide(o, state(tt.step, recorded))
-			assert.Equal(t, tt.turned, slices.Contains(actions(p), "SetReplicaScheduling n1 false"), "%v", actions(p))
+			assert.Equal(t, tt.turned, slices.Contains(actions(p), "SetReplicaScheduling n1 allow=false"), "%v", actions(p))
 			assert.Empty(t, p.record, "the value before the upgrade is not recorded again")
 		})
 	}

@@ -20,11 +20,10 @@ import (
 type request struct {
 	Node   string `json:"node,omitempty"`
 	Volume string `json:"volume,omitempty"`
-	Name   string `json:"name,omitempty"`
-	Image  string `json:"image,omitempty"`
-	Allow  bool   `json:"allow,omitempty"`
 	// Away is the record of RecordTargetAway; nil removes it.
 	Away *dataplane.TargetAway `json:"away,omitempty"`
+	// Action is the change of an "act" call.
+	Action *dataplane.Action `json:"action,omitempty"`
 }
 
 // reply carries a result or an error kind that maps back to the
@@ -119,30 +118,22 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
-		"scheduling": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.SetReplicaScheduling(ctx, r.Node, r.Allow)
+		"act": func(ctx context.Context, r request) (any, error) {
+			if r.Action == nil {
+				return nil, fmt.Errorf("%w: an act call without its action", dataplane.ErrRefused)
+			}
+			return nil, r.Action.Apply(ctx, dp)
 		},
-		"snapshot": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.CreateSnapshot(ctx, r.Volume, r.Name)
-		},
-		"deleteSnapshot": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.DeleteSnapshot(ctx, r.Volume, r.Name)
-		},
-		"failReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.FailReplica(ctx, r.Volume, r.Name) },
-		"stopReplica": func(ctx context.Context, r request) (any, error) { return nil, dp.StopReplica(ctx, r.Volume, r.Name) },
-		"engineNode":  func(ctx context.Context, r request) (any, error) { return nil, dp.SetEngineNode(ctx, r.Volume, r.Node) },
 		"targetAway": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.RecordTargetAway(ctx, r.Volume, r.Away)
-		},
-		"deleteIM": func(ctx context.Context, r request) (any, error) { return nil, dp.DeleteInstanceManager(ctx, r.Name) },
-		"imImage": func(ctx context.Context, r request) (any, error) {
-			return nil, dp.SetInstanceManagerImage(ctx, r.Name, r.Image)
 		},
 	}
 }
 
-// Client is a dataplane.DataPlane served by a Server.
+// Client is a dataplane.DataPlane served by a Server. Its actions are one
+// call, "act", carrying the dataplane.Action.
 type Client struct {
+	dataplane.ActionsFunc
 	nc      *nats.Conn
 	prefix  string
 	timeout time.Duration
@@ -151,7 +142,14 @@ type Client struct {
 
 // NewClient returns a client calling prefix.<method> on nc.
 func NewClient(nc *nats.Conn, prefix string) *Client {
-	return &Client{nc: nc, prefix: prefix, timeout: 5 * time.Second}
+	c := &Client{nc: nc, prefix: prefix, timeout: 5 * time.Second}
+	c.ActionsFunc = c.act
+	return c
+}
+
+// act asks the server to apply a.
+func (c *Client) act(ctx context.Context, a dataplane.Action) error {
+	return c.call(ctx, "act", request{Action: &a}, nil)
 }
 
 var _ dataplane.DataPlane = (*Client)(nil)
@@ -239,47 +237,7 @@ func (c *Client) LonghornUpgrader(ctx context.Context) (out dataplane.LonghornUp
 	return out, c.call(ctx, "upgrader", request{}, &out)
 }
 
-// SetReplicaScheduling implements dataplane.Actions.
-func (c *Client) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
-	return c.call(ctx, "scheduling", request{Node: node, Allow: allow}, nil)
-}
-
-// CreateSnapshot implements dataplane.Actions.
-func (c *Client) CreateSnapshot(ctx context.Context, volume, name string) error {
-	return c.call(ctx, "snapshot", request{Volume: volume, Name: name}, nil)
-}
-
-// DeleteSnapshot implements dataplane.Actions.
-func (c *Client) DeleteSnapshot(ctx context.Context, volume, name string) error {
-	return c.call(ctx, "deleteSnapshot", request{Volume: volume, Name: name}, nil)
-}
-
-// FailReplica implements dataplane.Actions.
-func (c *Client) FailReplica(ctx context.Context, volume, replica string) error {
-	return c.call(ctx, "failReplica", request{Volume: volume, Name: replica}, nil)
-}
-
-// StopReplica implements dataplane.Actions.
-func (c *Client) StopReplica(ctx context.Context, volume, replica string) error {
-	return c.call(ctx, "stopReplica", request{Volume: volume, Name: replica}, nil)
-}
-
-// SetEngineNode implements dataplane.Actions.
-func (c *Client) SetEngineNode(ctx context.Context, volume, node string) error {
-	return c.call(ctx, "engineNode", request{Volume: volume, Node: node}, nil)
-}
-
 // RecordTargetAway implements dataplane.TargetRecorder.
 func (c *Client) RecordTargetAway(ctx context.Context, volume string, away *dataplane.TargetAway) error {
 	return c.call(ctx, "targetAway", request{Volume: volume, Away: away}, nil)
-}
-
-// DeleteInstanceManager implements dataplane.Actions.
-func (c *Client) DeleteInstanceManager(ctx context.Context, name string) error {
-	return c.call(ctx, "deleteIM", request{Name: name}, nil)
-}
-
-// SetInstanceManagerImage implements dataplane.Actions.
-func (c *Client) SetInstanceManagerImage(ctx context.Context, name, image string) error {
-	return c.call(ctx, "imImage", request{Name: name, Image: image}, nil)
 }

@@ -80,8 +80,8 @@ func (g *gate) wait(method string) {
 	}
 }
 
-// Reader and Actions: each call passes the gate, then the run's data-plane
-// faults (world.plane).
+// Reader: each call passes the gate, then the run's data-plane faults
+// (world.plane); the actions do the same through plane.
 
 func (g *gate) Platform(ctx context.Context) (dataplane.Platform, error) {
 	return read(g, "Platform", func() (dataplane.Platform, error) { return g.DataPlane.Platform(ctx) })
@@ -119,32 +119,12 @@ func (g *gate) TargetCounts(ctx context.Context) (map[string]int, error) {
 	return read(g, "TargetCounts", func() (map[string]int, error) { return g.DataPlane.TargetCounts(ctx) })
 }
 
-func (g *gate) SetReplicaScheduling(ctx context.Context, node string, allow bool) error {
-	return act(g, "SetReplicaScheduling", func() error { return g.DataPlane.SetReplicaScheduling(ctx, node, allow) })
-}
-
-func (g *gate) CreateSnapshot(ctx context.Context, volume, name string) error {
-	return act(g, "CreateSnapshot", func() error { return g.DataPlane.CreateSnapshot(ctx, volume, name) })
-}
-
-func (g *gate) DeleteSnapshot(ctx context.Context, volume, name string) error {
-	return act(g, "DeleteSnapshot", func() error { return g.DataPlane.DeleteSnapshot(ctx, volume, name) })
-}
-
-func (g *gate) FailReplica(ctx context.Context, volume, replica string) error {
-	return act(g, "FailReplica", func() error { return g.DataPlane.FailReplica(ctx, volume, replica) })
-}
-
-func (g *gate) SetEngineNode(ctx context.Context, volume, node string) error {
-	return act(g, "SetEngineNode", func() error { return g.DataPlane.SetEngineNode(ctx, volume, node) })
-}
-
-func (g *gate) DeleteInstanceManager(ctx context.Context, name string) error {
-	return act(g, "DeleteInstanceManager", func() error { return g.DataPlane.DeleteInstanceManager(ctx, name) })
-}
-
-func (g *gate) SetInstanceManagerImage(ctx context.Context, name, image string) error {
-	return act(g, "SetInstanceManagerImage", func() error { return g.DataPlane.SetInstanceManagerImage(ctx, name, image) })
+// plane is what the processes are served: the gated reads, and every
+// action (StopReplica too) through act.
+func (g *gate) plane() dataplane.DataPlane {
+	return dataplane.WithActions(g, func(ctx context.Context, a dataplane.Action) error {
+		return act(g, string(a.Call), func() error { return a.Apply(ctx, g.DataPlane) })
+	})
 }
 
 // read passes a call that only reads: held by the gate, then delayed or

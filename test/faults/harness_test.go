@@ -249,7 +249,7 @@ func (w *world) simWorld() {
 	// Held calls are let go once the processes are dead, before the
 	// simulator stops being served.
 	w.onStop(w.gate.open)
-	served, err := simremote.Serve(w.nc, topology.SimPrefix, w.gate)
+	served, err := simremote.Serve(w.nc, topology.SimPrefix, w.gate.plane())
 	require.NoError(t, err)
 	t.Cleanup(served.Stop)
 }
