@@ -69,22 +69,7 @@ func (c *Config) defaults() {
 // disk with limits retention (no age or count limit).
 func (c Config) StreamConfig() jetstream.StreamConfig {
 	c.defaults()
-	return jetstream.StreamConfig{
-		Name:        c.Stream,
-		Description: "Switchback upgrade history: CloudEvents, one subject per aggregate",
-		Subjects:    []string{events.StreamSubjects},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    c.Replicas,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  c.DuplicateWindow,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-		// Multi-event appends are committed as one atomic batch.
-		AllowAtomicPublish: true,
-		MaxMsgSize:         events.MaxDataBytes + 8<<10,
-	}
+	return topology.EventStreamConfig(c.Stream, c.Replicas, c.DuplicateWindow)
 }
 
 // Store is the event store. It is safe for concurrent use.

@@ -21,8 +21,8 @@ func TestStreamLimits(t *testing.T) {
 		msgBytes        int32
 		streamBytes     int64
 	}{
-		{topology.CommandStream, topology.CommandSubject("n1"), nodequeue.MaxCommandBytes, topology.MaxCommandStreamBytes},
-		{topology.DeadLetterStream, "sb.dlq.cmd.n1", nodequeue.MaxDeadLetterBytes, topology.MaxDeadLetterStreamBytes},
+		{topology.CommandStream, topology.CommandSubject("n1"), topology.MaxCommandBytes, topology.MaxCommandStreamBytes},
+		{topology.DeadLetterStream, "sb.dlq.cmd.n1", topology.MaxDeadLetterBytes, topology.MaxDeadLetterStreamBytes},
 	} {
 		t.Run(tc.stream, func(t *testing.T) {
 			s, err := js.Stream(ctx, tc.stream)

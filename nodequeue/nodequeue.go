@@ -5,7 +5,7 @@
 // stream for commands that exhaust their deliveries.
 //
 // The stream keeps acknowledged commands (limits retention, the last
-// CommandsKeptPerNode of each node) rather than deleting them on ack as a
+// topology.CommandsKeptPerNode of each node) rather than deleting them on ack as a
 // work-queue stream would: a consumer's ack floor already says what was
 // done, and a work-queue stream makes the server ask every other consumer
 // whether it still needs the message on every ack. With a consumer per node
@@ -128,60 +128,16 @@ type Queue struct {
 // Open creates or updates the command and dead-letter streams.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Queue, error) {
 	cfg.defaults()
-	cmd, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              topology.CommandStream,
-		Description:       "Switchback node commands: one subject and one consumer per node",
-		Subjects:          []string{topology.CommandSubjects},
-		Retention:         jetstream.LimitsPolicy,
-		MaxMsgsPerSubject: CommandsKeptPerNode,
-		MaxMsgSize:        MaxCommandBytes,
-		MaxBytes:          topology.MaxCommandStreamBytes,
-		Storage:           jetstream.FileStorage,
-		Replicas:          cfg.Replicas,
-		Duplicates:        cfg.DuplicateWindow,
-	})
+	cmd, err := js.CreateOrUpdateStream(ctx, topology.CommandStreamConfig(cfg.Replicas, cfg.DuplicateWindow))
 	if err != nil {
 		return nil, fmt.Errorf("nodequeue: stream %s: %w", topology.CommandStream, explainRetention(ctx, js, err))
 	}
-	dlq, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        topology.DeadLetterStream,
-		Description: "Switchback dead letters: commands past MaxDeliver and events that did not decode",
-		// Max-deliveries and terminated advisories are captured too: they are
-		// fire-and-forget core NATS messages, and a controller that is down
-		// when one fires must still find it later.
-		Subjects: []string{topology.DeadLetterSubjects,
-			topology.MaxDeliveriesAdvisories(topology.CommandStream), topology.TerminatedAdvisories(topology.CommandStream)},
-		Retention:  jetstream.LimitsPolicy,
-		MaxMsgSize: MaxDeadLetterBytes,
-		MaxBytes:   topology.MaxDeadLetterStreamBytes,
-		Storage:    jetstream.FileStorage,
-		Replicas:   cfg.Replicas,
-	})
+	dlq, err := js.CreateOrUpdateStream(ctx, topology.DeadLetterStreamConfig(cfg.Replicas))
 	if err != nil {
 		return nil, fmt.Errorf("nodequeue: stream %s: %w", topology.DeadLetterStream, err)
 	}
 	return &Queue{js: js, cfg: cfg, cmd: cmd, dlq: dlq}, nil
 }
-
-// Stream limits. Only the controller publishes commands and dead letters
-// (and JetStream its advisories); with limits retention the oldest messages
-// go first: done commands and old evidence. A copy JetStream publishes on a
-// command subject for a client that named it as a reply counts against the
-// same per-subject limit, so the limits alone do not keep a node's queued
-// commands from a client that can make JetStream answer there
-// (docs/security.md §11).
-const (
-	// MaxCommandBytes bounds one command (they are well under a kilobyte).
-	MaxCommandBytes = 64 << 10
-	// MaxDeadLetterBytes bounds one dead letter: a copied event (at most
-	// events.MaxDataBytes) with its headers.
-	MaxDeadLetterBytes = events.MaxDataBytes + 16<<10
-)
-
-// CommandsKeptPerNode bounds the commands kept per node subject: the oldest
-// go first. An upgrade sends a node about ten, so the bound keeps many
-// upgrades of history and can only drop a command nobody will deliver again.
-const CommandsKeptPerNode = 1024
 
 // explainRetention adds to err what to do when the command stream exists
 // with work-queue retention, which JetStream cannot change in place.

@@ -103,7 +103,7 @@ func TestAckedCommandsAreKeptNotRedelivered(t *testing.T) {
 	got, err := nodequeue.DecodeCommand(kept.Data)
 	require.NoError(t, err)
 	assert.Equal(t, "c1", got.ID, "the command is kept as a record")
-	assert.Equal(t, int64(nodequeue.CommandsKeptPerNode), st.CachedInfo().Config.MaxMsgsPerSubject)
+	assert.Equal(t, int64(topology.CommandsKeptPerNode), st.CachedInfo().Config.MaxMsgsPerSubject)
 }
 
 // TestOpenExplainsAWorkQueueStream: a command stream left with work-queue

@@ -25,7 +25,7 @@ const (
 // (natsauth's limits count them at every replica).
 const (
 	// MaxCommandStreamBytes bounds the command stream: the commands kept
-	// per node subject (nodequeue.CommandsKeptPerNode) already keep it far
+	// per node subject (CommandsKeptPerNode) already keep it far
 	// below.
 	MaxCommandStreamBytes = 1 << 30
 	// MaxDeadLetterStreamBytes bounds the dead-letter stream.
