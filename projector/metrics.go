@@ -27,7 +27,7 @@ type Metrics struct {
 	// Poison counts messages that did not decode and were dead-lettered.
 	Poison uint64
 	// Rejected counts decoded events the fold refused (illegal transitions a
-	// faulty writer appended); they are skipped, as aggregate.Fold does.
+	// faulty writer appended); they are skipped, as aggregate.FoldSkipping does.
 	Rejected uint64
 	// WriteRetries counts failed attempts that were retried: apiserver
 	// reads and writes (conflicts, outages, timeouts), dead-letter
