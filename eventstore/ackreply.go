@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/switchback-dev/switchback/topology"
 )
 
 // delivery is what an ordered read needs of a delivered message's reply
@@ -36,7 +37,7 @@ func deliveryOf(m *nats.Msg) (delivery, error) {
 // parseAckReply parses the two forms deliveryOf describes; ok is false for
 // anything else.
 func parseAckReply(reply string) (d delivery, ok bool) {
-	rest, ok := strings.CutPrefix(reply, "$JS.ACK.")
+	rest, ok := strings.CutPrefix(reply, topology.AckPrefix)
 	if !ok {
 		return delivery{}, false
 	}

@@ -110,7 +110,7 @@ func (a *Authorization) nodeAccountExports() []export {
 			add(s, true, account)
 		}
 		for _, s := range p.SubscribeAllow {
-			if !strings.HasPrefix(s, "_INBOX.") {
+			if !strings.HasPrefix(s, topology.InboxPrefix) {
 				add(s, false, account)
 			}
 		}

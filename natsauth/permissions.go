@@ -58,7 +58,7 @@ func (s Streams) withDefaults() Streams {
 // it may subscribe under it only, so no worker reads another's replies. The
 // worker's connection must use it (WorkerOptions).
 func InboxPrefix(node string) string {
-	return "_INBOX.worker-" + events.EncodeToken(node)
+	return topology.InboxPrefix + "worker-" + events.EncodeToken(node)
 }
 
 // DangerousAPI lists the JetStream API calls that change what exists: stream
@@ -145,7 +145,7 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 	allow = append(allow, extraPublish...)
 	inbox := InboxPrefix(node) + ".>"
 	if sharedInbox {
-		inbox = "_INBOX.>"
+		inbox = topology.InboxPrefix + ">"
 	}
 	subscribe := []string{inbox, events.NodeSubjects(node)}
 	if slices.Contains(extraPublish, topology.SimSubjects) {
@@ -162,7 +162,7 @@ func WorkerPermissions(node string, streams Streams, sharedInbox bool, extraPubl
 // place it may subscribe, so it reads no other user's replies. `switchback
 // history` and `switchback replay` always connect with it (ReaderOptions);
 // the nats CLI takes it as --inbox-prefix.
-const ReaderInboxPrefix = "_INBOX.reader"
+const ReaderInboxPrefix = topology.InboxPrefix + "reader"
 
 // ReaderPermissions are the permissions of the read-only user, for
 // operators reading history without the controller's key: exactly what

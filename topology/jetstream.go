@@ -13,6 +13,9 @@ const (
 	EventPrefix = "$JS.EVENT."
 	// KVPrefix prefixes the keys of KV buckets.
 	KVPrefix = "$KV."
+	// InboxPrefix is where NATS clients receive replies by default
+	// (nats.go's _INBOX); Switchback's users each get one under it.
+	InboxPrefix = "_INBOX."
 	// NodeAPIPrefix is where the imports of an account without JetStream
 	// (a node's account, natsauth.Config.NodeAccounts) put the JetStream
 	// API of the streams' account: apart from JSAPI, which such an account
