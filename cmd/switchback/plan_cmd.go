@@ -24,69 +24,95 @@ func planCommand() *cobra.Command {
 		Example: "  switchback plan --context prod                 # every v2 node of the cluster prod\n" +
 			"  switchback plan --node worker-3 -o yaml        # one node, machine-readable\n" +
 			"  switchback plan --data-plane sim --nodes 6     # the demo's simulated cluster"}
-	fs := cmd.Flags()
-	var df dataPlaneFlags
-	inSection(fs, flagsDataPlane, func() {
-		fs.StringVar(&df.kind, "data-plane", "longhorn", "where the cluster is read from: longhorn (a cluster's Longhorn, read only) or sim (the demo's simulated cluster)")
-	})
-	df.registerLonghorn(fs)
-	var sf simFlags
-	sf.register(fs)
-	hideUnless(cmd, flagsSimulated, func() bool { return df.kind == "sim" })
-	var kf kubeFlags
-	kf.register(fs, "with --data-plane longhorn: ")
-	var nodes stringList
-	fs.Var(&nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
-	allowUnschedulable := fs.Bool("allow-nodes-without-replica-scheduling", false,
-		"as spec.allowNodesWithoutReplicaScheduling: accept nodes to upgrade that do not allow replica scheduling")
-	output := fs.StringP("output", "o", "table", "output format: table, json or yaml")
+	o := &planOptions{}
+	o.addFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
-		if *output != "table" && *output != "json" && *output != "yaml" {
-			return fmt.Errorf("-o %q: want table, json or yaml: %w", *output, errUsage)
-		}
-		var reader dataplane.Reader
-		switch df.kind {
-		case "sim":
-			if err := sf.validate(); err != nil {
-				return err
-			}
-			cluster, err := sf.build()
-			if err != nil {
-				return err
-			}
-			reader = cluster
-		case "longhorn":
-			cfg, err := kf.config()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel() // stops the adapter's informers
-			plane, err := df.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
-				return explainKube(cfg.Host, "read Longhorn in "+df.namespace, err)
-			}
-			reader = plane
-		default:
-			return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", df.kind, errUsage)
-		}
-		snap, err := plan.Read(ctx, reader)
-		if err != nil {
+		if err := o.validate(); err != nil {
 			return err
 		}
-		results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: nodes, TargetImage: snap.DefaultImage,
-			AllowNodesWithoutReplicaScheduling: *allowUnschedulable})
-		built := plan.Build(snap, nodes, snap.DefaultImage)
-		if *output != "table" {
-			if err := writeStructured(stdout, *output, planOutput{Prechecks: results, Plan: built}); err != nil {
-				return err
-			}
-			if !precheck.Passed(results) {
-				return refusedError{precheck.Summary(results)}
-			}
-			return nil
+		return o.run(cmd.Context(), cmd.OutOrStdout())
+	}
+	return cmd
+}
+
+// planOptions are `switchback plan`'s flags.
+type planOptions struct {
+	dataPlane          dataPlaneFlags
+	sim                simFlags
+	kube               kubeFlags
+	nodes              stringList
+	allowUnschedulable bool
+	output             string
+}
+
+func (o *planOptions) addFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	inSection(fs, flagsDataPlane, func() {
+		fs.StringVar(&o.dataPlane.kind, "data-plane", "longhorn", "where the cluster is read from: longhorn (a cluster's Longhorn, read only) or sim (the demo's simulated cluster)")
+	})
+	o.dataPlane.registerLonghorn(fs)
+	o.sim.register(fs)
+	hideUnless(cmd, flagsSimulated, func() bool { return o.dataPlane.kind == "sim" })
+	o.kube.register(fs, "with --data-plane longhorn: ")
+	fs.Var(&o.nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
+	fs.BoolVar(&o.allowUnschedulable, "allow-nodes-without-replica-scheduling", false,
+		"as spec.allowNodesWithoutReplicaScheduling: accept nodes to upgrade that do not allow replica scheduling")
+	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+}
+
+// validate refuses an unknown output or data plane, and a simulated cluster
+// its flags cannot build.
+func (o *planOptions) validate() error {
+	if o.output != "table" && o.output != "json" && o.output != "yaml" {
+		return fmt.Errorf("-o %q: want table, json or yaml: %w", o.output, errUsage)
+	}
+	switch o.dataPlane.kind {
+	case "sim":
+		return o.sim.validate()
+	case "longhorn":
+		return nil
+	}
+	return fmt.Errorf("--data-plane %q: want sim or longhorn: %w", o.dataPlane.kind, errUsage)
+}
+
+// reader is the cluster to read, until ctx ends (the Longhorn adapter's
+// informers stop with it).
+func (o *planOptions) reader(ctx context.Context) (dataplane.Reader, error) {
+	if o.dataPlane.kind == "sim" {
+		return o.sim.build()
+	}
+	cfg, err := o.kube.config()
+	if err != nil {
+		return nil, err
+	}
+	plane, err := o.dataPlane.longhorn(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, explainKube(cfg.Host, "read Longhorn in "+o.dataPlane.namespace, err)
+	}
+	return plane, nil
+}
+
+// run reads the cluster, runs the prechecks, builds the plan and writes
+// both; a refusal is refusedError (exit code 4).
+func (o *planOptions) run(ctx context.Context, stdout io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reader, err := o.reader(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := plan.Read(ctx, reader)
+	if err != nil {
+		return err
+	}
+	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: o.nodes, TargetImage: snap.DefaultImage,
+		AllowNodesWithoutReplicaScheduling: o.allowUnschedulable})
+	built := plan.Build(snap, o.nodes, snap.DefaultImage)
+	if o.output != "table" {
+		if err := writeStructured(stdout, o.output, planOutput{Prechecks: results, Plan: built}); err != nil {
+			return err
 		}
+	} else {
 		fmt.Fprintln(stdout, "Prechecks (in the order the controller runs them):")
 		for _, r := range results {
 			mark := "ok  "
@@ -97,12 +123,11 @@ func planCommand() *cobra.Command {
 		}
 		fmt.Fprintln(stdout)
 		fmt.Fprint(stdout, built.String())
-		if !precheck.Passed(results) {
-			return refusedError{precheck.Summary(results)}
-		}
-		return nil
 	}
-	return cmd
+	if !precheck.Passed(results) {
+		return refusedError{precheck.Summary(results)}
+	}
+	return nil
 }
 
 // refusedError: the prechecks would refuse the upgrade (exit code 4, so
