@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/commands/intake"
@@ -40,172 +42,222 @@ func demoCommand() *cobra.Command {
 		Example: "  switchback demo --nodes 6 --volumes 30\n" +
 			"  switchback demo --stuck-volume --heal-after 5s     # a stall, then the upgrade resumes\n" +
 			"  switchback demo --kubeconfig ~/.kube/kind --keep-running"}
-	fs := cmd.Flags()
-	var sf simFlags
-	sf.register(fs)
-	var nf natsFlags
-	nf.register(fs, true)
-	var kf kubeFlags
-	kf.register(fs, "use this cluster's API for the manager objects instead of an in-memory one: ")
-	namespace := fs.StringP("namespace", "n", demoNamespace, "the manager's namespace")
-	timeout := fs.Duration("timeout", 5*time.Minute, "give up (exit 1) if the upgrade has not ended by then")
-	stallAfter := fs.Duration("stall-after", time.Second, "report a step stalled after this long without progress")
-	moveWorkloads := fs.Bool("move-workloads", true, "act as the cluster's user: move the workloads off a node that cannot be upgraded live (false: the demo ends stalled there)")
-	verbose := fs.BoolP("verbose", "v", false, "log every component's messages to stderr")
-	keepRunning := fs.Bool("keep-running", false, "after the end, keep NATS serving until interrupted (Ctrl-C), so that the printed nats and replay commands reach it")
+	o := &demoOptions{}
+	o.addFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-		if err := sf.validate(); err != nil {
+		if err := o.validate(); err != nil {
 			return err
 		}
-		if nf.url != "" {
-			return errors.New("the demo runs its own embedded NATS server; use --data-dir and --nats-port, not --nats-url")
-		}
-		if nf.dataDir == "" {
-			dir, err := os.MkdirTemp("", "switchback-demo-*")
-			if err != nil {
-				return err
-			}
-			nf.dataDir = dir
-		}
-		log := slog.New(slog.DiscardHandler)
-		if *verbose {
-			log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		}
-		parent := ctx
-		ctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-
-		cluster, err := sf.build()
-		if err != nil {
-			return err
-		}
-		conn, err := nf.connect(ctx, "switchback-demo", log, connectOptions{})
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		kc, cs, where, err := demoKube(&kf)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "switchback demo: %d nodes, %d volumes (simulated Longhorn, profile %s); NATS on %s (store %s); manager API: %s\n",
-			sf.nodes, sf.volumes, sf.profile, conn.server.ClientURL(), nf.dataDir, where)
-		fmt.Fprintf(stdout, "  tail it:  nats --server %s sub 'sb.evt.>'   ·   nats --server %s stream view SWITCHBACK_EVENTS\n\n",
-			conn.server.ClientURL(), conn.server.ClientURL())
-
-		var wg sync.WaitGroup
-		runCtx, stopAll := context.WithCancel(ctx)
-		defer func() { stopAll(); wg.Wait() }()
-		start := func(name string, run func(context.Context) error) {
-			wg.Go(func() {
-				if err := run(runCtx); err != nil && runCtx.Err() == nil {
-					log.Error("component stopped", "component", name, "error", err)
-				}
-			})
-		}
-		orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
-		if err != nil {
-			return err
-		}
-		start("orchestrator", orch.Run)
-		nodes, err := cluster.Nodes(ctx)
-		if err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			w, err := nodeworker.New(nodeworker.Config{Node: n.Name, Store: conn.store, Queue: conn.queue, DataPlane: cluster,
-				StallAfter: *stallAfter, FailAfter: 10 * *stallAfter, Log: log})
-			if err != nil {
-				return err
-			}
-			start("worker "+n.Name, w.Run)
-		}
-		in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: *namespace, Log: log})
-		if err != nil {
-			return err
-		}
-		start("intake", in.Run)
-		if err := startProjector(runCtx, conn, kc, cs, log, start); err != nil {
-			return err
-		}
-		// Outside workers (`switchback worker --data-plane sim --nats-url …`)
-		// can reach the simulated cluster too.
-		simServer, err := simremote.Serve(conn.nc, topology.SimPrefix, cluster)
-		if err != nil {
-			return err
-		}
-		defer simServer.Stop()
-
-		if sf.stuckVolume {
-			vol, err := stuckCandidate(ctx, cluster)
-			if err != nil {
-				return err
-			}
-			if err := cluster.InjectTargetMoveFailure(vol); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "fault: the switch-overs of volume %s keep failing", vol)
-			if sf.healAfter > 0 {
-				fmt.Fprintf(stdout, " (fixed after %s)", sf.healAfter)
-				time.AfterFunc(sf.healAfter, func() { _ = cluster.HealTargetMoveFailure(vol) })
-			}
-			fmt.Fprintln(stdout)
-		}
-
-		m, err := kc.Managers(*namespace).Create(ctx, &v1beta2.DataEngineUpgradeManager{
-			ObjectMeta: metav1.ObjectMeta{Name: demoName, Namespace: *namespace, UID: types.UID(fmt.Sprintf("demo-%d", time.Now().UnixNano())), Generation: 1},
-			Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
-		})
-		if err != nil {
-			return fmt.Errorf("create the DataEngineUpgradeManager: %w", err)
-		}
-		ref := events.ManagerRef{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
-		fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node)\n\n", ref.Namespace, ref.Name)
-
-		final, err := watchDemo(ctx, conn, cluster, &demoOperator{cluster: cluster, enabled: *moveWorkloads}, ref, stdout)
-		if err == nil {
-			// The history has ended; the cluster's objects show it once the
-			// projector has written the last status and, after a cancel, the
-			// intake has let the manager go: only then may they stop.
-			err = waitForTheEnd(ctx, kc, conn.store, ref)
-		}
-		stopAll()
-		wg.Wait()
-
-		fmt.Fprintln(stdout)
-		res, rerr := replay.Run(context.Background(), conn.store, replay.Options{Manager: ref.Name, Namespace: ref.Namespace})
-		if rerr == nil {
-			_ = res.WriteTable(stdout)
-		}
-		io := cluster.IOStats()
-		fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", io.Issued, io.Failed, io.FailedByActions())
-		fmt.Fprintf(stdout, "I/O checker: %s\n", describeWorstStall(io))
-		if *keepRunning {
-			url := conn.server.ClientURL()
-			fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)
-			fmt.Fprintf(stdout, "its timeline:         switchback history %s --nats-url %s\n", ref.Name, url)
-			fmt.Fprintf(stdout, "its picture:          switchback report %s --nats-url %s -o upgrade.html\n", ref.Name, url)
-			fmt.Fprintf(stdout, "tail it:              nats --server %s stream view %s\n", url, topology.EventStream)
-			fmt.Fprintf(stdout, "NATS keeps serving at %s until interrupted (Ctrl-C)\n", url)
-			<-parent.Done()
-		} else {
-			fmt.Fprintf(stdout, "replay this history:  switchback replay --data-dir %s\n", nf.dataDir)
-			fmt.Fprintf(stdout, "its timeline:         switchback history %s --data-dir %s\n", ref.Name, nf.dataDir)
-			fmt.Fprintf(stdout, "its picture:          switchback report %s --data-dir %s -o upgrade.html\n", ref.Name, nf.dataDir)
-		}
-		if err != nil {
-			return err
-		}
-		if final.State != events.ManagerCompleted {
-			return fmt.Errorf("the upgrade ended %s: %s", final.State, final.Message)
-		}
-		if io.FailedByActions() > 0 {
-			return fmt.Errorf("%d I/Os failed because of the upgrade", io.FailedByActions())
-		}
-		return nil
+		return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	return cmd
+}
+
+// demoOptions are `switchback demo`'s flags.
+type demoOptions struct {
+	sim                                 simFlags
+	nats                                natsFlags
+	kube                                kubeFlags
+	namespace                           string
+	timeout, stallAfter                 time.Duration
+	moveWorkloads, verbose, keepRunning bool
+}
+
+func (o *demoOptions) addFlags(fs *pflag.FlagSet) {
+	o.sim.register(fs)
+	o.nats.register(fs, true)
+	o.kube.register(fs, "use this cluster's API for the manager objects instead of an in-memory one: ")
+	fs.StringVarP(&o.namespace, "namespace", "n", demoNamespace, "the manager's namespace")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up (exit 1) if the upgrade has not ended by then")
+	fs.DurationVar(&o.stallAfter, "stall-after", time.Second, "report a step stalled after this long without progress")
+	fs.BoolVar(&o.moveWorkloads, "move-workloads", true, "act as the cluster's user: move the workloads off a node that cannot be upgraded live (false: the demo ends stalled there)")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log every component's messages to stderr")
+	fs.BoolVar(&o.keepRunning, "keep-running", false, "after the end, keep NATS serving until interrupted (Ctrl-C), so that the printed nats and replay commands reach it")
+}
+
+// validate refuses a simulated cluster its flags cannot build, and a NATS
+// of the user's: the demo runs its own.
+func (o *demoOptions) validate() error {
+	if err := o.sim.validate(); err != nil {
+		return err
+	}
+	if o.nats.url != "" {
+		return errors.New("the demo runs its own embedded NATS server; use --data-dir and --nats-port, not --nats-url")
+	}
+	return nil
+}
+
+// run builds the simulated cluster, runs every component on embedded NATS,
+// creates the manager and shows the upgrade until it ends.
+func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.nats.dataDir == "" {
+		dir, err := os.MkdirTemp("", "switchback-demo-*")
+		if err != nil {
+			return err
+		}
+		o.nats.dataDir = dir
+	}
+	log := slog.New(slog.DiscardHandler)
+	if o.verbose {
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	cluster, err := o.sim.build()
+	if err != nil {
+		return err
+	}
+	conn, err := o.nats.connect(ctx, "switchback-demo", log, connectOptions{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	kc, cs, where, err := demoKube(&o.kube)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "switchback demo: %d nodes, %d volumes (simulated Longhorn, profile %s); NATS on %s (store %s); manager API: %s\n",
+		o.sim.nodes, o.sim.volumes, o.sim.profile, conn.server.ClientURL(), o.nats.dataDir, where)
+	fmt.Fprintf(stdout, "  tail it:  nats --server %s sub 'sb.evt.>'   ·   nats --server %s stream view SWITCHBACK_EVENTS\n\n",
+		conn.server.ClientURL(), conn.server.ClientURL())
+
+	var wg sync.WaitGroup
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer func() { stopAll(); wg.Wait() }()
+	start := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil && runCtx.Err() == nil {
+				log.Error("component stopped", "component", name, "error", err)
+			}
+		})
+	}
+	if err := o.startComponents(ctx, runCtx, conn, cluster, kc, cs, log, start); err != nil {
+		return err
+	}
+	// Outside workers (`switchback worker --data-plane sim --nats-url …`)
+	// can reach the simulated cluster too.
+	simServer, err := simremote.Serve(conn.nc, topology.SimPrefix, cluster)
+	if err != nil {
+		return err
+	}
+	defer simServer.Stop()
+	if err := o.injectStuckVolume(ctx, cluster, stdout); err != nil {
+		return err
+	}
+
+	m, err := kc.Managers(o.namespace).Create(ctx, &v1beta2.DataEngineUpgradeManager{
+		ObjectMeta: metav1.ObjectMeta{Name: demoName, Namespace: o.namespace, UID: types.UID(fmt.Sprintf("demo-%d", time.Now().UnixNano())), Generation: 1},
+		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+	})
+	if err != nil {
+		return fmt.Errorf("create the DataEngineUpgradeManager: %w", err)
+	}
+	ref := events.ManagerRef{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
+	fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node)\n\n", ref.Namespace, ref.Name)
+
+	final, err := watchDemo(ctx, conn, cluster, &demoOperator{cluster: cluster, enabled: o.moveWorkloads}, ref, stdout)
+	if err == nil {
+		// The history has ended; the cluster's objects show it once the
+		// projector has written the last status and, after a cancel, the
+		// intake has let the manager go: only then may they stop.
+		err = waitForTheEnd(ctx, kc, conn.store, ref)
+	}
+	stopAll()
+	wg.Wait()
+
+	ios := o.printEnd(parent, conn, cluster, ref, stdout)
+	if err != nil {
+		return err
+	}
+	if final.State != events.ManagerCompleted {
+		return fmt.Errorf("the upgrade ended %s: %s", final.State, final.Message)
+	}
+	if ios.FailedByActions() > 0 {
+		return fmt.Errorf("%d I/Os failed because of the upgrade", ios.FailedByActions())
+	}
+	return nil
+}
+
+// startComponents starts what the controller and the workers run: the
+// orchestrator, a worker per node, the intake and the projector.
+func (o *demoOptions) startComponents(ctx, runCtx context.Context, conn *natsConn, cluster *sim.Sim, kc *kubeclient.Client, cs kubernetes.Interface,
+	log *slog.Logger, start func(string, func(context.Context) error)) error {
+	orch, err := orchestrator.New(orchestrator.Config{Store: conn.store, Queue: conn.queue, Cluster: cluster, Log: log})
+	if err != nil {
+		return err
+	}
+	start("orchestrator", orch.Run)
+	nodes, err := cluster.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		w, err := nodeworker.New(nodeworker.Config{Node: n.Name, Store: conn.store, Queue: conn.queue, DataPlane: cluster,
+			StallAfter: o.stallAfter, FailAfter: 10 * o.stallAfter, Log: log})
+		if err != nil {
+			return err
+		}
+		start("worker "+n.Name, w.Run)
+	}
+	in, err := intake.New(intake.Config{Client: kc, Store: conn.store, Namespace: o.namespace, Log: log})
+	if err != nil {
+		return err
+	}
+	start("intake", in.Run)
+	return startProjector(runCtx, conn, kc, cs, log, start)
+}
+
+// injectStuckVolume makes one attached volume's switch-overs keep failing
+// (--stuck-volume), fixed after --heal-after when given.
+func (o *demoOptions) injectStuckVolume(ctx context.Context, cluster *sim.Sim, stdout io.Writer) error {
+	if !o.sim.stuckVolume {
+		return nil
+	}
+	vol, err := stuckCandidate(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if err := cluster.InjectTargetMoveFailure(vol); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fault: the switch-overs of volume %s keep failing", vol)
+	if o.sim.healAfter > 0 {
+		fmt.Fprintf(stdout, " (fixed after %s)", o.sim.healAfter)
+		time.AfterFunc(o.sim.healAfter, func() { _ = cluster.HealTargetMoveFailure(vol) })
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// printEnd shows the replayed history, the I/O checker's verdict and how to
+// read the history again; with --keep-running it serves NATS until parent
+// ends. It returns the I/O checker's figures.
+func (o *demoOptions) printEnd(parent context.Context, conn *natsConn, cluster *sim.Sim, ref events.ManagerRef, stdout io.Writer) sim.IOStats {
+	fmt.Fprintln(stdout)
+	res, rerr := replay.Run(context.Background(), conn.store, replay.Options{Manager: ref.Name, Namespace: ref.Namespace})
+	if rerr == nil {
+		_ = res.WriteTable(stdout)
+	}
+	ios := cluster.IOStats()
+	fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", ios.Issued, ios.Failed, ios.FailedByActions())
+	fmt.Fprintf(stdout, "I/O checker: %s\n", describeWorstStall(ios))
+	if o.keepRunning {
+		url := conn.server.ClientURL()
+		fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)
+		fmt.Fprintf(stdout, "its timeline:         switchback history %s --nats-url %s\n", ref.Name, url)
+		fmt.Fprintf(stdout, "its picture:          switchback report %s --nats-url %s -o upgrade.html\n", ref.Name, url)
+		fmt.Fprintf(stdout, "tail it:              nats --server %s stream view %s\n", url, topology.EventStream)
+		fmt.Fprintf(stdout, "NATS keeps serving at %s until interrupted (Ctrl-C)\n", url)
+		<-parent.Done()
+	} else {
+		dir := o.nats.dataDir
+		fmt.Fprintf(stdout, "replay this history:  switchback replay --data-dir %s\n", dir)
+		fmt.Fprintf(stdout, "its timeline:         switchback history %s --data-dir %s\n", ref.Name, dir)
+		fmt.Fprintf(stdout, "its picture:          switchback report %s --data-dir %s -o upgrade.html\n", ref.Name, dir)
+	}
+	return ios
 }
 
 // demoKube returns the manager API and a clientset for Events: a real
