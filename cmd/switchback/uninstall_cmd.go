@@ -13,13 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/kubeclient"
 )
 
-// runUninstall prepares an uninstall: a manager still in flight holds a
+// uninstallCommand prepares an uninstall: a manager still in flight holds a
 // finalizer only the controller removes (after bringing its node to a safe
 // point), so removing the controller first would leave the manager, and
 // its CRD, stuck for good. It refuses while a manager is in flight (naming
@@ -31,49 +32,63 @@ func uninstallCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "uninstall", Args: noArgs,
 		Example: "  switchback uninstall -n longhorn-system            # exit 1 naming the upgrades still in flight\n" +
 			"  switchback uninstall --cancel --timeout 10m         # cancel them and wait until each is safe"}
-	fs := cmd.Flags()
-	var kf kubeFlags
-	kf.register(fs, "")
-	namespace := fs.StringP("namespace", "n", "longhorn-system", "the managers' namespace (the controller's --namespace)")
-	cancelInFlight := fs.Bool("cancel", false, "delete the managers still in flight and wait until the controller has brought their nodes to a safe point and let them go")
-	timeout := fs.Duration("timeout", 30*time.Minute, "with --cancel: how long to wait for the cancels")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx, stdout := cmd.Context(), cmd.OutOrStdout()
-		cfg, err := kf.config()
-		if err != nil {
-			return err
-		}
-		kc, err := kubeclient.New(cfg)
-		if err != nil {
-			return err
-		}
-		managers := kc.Managers(*namespace)
-		inFlight, err := managersInFlight(ctx, managers)
-		if err != nil {
-			return explainKube(cfg.Host, "list the DataEngineUpgradeManagers in "+*namespace, err)
-		}
-		if len(inFlight) > 0 && !*cancelInFlight {
-			return fmt.Errorf("upgrades in flight in %s: %s. Delete each manager first (kubectl delete lhum/<name> -n %s: the controller brings the node in flight to a safe point, then lets it go), or run `switchback uninstall --cancel`; removing the controller first would leave them stuck behind their finalizer",
-				*namespace, strings.Join(inFlight, ", "), *namespace)
-		}
-		if len(inFlight) > 0 {
-			for _, name := range inFlight {
-				if err := managers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("delete manager %s: %w", name, err)
-				}
-				fmt.Fprintf(stdout, "deleted manager %s/%s: the controller cancels it at a safe point\n", *namespace, name)
-			}
-			wctx, cancel := context.WithTimeout(ctx, *timeout)
-			defer cancel()
-			if err := waitGone(wctx, managers, inFlight, stdout); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(stdout, "no upgrade in flight in %s. Remove Switchback with `kubectl delete -k deploy/` (its CRDs, and every past upgrade's objects, stay);\n"+
-			"then `kubectl delete -k deploy/crds` removes those too. Longhorn's namespace and objects are never part of either.\n", *namespace)
-		return nil
-	}
+	o := &uninstallOptions{}
+	o.addFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), cmd.OutOrStdout()) }
 	return cmd
+}
+
+// uninstallOptions are `switchback uninstall`'s flags.
+type uninstallOptions struct {
+	kube      kubeFlags
+	namespace string
+	cancel    bool
+	timeout   time.Duration
+}
+
+func (o *uninstallOptions) addFlags(fs *pflag.FlagSet) {
+	o.kube.register(fs, "")
+	fs.StringVarP(&o.namespace, "namespace", "n", "longhorn-system", "the managers' namespace (the controller's --namespace)")
+	fs.BoolVar(&o.cancel, "cancel", false, "delete the managers still in flight and wait until the controller has brought their nodes to a safe point and let them go")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "with --cancel: how long to wait for the cancels")
+}
+
+// run refuses while a manager is in flight, or with --cancel cancels them
+// and waits; then it says what to delete.
+func (o *uninstallOptions) run(ctx context.Context, stdout io.Writer) error {
+	cfg, err := o.kube.config()
+	if err != nil {
+		return err
+	}
+	kc, err := kubeclient.New(cfg)
+	if err != nil {
+		return err
+	}
+	managers := kc.Managers(o.namespace)
+	inFlight, err := managersInFlight(ctx, managers)
+	if err != nil {
+		return explainKube(cfg.Host, "list the DataEngineUpgradeManagers in "+o.namespace, err)
+	}
+	if len(inFlight) > 0 && !o.cancel {
+		return fmt.Errorf("upgrades in flight in %s: %s. Delete each manager first (kubectl delete lhum/<name> -n %s: the controller brings the node in flight to a safe point, then lets it go), or run `switchback uninstall --cancel`; removing the controller first would leave them stuck behind their finalizer",
+			o.namespace, strings.Join(inFlight, ", "), o.namespace)
+	}
+	if len(inFlight) > 0 {
+		for _, name := range inFlight {
+			if err := managers.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete manager %s: %w", name, err)
+			}
+			fmt.Fprintf(stdout, "deleted manager %s/%s: the controller cancels it at a safe point\n", o.namespace, name)
+		}
+		wctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		if err := waitGone(wctx, managers, inFlight, stdout); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "no upgrade in flight in %s. Remove Switchback with `kubectl delete -k deploy/` (its CRDs, and every past upgrade's objects, stay);\n"+
+		"then `kubectl delete -k deploy/crds` removes those too. Longhorn's namespace and objects are never part of either.\n", o.namespace)
+	return nil
 }
 
 // managersInFlight lists the managers not ended (or being deleted, whose
