@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchback-dev/switchback/natsreload"
 )
@@ -12,25 +13,43 @@ import (
 // its configuration again (twice) whenever the files under --watch change.
 func natsReloaderCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "nats-reloader", Args: noArgs}
-	fs := cmd.Flags()
-	var watch stringList
-	fs.Var(&watch, "watch", "a directory of the server's configuration (repeat, or comma-separate): its main file and what it includes, Secret and ConfigMap volumes included")
-	interval := fs.Duration("interval", natsreload.DefaultInterval, "how often to look at the files")
-	process := fs.String("process", natsreload.DefaultProcessName, "the server's command name in the shared process namespace")
-	monitor := fs.String("monitor-url", natsreload.DefaultMonitorURL, "the server's monitoring endpoint, where each reload is confirmed (varz)")
-	timeout := fs.Duration("reload-timeout", natsreload.DefaultReloadTimeout, "how long one reload may take to show")
-	var lf logFlags
-	lf.register(fs)
+	o := &natsReloaderOptions{}
+	o.addFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(watch) == 0 {
-			return fmt.Errorf("--watch: at least one directory: %w", errUsage)
+		if err := o.validate(); err != nil {
+			return err
 		}
-		r, err := natsreload.New(natsreload.Config{Watch: watch, Interval: *interval, ProcessName: *process, MonitorURL: *monitor,
-			ReloadTimeout: *timeout, Log: lf.logger(cmd.ErrOrStderr())})
+		cfg := o.cfg
+		cfg.Watch, cfg.Log = o.watch, o.log.logger(cmd.ErrOrStderr())
+		r, err := natsreload.New(cfg)
 		if err != nil {
 			return err
 		}
 		return r.Run(cmd.Context())
 	}
 	return cmd
+}
+
+// natsReloaderOptions are `switchback nats-reloader`'s flags: the
+// reloader's configuration as given.
+type natsReloaderOptions struct {
+	cfg   natsreload.Config
+	watch stringList
+	log   logFlags
+}
+
+func (o *natsReloaderOptions) addFlags(fs *pflag.FlagSet) {
+	fs.Var(&o.watch, "watch", "a directory of the server's configuration (repeat, or comma-separate): its main file and what it includes, Secret and ConfigMap volumes included")
+	fs.DurationVar(&o.cfg.Interval, "interval", natsreload.DefaultInterval, "how often to look at the files")
+	fs.StringVar(&o.cfg.ProcessName, "process", natsreload.DefaultProcessName, "the server's command name in the shared process namespace")
+	fs.StringVar(&o.cfg.MonitorURL, "monitor-url", natsreload.DefaultMonitorURL, "the server's monitoring endpoint, where each reload is confirmed (varz)")
+	fs.DurationVar(&o.cfg.ReloadTimeout, "reload-timeout", natsreload.DefaultReloadTimeout, "how long one reload may take to show")
+	o.log.register(fs)
+}
+
+func (o *natsReloaderOptions) validate() error {
+	if len(o.watch) == 0 {
+		return fmt.Errorf("--watch: at least one directory: %w", errUsage)
+	}
+	return nil
 }
