@@ -41,7 +41,7 @@ func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 // snapshotCalls bounds the snapshot calls of one round in flight at once.
 const snapshotCalls = 16
 
-// concurrent reports whether consecutive actions of call may run at once:
+// concurrent reports whether consecutive actions making call may run at once:
 // taking or removing the upgrade's snapshot touches one volume and nothing
 // the other volumes' calls depend on, and the step records the phase only
 // once every call of it succeeded. Every other action keeps its order
