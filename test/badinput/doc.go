@@ -11,7 +11,7 @@
 //
 // Every case records what was expected and what happened (what the user
 // sees); the last test of the package, TestZZSummary, prints the table of
-// every case that ran: go test -v ./badinput/ shows it (without -v, go test
+// every case that ran: go test -v ./test/badinput/ shows it (without -v, go test
 // shows a passing package's output only as "ok"). A case whose safe
 // handling needs a change elsewhere is skipped with "BUG: ...", naming the
 // fix, and listed as such in the table.
