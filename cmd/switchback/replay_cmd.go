@@ -74,8 +74,7 @@ func (o *replayOptions) validate() error {
 // run folds the history (up to the bound) and writes every upgrade, then
 // compares it with the live status when asked (--verify).
 func (o *replayOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
-	opts := replay.Options{Manager: o.manager, Namespace: o.namespace, ScanOptions: eventstore.ScanOptions{UntilSeq: o.untilSeq}}
-	opts.UntilTime = o.until
+	opts := replay.Options{Manager: o.manager, Namespace: o.namespace, ScanOptions: eventstore.ScanOptions{UntilSeq: o.untilSeq, UntilTime: o.until}}
 	conn, err := o.nats.connect(ctx, "switchback-replay", slog.New(slog.DiscardHandler), connectOptions{inProcessOnly: true, readOnly: true})
 	if err != nil {
 		return err
