@@ -78,8 +78,9 @@ func New(agg AggregateID, source, causationID string, at time.Time, data ...Even
 	return out
 }
 
-// aggregateKind is the catalogue namespace a type must belong to for agg.
-func aggregateKind(agg AggregateID) string {
+// TypePrefix is the catalogue namespace every type of agg's events belongs
+// to: a node's or a manager's.
+func (agg AggregateID) TypePrefix() string {
 	if agg.IsNode() {
 		return "io.switchback.node."
 	}
@@ -95,7 +96,7 @@ func (e Envelope) ToCloudEvent() (cloudevents.Event, error) {
 		return cloudevents.Event{}, fmt.Errorf("event %s: %w", e.ID, err)
 	}
 	t := e.Type()
-	if !strings.HasPrefix(string(t), aggregateKind(e.Aggregate)) {
+	if !strings.HasPrefix(string(t), e.Aggregate.TypePrefix()) {
 		return cloudevents.Event{}, fmt.Errorf("event %s: type %s does not belong on aggregate %s", e.ID, t, e.Aggregate)
 	}
 	if err := Validate(e.Data); err != nil {
@@ -156,7 +157,7 @@ func FromCloudEvent(natsSubject string, ce cloudevents.Event) (Envelope, error) 
 		}
 		return fail(ErrBadData, err)
 	}
-	if !strings.HasPrefix(string(data.EventType()), aggregateKind(agg)) {
+	if !strings.HasPrefix(string(data.EventType()), agg.TypePrefix()) {
 		return fail(ErrWrongSubject, fmt.Errorf("type %s does not belong on aggregate %s", t, agg))
 	}
 	return Envelope{

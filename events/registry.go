@@ -13,13 +13,9 @@ type Decoder func(data []byte) (Event, error)
 // validator is implemented by payloads that have required fields or enums.
 type validator interface{ validate() error }
 
-// decoder is a Decoder that may share the names it decodes through ns (nil:
-// shares nothing).
-type decoder func(data []byte, ns *names) (Event, error)
-
 var (
 	registryMu sync.RWMutex
-	registry   = map[Type]decoder{}
+	registry   = map[Type]Decoder{}
 )
 
 func init() {
@@ -55,24 +51,14 @@ func register[T Event]() {
 	registry[zero.EventType()] = decodeJSON[T]
 }
 
-func decodeJSON[T Event](data []byte, ns *names) (Event, error) {
-	// v stays on the stack: the general path decodes into a variable of its
-	// own (encoding/json keeps what it is given), and the payload is boxed
-	// once, for both the validation and the caller. This runs for every
-	// event a replay reads.
+func decodeJSON[T Event](data []byte) (Event, error) {
 	var v T
-	if !decodeFlat(data, &v, ns) {
-		var g T
-		if err := decodeGeneralJSON(data, &g); err != nil {
-			return nil, err
-		}
-		v = g
+	if err := decodeGeneralJSON(data, &v); err != nil {
+		return nil, err
 	}
 	ev := Event(v)
-	if val, ok := ev.(validator); ok {
-		if err := val.validate(); err != nil {
-			return nil, err
-		}
+	if err := Validate(ev); err != nil {
+		return nil, err
 	}
 	return ev, nil
 }
@@ -113,7 +99,7 @@ func RegisterUpcaster(old Type, up Decoder) {
 	if _, dup := registry[old]; dup {
 		panic(fmt.Sprintf("events: type %q already registered", old))
 	}
-	registry[old] = func(data []byte, _ *names) (Event, error) { return up(data) }
+	registry[old] = up
 }
 
 // Known reports whether t can be decoded.
@@ -136,17 +122,14 @@ func Types() []Type {
 }
 
 // DecodeData decodes the JSON data of a CloudEvent of type t.
-func DecodeData(t Type, data []byte) (Event, error) { return decodeData(t, data, nil) }
-
-// decodeData is DecodeData sharing the names it decodes through ns.
-func decodeData(t Type, data []byte, ns *names) (Event, error) {
+func DecodeData(t Type, data []byte) (Event, error) {
 	registryMu.RLock()
 	dec, ok := registry[t]
 	registryMu.RUnlock()
 	if !ok {
 		return nil, &DecodeError{Kind: ErrUnknownType, Type: string(t)}
 	}
-	ev, err := dec(data, ns)
+	ev, err := dec(data)
 	if err != nil {
 		return nil, &DecodeError{Kind: ErrBadData, Type: string(t), Err: err}
 	}

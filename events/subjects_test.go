@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/eventstest"
 )
 
 func TestSubjects(t *testing.T) {
@@ -63,9 +64,9 @@ func FuzzTokenRoundTrip(f *testing.F) {
 }
 
 func FuzzDecode(f *testing.F) {
-	addSampleSeeds(f)
+	eventstest.AddMessageSeeds(f, eventstest.Samples(testMgr, "worker-1.example.com", testTime))
 	f.Fuzz(func(t *testing.T, subject, headers string, data []byte) {
-		env, err := events.Decode(subject, seedHeaders(headers), data, 1)
+		env, err := events.Decode(subject, eventstest.SeedHeaders(headers), data, 1)
 		if err != nil {
 			var de *events.DecodeError
 			if !assert.ErrorAs(t, err, &de) {

@@ -29,17 +29,10 @@ const MsgIDHeader = "Nats-Msg-Id"
 const MaxDataBytes = 64 << 10
 
 // Encode returns the NATS message for e on its aggregate's subject, with
-// Nats-Msg-Id set to the event id.
+// Nats-Msg-Id set to the event id. It goes through the CloudEvents model and
+// alone decides what is refused; package fastcodec writes the same bytes
+// faster for the envelopes a stream is mostly made of.
 func Encode(e Envelope) (*nats.Msg, error) {
-	if msg, ok := encodeFast(e); ok {
-		return msg, nil
-	}
-	return encodeGeneral(e)
-}
-
-// encodeGeneral is Encode through the CloudEvents model, for any envelope;
-// it alone decides what is refused.
-func encodeGeneral(e Envelope) (*nats.Msg, error) {
 	ce, err := e.ToCloudEvent()
 	if err != nil {
 		return nil, err
@@ -48,8 +41,7 @@ func encodeGeneral(e Envelope) (*nats.Msg, error) {
 		return nil, fmt.Errorf("event %s %s: data is %d bytes, limit %d: %w", e.ID, e.Type(), len(ce.Data()), MaxDataBytes, ErrTooLarge)
 	}
 	// Headers are written straight from the validated event rather than
-	// through binding.Write: same bytes, a third of the allocations, and
-	// Append sits on every step's hot path.
+	// through binding.Write: same bytes, a third of the allocations.
 	msg := &nats.Msg{Subject: e.Aggregate.Subject(), Header: make(nats.Header, 10), Data: ce.Data()}
 	h := msg.Header
 	h[HeaderPrefix+"specversion"] = []string{ce.SpecVersion()}
@@ -72,35 +64,12 @@ func Decode(subject string, hdr nats.Header, data []byte, seq uint64) (Envelope,
 }
 
 // DecodeChecked is Decode that first shows foreign every header that is not
-// the event's own (not a CloudEvents attribute or the content type, in any
-// case); an error foreign returns is the answer, before anything else is
-// judged. A consumer vetting what the transport added (eventstore refuses a
-// stored copy's reserved headers) does it in the pass that decodes instead
-// of a second walk of the headers, which cost a replay as much as the fold.
+// the event's own (see EventHeader); an error foreign returns is the answer,
+// before anything else is judged. A consumer vetting what the transport
+// added (eventstore refuses a stored copy's reserved headers) does it in the
+// pass that decodes instead of a second walk of the headers. Like Encode it
+// is the reference: package fastcodec's Decoder answers the same, faster.
 func DecodeChecked(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
-	// One message shares no names: a table would cost more than it saves.
-	var d StreamDecoder
-	return d.decode(subject, hdr, data, seq, foreign, nil)
-}
-
-// A StreamDecoder decodes stored messages as DecodeChecked does, for a reader of
-// a stream in order: it keeps the aggregate of the last subject it parsed,
-// as such a read delivers runs of one aggregate's events (a node's volume
-// states), and shares the names and messages its payloads repeat. The
-// zero StreamDecoder is ready; it is not safe for concurrent use.
-type StreamDecoder struct {
-	subject string
-	agg     AggregateID
-	names   names
-}
-
-// Decode is DecodeChecked.
-func (d *StreamDecoder) Decode(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error) (env Envelope, err error) {
-	return d.decode(subject, hdr, data, seq, foreign, &d.names)
-}
-
-// decode is Decode sharing the payloads' names through ns (nil: none).
-func (d *StreamDecoder) decode(subject string, hdr nats.Header, data []byte, seq uint64, foreign func(key string) error, ns *names) (env Envelope, err error) {
 	defer func() {
 		// Belt and braces: the CloudEvents SDK is not ours; a panic in it on
 		// hostile input must park the message, not kill the consumer.
@@ -111,20 +80,9 @@ func (d *StreamDecoder) decode(subject string, hdr nats.Header, data []byte, seq
 			de.Sequence = seq
 		}
 	}()
-	if len(data) <= MaxDataBytes {
-		env, ok, err := d.fastDecode(subject, hdr, data, foreign, ns)
-		switch {
-		case err != nil:
-			return Envelope{}, err
-		case ok:
-			env.Sequence = seq
-			return env, nil
-		}
-	}
-	// The fast path may have stopped before seeing every header.
 	if foreign != nil {
 		for k := range hdr {
-			if eventHeader(k) {
+			if EventHeader(k) {
 				continue
 			}
 			if err := foreign(k); err != nil {
@@ -141,6 +99,13 @@ func (d *StreamDecoder) decode(subject string, hdr nats.Header, data []byte, seq
 	}
 	env.Sequence = seq
 	return env, nil
+}
+
+// EventHeader reports whether k, in any case, names a CloudEvents attribute
+// or the content type: the event's own headers, every other one being
+// foreign (see DecodeChecked).
+func EventHeader(k string) bool {
+	return strings.EqualFold(k, HeaderContentType) || (len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix))
 }
 
 // decodeGeneral is Decode for any header shape, through the CloudEvents

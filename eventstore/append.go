@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 	"github.com/switchback-dev/switchback/metrics"
 )
 
@@ -45,7 +46,7 @@ func (s *Store) Append(ctx context.Context, agg events.AggregateID, expected uin
 		if e.Aggregate != agg {
 			return 0, fmt.Errorf("eventstore: append to %s: event %s belongs to %s", agg, e.ID, e.Aggregate)
 		}
-		m, err := events.Encode(e)
+		m, err := fastcodec.Encode(e)
 		if err != nil {
 			return 0, fmt.Errorf("eventstore: append to %s: %w", agg, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 	"github.com/switchback-dev/switchback/metrics"
 )
 
@@ -41,7 +42,7 @@ func (s *Store) AppendAsync(agg events.AggregateID, expected uint64, e events.En
 		p.err = fmt.Errorf("eventstore: append to %s: event %s belongs to %s", agg, e.ID, e.Aggregate)
 		return p
 	}
-	m, err := events.Encode(e)
+	m, err := fastcodec.Encode(e)
 	if err != nil {
 		p.err = fmt.Errorf("eventstore: append to %s: %w", agg, err)
 		return p

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 	"github.com/switchback-dev/switchback/eventstore"
 	"github.com/switchback-dev/switchback/natsembed/natstest"
 )
@@ -128,7 +129,7 @@ func fill(b *testing.B, ctx context.Context, s *eventstore.Store, js jetstream.J
 	b.Helper()
 	base, _ := s.LastSequence(ctx)
 	for i := range n {
-		m, err := events.Encode(resumed(agg, fmt.Sprintf("fill-%d-%d", base, i)))
+		m, err := fastcodec.Encode(resumed(agg, fmt.Sprintf("fill-%d-%d", base, i)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 // Follow calls fn for every event on subjects (empty = every subject) from
@@ -21,7 +22,7 @@ func (s *Store) Follow(ctx context.Context, subjects []string, from uint64,
 	if s.cfg.DirectScans {
 		return s.directFollow(ctx, subjects, from, fn, onParked)
 	}
-	var d events.StreamDecoder
+	var d fastcodec.Decoder
 	err := s.orderedRead(ctx, subjects, from, 0, true, func(seq, pending uint64, subject string, h nats.Header, data []byte, _ time.Time) (bool, error) {
 		stop := false
 		err := decodeTo(&d, subject, seq, h, data, func(e events.Envelope) error {
@@ -45,7 +46,7 @@ var followPoll = time.Second
 func (s *Store) directFollow(ctx context.Context, subjects []string, from uint64,
 	fn func(e events.Envelope, pending uint64) (stop bool), onParked func(*events.DecodeError)) error {
 	next := max(from, 1)
-	var d events.StreamDecoder
+	var d fastcodec.Decoder
 	for {
 		last, err := s.LastSequence(ctx)
 		if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 // History is an aggregate's events as read from the stream.
@@ -83,7 +84,7 @@ func ownReservedHeaders(h nats.Header, added int) []string {
 // serves a message by direct get (Nats-Sequence, Nats-Subject, Nats-Stream,
 // Nats-Time-Stamp, ...): it is a copy of a served message, not an event, and
 // must be parked like an undecodable one. Nil otherwise. Scan uses it;
-// consumers that decode events themselves call it before events.Decode.
+// consumers that decode events themselves call it before decoding.
 func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.DecodeError {
 	if carriesOwnReserved(h, 0) {
 		return reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
@@ -94,16 +95,21 @@ func CheckDeliveredHeaders(subject string, seq uint64, h nats.Header) *events.De
 // DecodeDelivered decodes an event a consumer delivered, refusing it first
 // as CheckDeliveredHeaders does. Every consumer of the event stream decodes
 // through it, so a copied message is parked everywhere alike. The check rides
-// on the decoder's own pass over the headers (events.DecodeChecked).
+// on the decoder's own pass over the headers (fastcodec.Decoder).
 func DecodeDelivered(subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
-	var d events.StreamDecoder
-	return decodeDelivered(&d, subject, seq, h, data)
+	return decodeDelivered(nil, subject, seq, h, data)
 }
 
 // decodeDelivered is DecodeDelivered with d, for a reader of a stream in
-// order.
-func decodeDelivered(d *events.StreamDecoder, subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
-	env, err := d.Decode(subject, h, data, seq, refuseReserved)
+// order (nil: one message).
+func decodeDelivered(d *fastcodec.Decoder, subject string, seq uint64, h nats.Header, data []byte) (events.Envelope, error) {
+	var env events.Envelope
+	var err error
+	if d != nil {
+		env, err = d.Decode(subject, h, data, seq, refuseReserved)
+	} else {
+		env, err = fastcodec.Decode(subject, h, data, seq, refuseReserved)
+	}
 	if errors.Is(err, errReservedHeader) {
 		return events.Envelope{}, reservedHeaderError(subject, seq, h, ownReservedHeaders(h, 0))
 	}
@@ -183,7 +189,7 @@ func (s *Store) LoadAfter(ctx context.Context, agg events.AggregateID, afterSeq 
 func (s *Store) loadBatch(ctx context.Context, agg events.AggregateID, h *History) (int, uint64, error) {
 	subject := agg.Subject()
 	after := h.Version
-	var d events.StreamDecoder
+	var d fastcodec.Decoder
 	n, pending, err := s.directBatch(ctx, subject, after+1, s.cfg.LoadBatch, func(m directMsg) error {
 		if m.subject != subject {
 			return fmt.Errorf("direct get returned seq %d on subject %q, asked for %q", m.seq, m.subject, subject)

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 // ScanOptions bound a read of the stream.
@@ -44,7 +45,7 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 	if until < from {
 		return nil
 	}
-	var d events.StreamDecoder
+	var d fastcodec.Decoder
 	if s.cfg.DirectScans {
 		return s.directScan(ctx, opts.Subjects, from, until, func(m directMsg) (bool, error) {
 			if !opts.UntilTime.IsZero() && m.at.After(opts.UntilTime) {
@@ -67,7 +68,7 @@ func (s *Store) Scan(ctx context.Context, opts ScanOptions, fn func(events.Envel
 
 // decodeTo decodes a delivered message (see DecodeDelivered) and hands it to
 // fn, or to onParked (if non-nil) when it does not decode.
-func decodeTo(d *events.StreamDecoder, subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
+func decodeTo(d *fastcodec.Decoder, subject string, seq uint64, h nats.Header, data []byte, fn func(events.Envelope) error, onParked func(*events.DecodeError)) error {
 	env, err := decodeDelivered(d, subject, seq, h, data)
 	return parkOr(env, err, fn, onParked)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dedup"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 // A store opened with Config.DirectScans scans by direct batch gets: no
@@ -130,7 +131,7 @@ func (s *Store) endsBefore(ctx context.Context, p *patience, filter string, from
 // decodeServed decodes, with d, a message served by a direct get (the
 // server adds its own headers once), the form a DecodeError takes for one
 // to park.
-func decodeServed(d *events.StreamDecoder, m directMsg) (events.Envelope, error) {
+func decodeServed(d *fastcodec.Decoder, m directMsg) (events.Envelope, error) {
 	if carriesOwnReserved(m.header, 1) {
 		return events.Envelope{}, reservedHeaderError(m.subject, m.seq, m.header, ownReservedHeaders(m.header, 1))
 	}

@@ -52,3 +52,12 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 	}
 	return out
 }
+
+// SamplesByType is Samples keyed by each envelope's type.
+func SamplesByType(m events.ManagerRef, node string, at time.Time) map[events.Type]events.Envelope {
+	out := map[events.Type]events.Envelope{}
+	for _, e := range Samples(m, node, at) {
+		out[e.Type()] = e
+	}
+	return out
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/test/harness/enginetest"
 )
@@ -92,7 +93,7 @@ func loadFinished(ctx context.Context, b *testing.B, js jetstream.JetStream, his
 	for i := range n {
 		ref := events.ManagerRef{Namespace: ns, Name: fmt.Sprintf("done-%05d", i), UID: uid(i)}
 		for _, e := range readdress(hist, ref) {
-			msg, err := events.Encode(e)
+			msg, err := fastcodec.Encode(e)
 			if err != nil {
 				b.Fatalf("encode %s of %s: %v", e.Type(), ref, err)
 			}

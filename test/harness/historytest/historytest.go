@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 // At is the time every event of these histories carries.
@@ -145,7 +146,7 @@ func Publish(tb testing.TB, js jetstream.JetStream, idPrefix string, envs []even
 		futs = futs[:0]
 	}
 	for i, env := range envs {
-		m, err := events.Encode(env)
+		m, err := fastcodec.Encode(env)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package events_test
+package fastcodec_test
 
 import (
 	"errors"
@@ -15,17 +15,28 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/eventstest"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
-// requireAgrees holds Decode (fast path first) to the general path alone:
-// same envelope, or the same refusal.
+var (
+	testMgr  = events.ManagerRef{Namespace: "longhorn-system", Name: "v2.fast", UID: "5d1f3c2e-7b6a-4f0e-9c8d-1a2b3c4d5e6f"}
+	testTime = time.Date(2026, 12, 4, 9, 15, 0, 987654321, time.UTC)
+)
+
+func samples() map[events.Type]events.Envelope {
+	return eventstest.SamplesByType(testMgr, "worker-1.example.com", testTime)
+}
+
+// requireAgrees holds a Decoder to events.Decode: same envelope, or the same
+// refusal.
 func requireAgrees(t *testing.T, subject string, hdr nats.Header, data []byte) {
 	t.Helper()
 	requireForeignChecked(t, subject, hdr, data)
-	got, err := events.Decode(subject, hdr, data, 7)
-	want, wantErr := events.DecodeGeneral(subject, hdr, data)
+	got, err := fastcodec.Decode(subject, hdr, data, 7, nil)
+	want, wantErr := events.Decode(subject, hdr, data, 7)
 	if wantErr != nil {
-		// The kind, not the text: the general path's message depends on
+		// The kind, not the text: the reference's message depends on
 		// header map order (whether ce-type was read before the fault).
 		var want, have *events.DecodeError
 		require.ErrorAs(t, wantErr, &want)
@@ -36,13 +47,13 @@ func requireAgrees(t *testing.T, subject string, hdr nats.Header, data []byte) {
 		return
 	}
 	require.NoError(t, err)
-	want.Sequence = 7
 	assert.Equal(t, want, got)
 }
 
-// requireForeignChecked: DecodeChecked shows foreign exactly the headers that
+// requireForeignChecked: a Decoder shows foreign exactly the headers that
 // are not the event's own, whichever path decodes, answers foreign's error
-// whenever there is such a header, and otherwise answers what Decode does.
+// whenever there is such a header, and otherwise answers what it answers
+// without foreign.
 func requireForeignChecked(t *testing.T, subject string, hdr nats.Header, data []byte) {
 	t.Helper()
 	want := map[string]bool{}
@@ -53,14 +64,14 @@ func requireForeignChecked(t *testing.T, subject string, hdr nats.Header, data [
 		}
 	}
 	seen := map[string]bool{}
-	env, err := events.DecodeChecked(subject, hdr, data, 7, func(k string) error { seen[k] = true; return nil })
+	env, err := fastcodec.Decode(subject, hdr, data, 7, func(k string) error { seen[k] = true; return nil })
 	assert.Equal(t, want, seen, "headers shown to foreign")
-	plainEnv, plainErr := events.Decode(subject, hdr, data, 7)
+	plainEnv, plainErr := fastcodec.Decode(subject, hdr, data, 7, nil)
 	assert.Equal(t, plainEnv, env)
 	assert.Equal(t, plainErr == nil, err == nil)
 
 	refuse := errors.New("refused by foreign")
-	_, err = events.DecodeChecked(subject, hdr, data, 7, func(string) error { return refuse })
+	_, err = fastcodec.Decode(subject, hdr, data, 7, func(string) error { return refuse })
 	if len(want) > 0 {
 		require.ErrorIs(t, err, refuse)
 	} else {
@@ -133,12 +144,12 @@ func TestFastDecodeAgrees(t *testing.T) {
 	}
 }
 
-// FuzzFastDecodeAgrees: for any message, Decode (fast path first) and the
-// general path alone give the same envelope or the same refusal.
+// FuzzFastDecodeAgrees: for any message, a Decoder and events.Decode give
+// the same envelope or the same refusal.
 func FuzzFastDecodeAgrees(f *testing.F) {
-	addSampleSeeds(f)
+	eventstest.AddMessageSeeds(f, eventstest.Samples(testMgr, "worker-1.example.com", testTime))
 	f.Fuzz(func(t *testing.T, subject, headers string, data []byte) {
-		requireAgrees(t, subject, seedHeaders(headers), data)
+		requireAgrees(t, subject, eventstest.SeedHeaders(headers), data)
 	})
 }
 
@@ -167,16 +178,16 @@ func FuzzFlatJSONAgrees(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, typ string, data []byte) {
-		got, err := events.DecodeData(events.Type(typ), data)
-		want, wantErr := events.DecodeDataGeneral(events.Type(typ), data)
+		got, err := fastcodec.DecodeData(events.Type(typ), data)
+		want, wantErr := events.DecodeData(events.Type(typ), data)
 		require.Equal(t, wantErr == nil, err == nil, "fast: %v, general: %v", err, wantErr)
 		assert.Equal(t, want, got)
 	})
 }
 
-// TestEncodeFastAgrees: Encode (fast path first) writes exactly what the
-// general path writes, or refuses what it refuses, for every sample and for
-// the envelopes the fast path must leave to the general one.
+// TestEncodeFastAgrees: Encode writes exactly what events.Encode writes, or
+// refuses what it refuses, for every sample and for the envelopes the fast
+// path must leave to the reference.
 func TestEncodeFastAgrees(t *testing.T) {
 	tweaks := map[string]func(e *events.Envelope){
 		"as built":              func(*events.Envelope) {},
@@ -199,8 +210,8 @@ func TestEncodeFastAgrees(t *testing.T) {
 			t.Run(string(typ)+"/"+name, func(t *testing.T) {
 				e := env
 				tweak(&e)
-				got, err := events.Encode(e)
-				want, wantErr := events.EncodeGeneral(e)
+				got, err := fastcodec.Encode(e)
+				want, wantErr := events.Encode(e)
 				if wantErr != nil {
 					require.Error(t, err)
 					assert.Equal(t, wantErr.Error(), err.Error())
@@ -213,10 +224,10 @@ func TestEncodeFastAgrees(t *testing.T) {
 	}
 }
 
-// TestStreamDecoderAgrees: a StreamDecoder reading a run of events on
-// several subjects, a subject that does not parse among them, decodes each
-// exactly as Decode does on its own.
-func TestStreamDecoderAgrees(t *testing.T) {
+// TestDecoderAgreesOverAStream: a Decoder reading a run of events on several
+// subjects, a subject that does not parse among them, decodes each exactly as
+// events.Decode does.
+func TestDecoderAgreesOverAStream(t *testing.T) {
 	var msgs []*nats.Msg
 	refs := []events.ManagerRef{{Namespace: "ns", Name: "a", UID: "u1"}, {Namespace: "ns", Name: "b", UID: "u2"}}
 	for i, typ := range slices.Sorted(maps.Keys(samples())) {
@@ -240,7 +251,7 @@ func TestStreamDecoderAgrees(t *testing.T) {
 			msgs = append(msgs, &bad, m)
 		}
 	}
-	var d events.StreamDecoder
+	var d fastcodec.Decoder
 	for i, m := range msgs {
 		want, wantErr := events.Decode(m.Subject, m.Header, m.Data, uint64(i+1))
 		got, err := d.Decode(m.Subject, m.Header, m.Data, uint64(i+1), nil)
@@ -252,7 +263,7 @@ func TestStreamDecoderAgrees(t *testing.T) {
 // TestEncodedHeadersAreIndependent: the headers Encode writes share one
 // array, yet adding to one changes no other.
 func TestEncodedHeadersAreIndependent(t *testing.T) {
-	m, err := events.Encode(samples()[events.TypeVolumeStateChanged])
+	m, err := fastcodec.Encode(samples()[events.TypeVolumeStateChanged])
 	require.NoError(t, err)
 	before := nats.Header{}
 	for k, vs := range m.Header {
@@ -282,7 +293,7 @@ func FuzzParseUTCAgrees(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := events.ParseUTC(s)
+		got, ok := fastcodec.ParseUTC(s)
 		if !ok {
 			return
 		}
@@ -308,7 +319,7 @@ func TestParseUTC(t *testing.T) {
 		{"2026-12-01T23:59:60Z", time.Time{}, false},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, ok := events.ParseUTC(tc.in)
+			got, ok := fastcodec.ParseUTC(tc.in)
 			require.Equal(t, tc.ok, ok)
 			require.True(t, tc.want.Equal(got), "got %v", got)
 		})

@@ -1,16 +1,17 @@
-package events_test
+package fastcodec_test
 
 import (
 	"testing"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/events/fastcodec"
 )
 
 func BenchmarkEncode(b *testing.B) {
 	env := samples()[events.TypeVolumeStateChanged]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := events.Encode(env); err != nil {
+		if _, err := fastcodec.Encode(env); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -23,7 +24,7 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := events.Decode(msg.Subject, msg.Header, msg.Data, 1); err != nil {
+		if _, err := fastcodec.Decode(msg.Subject, msg.Header, msg.Data, 1, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

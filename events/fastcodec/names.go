@@ -1,4 +1,4 @@
-package events
+package fastcodec
 
 // names shares the strings a stream's payloads repeat (volume and node
 // names: a node's volumes each change state several times; the messages of

@@ -1,8 +1,8 @@
-package events
+package fastcodec
 
 import "time"
 
-// parseUTC reads the one time shape Encode writes (RFC 3339 in UTC with
+// parseUTC reads the one time shape events.Encode writes (RFC 3339 in UTC with
 // "Z" and at most nine fraction digits, as time.RFC3339Nano formats it), or
 // returns false for any other text, which time.Parse then judges. Every
 // event's time is parsed on every load and replay, and time.Parse's
