@@ -269,6 +269,19 @@ type Volume struct {
 	// InitiatorMultipath is the NVMeMultipath of the attached node, whose
 	// kernel holds the initiator's paths during a switch-over.
 	InitiatorMultipath Multipath
+	// ShareManager reports an RWX volume served through a share-manager
+	// pod (spec.accessMode rwx, not migratable): it is attached where that
+	// pod runs, and its workloads reach it over NFS from any node.
+	ShareManager bool
+	// Migratable is spec.migratable: Longhorn moves the volume between
+	// nodes by live migration.
+	Migratable bool
+	// StrictLocal reports spec.dataLocality strict-local: its only replica
+	// is on its node, and it cannot be attached anywhere else.
+	StrictLocal bool
+	// Tickets are its Longhorn VolumeAttachment's tickets; read only where
+	// a Workloads is.
+	Tickets []Ticket
 }
 
 // TargetAway is the controller's record, kept on the volume, that the

@@ -160,6 +160,22 @@ func TestToVolume(t *testing.T) {
 			func(t *testing.T, v dataplane.Volume) { assert.False(t, v.CanSwitchTarget()) }},
 		{"no data engine is v1", VolumeSpec{NodeID: "n1"}, VolumeStatus{State: VolumeAttached},
 			func(t *testing.T, v dataplane.Volume) { assert.Equal(t, "v1", v.DataEngine) }},
+		{"rwx through a share-manager", VolumeSpec{NodeID: "n1", DataEngine: "v2", AccessMode: "rwx"}, VolumeStatus{State: VolumeAttached},
+			func(t *testing.T, v dataplane.Volume) {
+				assert.True(t, v.ShareManager)
+				assert.False(t, v.Migratable || v.StrictLocal)
+			}},
+		{"rwx and migratable: live migration, no share-manager", VolumeSpec{NodeID: "n1", DataEngine: "v2", AccessMode: "rwx", Migratable: true},
+			VolumeStatus{State: VolumeAttached},
+			func(t *testing.T, v dataplane.Volume) {
+				assert.False(t, v.ShareManager)
+				assert.True(t, v.Migratable)
+			}},
+		{"strict-local", VolumeSpec{NodeID: "n1", DataEngine: "v2", AccessMode: "rwo", DataLocality: "strict-local"}, VolumeStatus{State: VolumeAttached},
+			func(t *testing.T, v dataplane.Volume) {
+				assert.True(t, v.StrictLocal)
+				assert.False(t, v.ShareManager)
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

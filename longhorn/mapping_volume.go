@@ -296,6 +296,9 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		EngineNode:       v.Spec.EngineNodeID,
 		Frontend:         frontendOf(v),
 		Away:             ParseTargetAway(v.Annotations[TargetAwayAnnotation]),
+		ShareManager:     v.Spec.AccessMode == AccessModeRWX && !v.Spec.Migratable,
+		Migratable:       v.Spec.Migratable,
+		StrictLocal:      v.Spec.DataLocality == DataLocalityStrictLocal,
 	}
 	active := activeEngine(engines, out.AttachedNode)
 	out.TargetNode = targetNode(v, active)

@@ -28,7 +28,21 @@ type VolumeSpec struct {
 	Image           string `json:"image"`
 	Frontend        string `json:"frontend"`
 	DisableFrontend bool   `json:"disableFrontend"`
+	// AccessMode is rwo, rwop or rwx: an rwx volume that is not migratable
+	// is served over NFS by a share-manager pod, and is attached where that
+	// pod runs.
+	AccessMode string `json:"accessMode,omitempty"`
+	// Migratable volumes move between nodes by live migration.
+	Migratable bool `json:"migratable,omitempty"`
+	// DataLocality is disabled, best-effort or strict-local.
+	DataLocality string `json:"dataLocality,omitempty"`
 }
+
+// Longhorn's spec.accessMode and spec.dataLocality values a mapping reads.
+const (
+	AccessModeRWX           = "rwx"
+	DataLocalityStrictLocal = "strict-local"
+)
 
 // VolumeAttachment is a volumeattachments.longhorn.io object, reduced to the
 // fields used: who asks for the volume to be attached where.
