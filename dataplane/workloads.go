@@ -102,3 +102,10 @@ type Budget struct {
 	// DisruptionsAllowed is status.disruptionsAllowed.
 	DisruptionsAllowed int32
 }
+
+// WorkloadTaintKey is the key of the NoSchedule taint moving a node's
+// workloads puts on it, so that what is evicted is not scheduled back. It
+// is never NoExecute (the kubelet would refuse the node's new instance
+// manager pod) and never a cordon (Longhorn starts no instance-manager pod
+// on a cordoned node).
+const WorkloadTaintKey = "upgrade.switchback.io/moving-workloads"

@@ -170,7 +170,9 @@ func TestDecide(t *testing.T) {
 			name: "an RWX volume: its share-manager is restarted elsewhere, its NFS clients stay",
 			c: around().volume("shared", "n1", func(v *dataplane.Volume) { v.ShareManager = true }).
 				pod("web-1", "n1", []string{"shared"}).
-				pod("share-manager-shared", "n1", nil, func(p *dataplane.Pod) { p.Namespace, p.ShareManagerOf, p.Controller = "longhorn-system", "shared", "ShareManager" }),
+				pod("share-manager-shared", "n1", nil, func(p *dataplane.Pod) {
+					p.Namespace, p.ShareManagerOf, p.Controller = "longhorn-system", "shared", "ShareManager"
+				}),
 			restart: []Restart{{Pod: ref("longhorn-system", "share-manager-shared"), Volume: "shared"}},
 		},
 		{

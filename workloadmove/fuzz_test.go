@@ -41,7 +41,7 @@ func randomWorkloads(c *fuzzinput.Choices) (dataplane.Workloads, int) {
 	for i := range c.Pick(7) {
 		p := dataplane.Pod{ObjectRef: dataplane.ObjectRef{Namespace: "app", Name: fmt.Sprintf("p%d", i)}, Node: nodes[c.Pick(3)],
 			Controller: []string{"ReplicaSet", "StatefulSet", "DaemonSet", ""}[c.Pick(4)],
-			Terminal: c.Pick(8) == 0, Deleting: c.Pick(8) == 0, Mirror: c.Pick(10) == 0, ToleratesTaint: c.Pick(8) == 0}
+			Terminal:   c.Pick(8) == 0, Deleting: c.Pick(8) == 0, Mirror: c.Pick(10) == 0, ToleratesTaint: c.Pick(8) == 0}
 		if c.Pick(8) == 0 {
 			p.PinnedBy = "nodeName"
 		}
