@@ -42,6 +42,9 @@ const (
 	TypeSchedulingRestored   Type = "io.switchback.node.scheduling-restored.v1"
 	TypeSnapshotsTaken       Type = "io.switchback.node.snapshots-taken.v1"
 	TypeSnapshotsRemoved     Type = "io.switchback.node.snapshots-removed.v1"
+	TypeNodeTainted          Type = "io.switchback.node.tainted.v1"
+	TypeNodeUntainted        Type = "io.switchback.node.untainted.v1"
+	TypePodMoved             Type = "io.switchback.node.pod-moved.v1"
 )
 
 // UpgradeRequested records the user's intent: a DataEngineUpgradeManager was
@@ -150,7 +153,18 @@ type NodeUpgradeStarted struct {
 	// LonghornProfile is the profile the worker detected: what the node's
 	// steps are allowed to do.
 	LonghornProfile string `json:"longhornProfile,omitempty"`
+	// InitiatorPolicy is the manager's spec.initiatorPolicy: what the node
+	// does when it holds initiators its instance manager cannot keep
+	// ("" and InitiatorPolicyWait: it waits for them to go;
+	// InitiatorPolicyMoveWorkloads: it moves the pods that hold them).
+	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
 }
+
+// The initiator policies (spec.initiatorPolicy).
+const (
+	InitiatorPolicyWait          = "wait"
+	InitiatorPolicyMoveWorkloads = "move-workloads"
+)
 
 // NodeStateChanged moves a node upgrade from one working step to the next.
 type NodeStateChanged struct {
@@ -240,6 +254,31 @@ type SnapshotsRemoved struct {
 	Volumes  []string `json:"volumes"`
 }
 
+// NodeTainted records, before it is put, the NoSchedule taint that keeps
+// the pods moved off the node from being scheduled back, so that it is
+// taken off whoever ends the upgrade and after whatever crash.
+type NodeTainted struct {
+	Key string `json:"key"`
+}
+
+// NodeUntainted: the taint NodeTainted recorded was taken off.
+type NodeUntainted struct {
+	Key string `json:"key"`
+}
+
+// PodMoved records, before it is asked, that a pod holding initiators on
+// the node is moved off it: evicted, or for a share-manager pod (Restart)
+// deleted for Longhorn to start again elsewhere. Volumes are the v2 volumes
+// attached to the node it holds.
+type PodMoved struct {
+	Pod string `json:"pod"`
+	// UID is the pod's metadata.uid: a pod of the same name moved again (a
+	// StatefulSet's) is another move.
+	UID     string   `json:"uid,omitempty"`
+	Volumes []string `json:"volumes"`
+	Restart bool     `json:"restart,omitempty"`
+}
+
 // EventType implements Event.
 func (UpgradeRequested) EventType() Type { return TypeUpgradeRequested }
 
@@ -314,3 +353,12 @@ func (SnapshotsTaken) EventType() Type { return TypeSnapshotsTaken }
 
 // EventType implements Event.
 func (SnapshotsRemoved) EventType() Type { return TypeSnapshotsRemoved }
+
+// EventType implements Event.
+func (NodeTainted) EventType() Type { return TypeNodeTainted }
+
+// EventType implements Event.
+func (NodeUntainted) EventType() Type { return TypeNodeUntainted }
+
+// EventType implements Event.
+func (PodMoved) EventType() Type { return TypePodMoved }

@@ -44,6 +44,9 @@ func init() {
 	register[SchedulingRestored]()
 	register[SnapshotsTaken]()
 	register[SnapshotsRemoved]()
+	register[NodeTainted]()
+	register[NodeUntainted]()
+	register[PodMoved]()
 }
 
 func register[T Event]() {

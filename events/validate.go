@@ -62,6 +62,11 @@ func (e NodeUpgradeStarted) validate() error {
 	if e.Attempt < 1 {
 		return fmt.Errorf("attempt %d must be >= 1", e.Attempt)
 	}
+	switch e.InitiatorPolicy {
+	case "", InitiatorPolicyWait, InitiatorPolicyMoveWorkloads:
+	default:
+		return fmt.Errorf("initiatorPolicy %q must be %s or %s", e.InitiatorPolicy, InitiatorPolicyWait, InitiatorPolicyMoveWorkloads)
+	}
 	return required("node", e.Node, "dataEngine", e.DataEngine, "instanceManagerImage", e.InstanceManagerImage)
 }
 
@@ -112,6 +117,17 @@ func (e UpgradeHeld) validate() error { return required("reason", e.Reason, "mes
 func (e SnapshotsTaken) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }
 
 func (e SnapshotsRemoved) validate() error { return validateSnapshots(e.Snapshot, e.Volumes) }
+
+func (e NodeTainted) validate() error { return required("key", e.Key) }
+
+func (e NodeUntainted) validate() error { return required("key", e.Key) }
+
+func (e PodMoved) validate() error {
+	if len(e.Volumes) == 0 {
+		return errors.New("volumes must not be empty")
+	}
+	return required("pod", e.Pod)
+}
 
 func validateSnapshots(snapshot string, volumes []string) error {
 	if len(volumes) == 0 {

@@ -94,6 +94,16 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "snapshots taken", fmt.Sprintf("%s of %s", d.Snapshot, strings.Join(d.Volumes, ", "))
 	case events.SnapshotsRemoved:
 		l.What, l.Message = "snapshots removed", fmt.Sprintf("%s of %s", d.Snapshot, strings.Join(d.Volumes, ", "))
+	case events.NodeTainted:
+		l.What, l.Message = "node tainted", d.Key+":NoSchedule, so that the pods moved off it are not scheduled back"
+	case events.NodeUntainted:
+		l.What, l.Message = "node untainted", d.Key
+	case events.PodMoved:
+		how := "evicted"
+		if d.Restart {
+			how = "share-manager restarted elsewhere"
+		}
+		l.What, l.Message = "pod moved", fmt.Sprintf("%s %s, holding %s", d.Pod, how, strings.Join(d.Volumes, ", "))
 	default:
 		l.What = string(e.Type())
 	}

@@ -24,6 +24,8 @@ type Start struct {
 	Attempt              int
 	// LonghornProfile is the Longhorn profile the worker detected.
 	LonghornProfile string
+	// InitiatorPolicy is the manager's spec.initiatorPolicy.
+	InitiatorPolicy string
 }
 
 // CompleteStep reports that step From is done; the node moves to the next
@@ -113,6 +115,28 @@ type ConfirmSchedulingRestored struct {
 	aggregate.Meta
 }
 
+// RecordTaint records the taint the node is about to get, before it is
+// put. Only the first record counts: a repeat changes nothing.
+type RecordTaint struct {
+	aggregate.Meta
+	Key string
+}
+
+// ConfirmUntainted records that the recorded taint was taken off.
+type ConfirmUntainted struct {
+	aggregate.Meta
+}
+
+// RecordPodMoved records, before it is asked, that a pod is moved off the
+// node. The same pod (name and uid) is recorded once.
+type RecordPodMoved struct {
+	aggregate.Meta
+	Pod     string
+	UID     string
+	Volumes []string
+	Restart bool
+}
+
 // RecordSnapshots records the snapshot taken of each of Volumes.
 type RecordSnapshots struct {
 	aggregate.Meta
@@ -140,4 +164,7 @@ func (ConfirmSchedulingRestored) commandName() string {
 	return "ConfirmSchedulingRestored"
 }
 func (RecordSnapshots) commandName() string         { return "RecordSnapshots" }
+func (RecordTaint) commandName() string             { return "RecordTaint" }
+func (ConfirmUntainted) commandName() string        { return "ConfirmUntainted" }
+func (RecordPodMoved) commandName() string          { return "RecordPodMoved" }
 func (ConfirmSnapshotsRemoved) commandName() string { return "ConfirmSnapshotsRemoved" }

@@ -64,6 +64,21 @@ func decide(s State, cmd Command) ([]events.Event, error) {
 		return nil, nil
 	case RecordSnapshots:
 		return decideRecordSnapshots(s, c)
+	case RecordTaint:
+		if s.Taint == nil {
+			return []events.Event{events.NodeTainted{Key: c.Key}}, nil
+		}
+		return nil, nil
+	case ConfirmUntainted:
+		if s.Taint.Pending() {
+			return []events.Event{events.NodeUntainted{Key: s.Taint.Key}}, nil
+		}
+		return nil, nil
+	case RecordPodMoved:
+		if s.HasMoved(c.Pod, c.UID) {
+			return nil, nil
+		}
+		return []events.Event{events.PodMoved{Pod: c.Pod, UID: c.UID, Volumes: slices.Clone(c.Volumes), Restart: c.Restart}}, nil
 	case ConfirmSnapshotsRemoved:
 		if s.Snapshots != nil && !s.Snapshots.Removed {
 			return []events.Event{events.SnapshotsRemoved{Snapshot: s.Snapshots.Name, Volumes: slices.Clone(s.Snapshots.Volumes)}}, nil
@@ -81,6 +96,7 @@ func decideStart(s State, c Start) ([]events.Event, error) {
 		InstanceManagerImage: c.InstanceManagerImage,
 		Attempt:              c.Attempt,
 		LonghornProfile:      c.LonghornProfile,
+		InitiatorPolicy:      c.InitiatorPolicy,
 	}
 	if !s.Exists {
 		return []events.Event{started}, nil

@@ -237,3 +237,40 @@ func TestDecideRefusals(t *testing.T) {
 	}
 	machinetest.DecideRefusals(t, machine, agg.String(), cases)
 }
+
+// TestTaintAndMovedPods: the taint is recorded once and taken off once; a
+// pod is recorded moved once per uid, so a redelivered record adds nothing
+// while the same StatefulSet pod, recreated and moved again, is another
+// move; what was recorded survives the fold.
+func TestTaintAndMovedPods(t *testing.T) {
+	key := "upgrade.switchback.io/moving-workloads"
+	hist := upTo(events.NodeInitializing)
+	s := fold(t, hist...)
+	do := func(c Command) []events.Event {
+		t.Helper()
+		evs, err := Decide(s, c)
+		require.NoError(t, err)
+		hist = append(hist, evs...)
+		s = fold(t, hist...)
+		return evs
+	}
+	taint := RecordTaint{Meta: aggregate.Meta{ID: "taint"}, Key: key}
+	assert.Equal(t, []events.Event{events.NodeTainted{Key: key}}, do(taint))
+	assert.Empty(t, do(taint), "recorded once")
+	assert.True(t, s.Taint.Pending())
+
+	moved := RecordPodMoved{Meta: aggregate.Meta{ID: "move"}, Pod: "app/db-0", UID: "uid-1", Volumes: []string{"vol-a"}}
+	assert.Equal(t, []events.Event{events.PodMoved{Pod: "app/db-0", UID: "uid-1", Volumes: []string{"vol-a"}}}, do(moved))
+	assert.Empty(t, do(moved), "a redelivered record adds nothing")
+	again := moved
+	again.UID = "uid-2"
+	assert.Len(t, do(again), 1, "the pod recreated under the same name and moved again")
+	assert.True(t, s.HasMoved("app/db-0", "uid-1"))
+	assert.Len(t, s.Moved, 2)
+
+	untaint := ConfirmUntainted{Meta: aggregate.Meta{ID: "untaint"}}
+	assert.Equal(t, []events.Event{events.NodeUntainted{Key: key}}, do(untaint))
+	assert.Empty(t, do(untaint), "taken off once")
+	assert.False(t, s.Taint.Pending())
+	assert.Empty(t, do(taint), "a taint taken off is not recorded again")
+}

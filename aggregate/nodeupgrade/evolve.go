@@ -93,6 +93,22 @@ func apply(s *State, e events.Envelope, owned bool) error {
 			return illegal(s, e, "restored allowScheduling=%t, but %t was recorded", d.AllowScheduling, s.Scheduling.Previous)
 		}
 		s.Scheduling = &Scheduling{Previous: s.Scheduling.Previous, Restored: true}
+	case events.NodeTainted:
+		if s.Taint != nil {
+			return illegal(s, e, "a taint was already recorded")
+		}
+		s.Taint = &Taint{Key: d.Key}
+	case events.NodeUntainted:
+		if !s.Taint.Pending() || d.Key != s.Taint.Key {
+			return illegal(s, e, "no recorded taint %s is waiting to be taken off", d.Key)
+		}
+		s.Taint = &Taint{Key: d.Key, Removed: true}
+	case events.PodMoved:
+		if s.HasMoved(d.Pod, d.UID) {
+			return illegal(s, e, "pod %s (uid %q) was already moved", d.Pod, d.UID)
+		}
+		// Clipped: the states sharing the old slice keep it as it was.
+		s.Moved = append(slices.Clip(s.Moved), d)
 	case events.SnapshotsTaken:
 		if s.Snapshots != nil {
 			return illegal(s, e, "snapshots were already recorded")
@@ -156,6 +172,7 @@ func applyStarted(s *State, e events.Envelope, d events.NodeUpgradeStarted) erro
 		InstanceManagerImage: d.InstanceManagerImage,
 		Attempt:              d.Attempt,
 		LonghornProfile:      d.LonghornProfile,
+		InitiatorPolicy:      d.InitiatorPolicy,
 		Transitions:          s.Transitions,
 	}
 	return nil

@@ -57,7 +57,10 @@ var (
 		events.VolumeSwitchingBack, events.VolumeSwitchedBack, events.VolumeCompleted, events.VolumeError, "bogus"}
 	fuzzVolumes = []string{"vol-a", "vol-b", "vol-c"}
 	fuzzTargets = []string{"", node, "node-2", "node-3"}
+	fuzzPods    = []string{"app/web-1", "app/db-0"}
 )
+
+const fuzzTaint = "upgrade.switchback.io/moving-workloads"
 
 func (r choices) nodeState(s State) events.NodeState {
 	if r.Coin() {
@@ -100,9 +103,10 @@ func genEvent(c *fuzzinput.Choices, s State, i int) events.Envelope {
 			return mk(d)
 		}
 	}
-	switch r.Pick(10) {
+	switch r.Pick(13) {
 	case 0:
-		return mk(events.NodeUpgradeStarted{Node: id.Node, DataEngine: r.OrEmpty("v2"), InstanceManagerImage: r.OrEmpty(image), Attempt: r.Pick(3)})
+		return mk(events.NodeUpgradeStarted{Node: id.Node, DataEngine: r.OrEmpty("v2"), InstanceManagerImage: r.OrEmpty(image), Attempt: r.Pick(3),
+			InitiatorPolicy: r.OrEmpty(events.InitiatorPolicyMoveWorkloads)})
 	case 1:
 		from := r.nodeState(s)
 		to, _ := from.Next()
@@ -130,6 +134,13 @@ func genEvent(c *fuzzinput.Choices, s State, i int) events.Envelope {
 		return mk(events.NodeCancelRequested{Reason: r.OrEmpty("deleted")})
 	case 8:
 		return mk(events.NodeUpgradeCancelled{Step: r.nodeState(s), Message: r.OrEmpty("cancelled")})
+	case 9:
+		return mk(events.NodeTainted{Key: r.OrEmpty(fuzzTaint)})
+	case 10:
+		return mk(events.NodeUntainted{Key: r.OrEmpty(fuzzTaint)})
+	case 11:
+		return mk(events.PodMoved{Pod: r.OrEmpty(fuzzPods[r.Pick(len(fuzzPods))]), UID: r.OrEmpty(fmt.Sprint("uid-", r.Pick(2))),
+			Volumes: []string{fuzzVolumes[r.Pick(len(fuzzVolumes))]}, Restart: r.Coin()})
 	}
 	if r.Coin() {
 		return mk(events.CancelRequested{})
@@ -159,6 +170,16 @@ func checkInvariants(t testing.TB, s State) {
 	}
 	for name, v := range s.Volumes {
 		require.True(t, v.State.Valid(), "volume %s state %q", name, v.State)
+	}
+	if s.Taint != nil {
+		require.NotEmpty(t, s.Taint.Key)
+	}
+	for i, m := range s.Moved {
+		require.NotEmpty(t, m.Pod)
+		require.NotEmpty(t, m.Volumes)
+		for _, o := range s.Moved[:i] {
+			require.False(t, o.Pod == m.Pod && o.UID == m.UID, "pod %s (uid %q) moved twice", m.Pod, m.UID)
+		}
 	}
 	switch s.State {
 	case events.NodeError:
@@ -241,7 +262,7 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		}
 		return fuzzNodeStates[r.Pick(len(fuzzNodeStates))]
 	}
-	switch r.Pick(8) {
+	switch r.Pick(11) {
 	case 0:
 		c := cmdStart
 		c.ID, c.At = id, at
@@ -262,6 +283,13 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		return Fail{Meta: aggregate.Meta{ID: id, At: at}, Step: step(), Reason: r.OrEmpty("Boom"), Message: r.OrEmpty("failed")}
 	case 6:
 		return RequestCancel{Meta: aggregate.Meta{ID: id, At: at}, Reason: r.OrEmpty("deleted")}
+	case 7:
+		return RecordTaint{Meta: aggregate.Meta{ID: id, At: at}, Key: fuzzTaint}
+	case 8:
+		return ConfirmUntainted{Meta: aggregate.Meta{ID: id, At: at}}
+	case 9:
+		return RecordPodMoved{Meta: aggregate.Meta{ID: id, At: at}, Pod: fuzzPods[r.Pick(len(fuzzPods))], UID: fmt.Sprint("uid-", r.Pick(2)),
+			Volumes: []string{fuzzVolumes[r.Pick(len(fuzzVolumes))]}, Restart: r.Coin()}
 	}
 	return ConfirmCancelled{Meta: aggregate.Meta{ID: id, At: at}, Message: r.OrEmpty("safe")}
 }

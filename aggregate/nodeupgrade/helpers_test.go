@@ -2,6 +2,7 @@ package nodeupgrade
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/internal/machinetest"
@@ -91,6 +92,7 @@ func upTo(step events.NodeState) []events.Event {
 // cloneState deep-copies s, to prove that Decide and Evolve leave their input alone.
 func cloneState(s State) State {
 	s.Volumes = maps.Clone(s.Volumes)
+	s.Moved = slices.Clone(s.Moved)
 	return s
 }
 

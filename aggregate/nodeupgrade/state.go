@@ -25,6 +25,14 @@ type State struct {
 	InstanceManagerImage string `json:"instanceManagerImage,omitempty"`
 	Attempt              int    `json:"attempt,omitempty"`
 	LonghornProfile      string `json:"longhornProfile,omitempty"`
+	// InitiatorPolicy comes from NodeUpgradeStarted ("" is
+	// events.InitiatorPolicyWait).
+	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// Taint is the NoSchedule taint the upgrade put on the node to move its
+	// workloads, nil until recorded.
+	Taint *Taint `json:"taint,omitempty"`
+	// Moved are the pods the upgrade moved off the node, in order.
+	Moved []events.PodMoved `json:"moved,omitempty"`
 	// Scheduling is the node's spec.allowScheduling the upgrade recorded
 	// before turning it off, nil until then.
 	Scheduling *Scheduling `json:"scheduling,omitempty"`
@@ -67,6 +75,26 @@ type Scheduling struct {
 
 // Pending reports whether scheduling was recorded and not yet restored.
 func (s *Scheduling) Pending() bool { return s != nil && !s.Restored }
+
+// Taint is the taint the upgrade recorded before putting it on the node.
+type Taint struct {
+	Key string `json:"key"`
+	// Removed is set once it was taken off.
+	Removed bool `json:"removed,omitempty"`
+}
+
+// Pending reports whether a taint was recorded and not yet taken off.
+func (t *Taint) Pending() bool { return t != nil && !t.Removed }
+
+// MovesWorkloads reports whether the node moves the pods holding its
+// initiators rather than waiting for them to go.
+func (s State) MovesWorkloads() bool { return s.InitiatorPolicy == events.InitiatorPolicyMoveWorkloads }
+
+// HasMoved reports whether the upgrade recorded moving the pod of that uid
+// (by name when uid is empty).
+func (s State) HasMoved(pod, uid string) bool {
+	return slices.ContainsFunc(s.Moved, func(m events.PodMoved) bool { return m.Pod == pod && m.UID == uid })
+}
 
 // Snapshots are the snapshots the upgrade took on the node.
 type Snapshots struct {

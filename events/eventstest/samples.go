@@ -32,7 +32,8 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{mgr, events.UpgradeReleased{Message: "Longhorn's own instance-manager upgrader is off and idle"}},
 		{mgr, events.CancelRequested{Reason: "manager deleted"}},
 		{mgr, events.UpgradeCancelled{Message: "safe point reached", Node: "n1"}},
-		{nodeAgg, events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1, LonghornProfile: "v1.12"}},
+		{nodeAgg, events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1, LonghornProfile: "v1.12",
+			InitiatorPolicy: events.InitiatorPolicyMoveWorkloads}},
 		{nodeAgg, events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}},
 		{nodeAgg, events.VolumeStateChanged{Volume: "pvc-1", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "n2", EngineNodeBefore: new(string)}},
 		{nodeAgg, events.NodeStalled{Step: events.NodeSwitchingOver, Volume: "pvc-1", Reason: "TargetNotMoved", Message: "pvc-1 still reports target on n1"}},
@@ -45,6 +46,9 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{nodeAgg, events.SchedulingRestored{AllowScheduling: true}},
 		{nodeAgg, events.SnapshotsTaken{Snapshot: "switchback-uid-n1", Volumes: []string{"pvc-1"}}},
 		{nodeAgg, events.SnapshotsRemoved{Snapshot: "switchback-uid-n1", Volumes: []string{"pvc-1"}}},
+		{nodeAgg, events.NodeTainted{Key: "upgrade.switchback.io/moving-workloads"}},
+		{nodeAgg, events.NodeUntainted{Key: "upgrade.switchback.io/moving-workloads"}},
+		{nodeAgg, events.PodMoved{Pod: "app/web-1", Volumes: []string{"pvc-1"}}},
 	}
 	out := make([]events.Envelope, len(list))
 	for i, s := range list {

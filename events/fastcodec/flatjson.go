@@ -129,6 +129,9 @@ func readNodeUpgradeStarted(data []byte, d *events.NodeUpgradeStarted, ns *names
 		case "longhornProfile":
 			d.LonghornProfile = string(v)
 			return 4
+		case "initiatorPolicy":
+			d.InitiatorPolicy = word(v)
+			return 5
 		}
 		return -1
 	}, func(k []byte, n int) int {
@@ -265,7 +268,7 @@ func flatString(data []byte, i int) (s []byte, next int, ok bool) {
 	return nil, 0, false
 }
 
-// words are the state names, shared rather than allocated for every event
+// words are the state and policy names, shared rather than allocated for every event
 // that names one.
 var words = func() map[string]string {
 	m := map[string]string{}
@@ -276,6 +279,7 @@ var words = func() map[string]string {
 		string(events.NodeCompleted), string(events.NodeError), string(events.NodeCancelled),
 		string(events.VolumePending), string(events.VolumeSwitchingOver), string(events.VolumeSwitchedOver),
 		string(events.VolumeSwitchingBack), string(events.VolumeSwitchedBack), string(events.VolumeCompleted), string(events.VolumeError),
+		events.InitiatorPolicyWait, events.InitiatorPolicyMoveWorkloads,
 	} {
 		m[s] = s
 	}
