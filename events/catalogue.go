@@ -60,6 +60,9 @@ type UpgradeRequested struct {
 	// AllowNodesWithoutReplicaScheduling is the spec field of that name:
 	// nodes whose replica scheduling is off before the upgrade are accepted.
 	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
+	// InitiatorPolicy is spec.initiatorPolicy ("" in a history written
+	// before it existed: InitiatorPolicyWait).
+	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
 }
 
 // PrecheckPassed records one pre-upgrade requirement that holds. Check is the

@@ -19,6 +19,9 @@ func required(pairs ...string) error {
 }
 
 func (e UpgradeRequested) validate() error {
+	if err := validatePolicy(e.InitiatorPolicy); err != nil {
+		return err
+	}
 	return required("namespace", e.Namespace, "name", e.Name, "uid", e.UID, "dataEngine", e.DataEngine)
 }
 
@@ -62,12 +65,20 @@ func (e NodeUpgradeStarted) validate() error {
 	if e.Attempt < 1 {
 		return fmt.Errorf("attempt %d must be >= 1", e.Attempt)
 	}
-	switch e.InitiatorPolicy {
-	case "", InitiatorPolicyWait, InitiatorPolicyMoveWorkloads:
-	default:
-		return fmt.Errorf("initiatorPolicy %q must be %s or %s", e.InitiatorPolicy, InitiatorPolicyWait, InitiatorPolicyMoveWorkloads)
+	if err := validatePolicy(e.InitiatorPolicy); err != nil {
+		return err
 	}
 	return required("node", e.Node, "dataEngine", e.DataEngine, "instanceManagerImage", e.InstanceManagerImage)
+}
+
+// validatePolicy accepts an initiator policy, or none (a history written
+// before there were any).
+func validatePolicy(p string) error {
+	switch p {
+	case "", InitiatorPolicyWait, InitiatorPolicyMoveWorkloads:
+		return nil
+	}
+	return fmt.Errorf("initiatorPolicy %q must be %s or %s", p, InitiatorPolicyWait, InitiatorPolicyMoveWorkloads)
 }
 
 func (e NodeStateChanged) validate() error {

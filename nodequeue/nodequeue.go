@@ -51,7 +51,10 @@ type Command struct {
 	Step                 events.NodeState  `json:"step"`
 	DataEngine           string            `json:"dataEngine"`
 	InstanceManagerImage string            `json:"instanceManagerImage"`
-	IssuedAt             time.Time         `json:"issuedAt"`
+	// InitiatorPolicy is the manager's spec.initiatorPolicy, which the node
+	// upgrade starts with.
+	InitiatorPolicy string    `json:"initiatorPolicy,omitempty"`
+	IssuedAt        time.Time `json:"issuedAt"`
 }
 
 // Validate reports missing fields.

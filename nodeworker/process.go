@@ -155,7 +155,7 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 		}
 		if err := r.exec(ctx, nodeupgrade.Start{Meta: aggregate.Meta{ID: r.id("start")},
 			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
-			LonghornProfile: string(platform.Profile),
+			LonghornProfile: string(platform.Profile), InitiatorPolicy: cmd.InitiatorPolicy,
 		}); err != nil {
 			return err
 		}

@@ -117,7 +117,7 @@ func (o *Orchestrator) publish(ctx context.Context, st manager.State, node strin
 	cmd := nodequeue.Command{
 		ID:   fmt.Sprintf("%s/%s/%s/%d/%s", why, st.Ref.UID, events.EncodeToken(node), attempt, step),
 		Kind: nodequeue.Advance, Manager: st.Ref, Node: node, Attempt: attempt, Step: step,
-		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, IssuedAt: o.cfg.Now(),
+		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, InitiatorPolicy: st.InitiatorPolicy, IssuedAt: o.cfg.Now(),
 	}
 	dup, err := o.cfg.Queue.Publish(ctx, cmd)
 	if err == nil {

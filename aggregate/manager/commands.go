@@ -27,6 +27,8 @@ type RequestUpgrade struct {
 	Nodes []string
 	// AllowNodesWithoutReplicaScheduling is the spec field of that name.
 	AllowNodesWithoutReplicaScheduling bool
+	// InitiatorPolicy is spec.initiatorPolicy.
+	InitiatorPolicy string
 }
 
 // RecordPrechecks records the precheck results and, if all passed, the plan.

@@ -98,6 +98,7 @@ func applyRequested(s State, e events.Envelope, d events.UpgradeRequested) (Stat
 		RequestedNodes: cloneStrings(d.Nodes),
 
 		AllowNodesWithoutReplicaScheduling: d.AllowNodesWithoutReplicaScheduling,
+		InitiatorPolicy:                    d.InitiatorPolicy,
 		State:                              events.ManagerPending,
 		UpdatedAt:                          s.UpdatedAt,
 		Transitions:                        s.Transitions,

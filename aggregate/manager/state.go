@@ -23,6 +23,9 @@ type State struct {
 	// AllowNodesWithoutReplicaScheduling is the spec's opt-in to nodes whose
 	// replica scheduling is off before the upgrade.
 	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
+	// InitiatorPolicy is spec.initiatorPolicy, which every node upgrade
+	// starts with.
+	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
 	// State is the manager's lifecycle state.
 	State events.ManagerState `json:"state,omitempty"`
 	// Message is the last progress or error message (status.message).

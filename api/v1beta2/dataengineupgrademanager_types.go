@@ -15,6 +15,7 @@ import (
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.nodes) ? self.nodes : []) == (has(oldSelf.nodes) ? oldSelf.nodes : [])",message="spec.nodes is immutable: delete this DataEngineUpgradeManager and create a new one to upgrade other nodes",fieldPath=".nodes",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.allowNodesWithoutReplicaScheduling) && self.allowNodesWithoutReplicaScheduling) == (has(oldSelf.allowNodesWithoutReplicaScheduling) && oldSelf.allowNodesWithoutReplicaScheduling)",message="spec.allowNodesWithoutReplicaScheduling is immutable",fieldPath=".allowNodesWithoutReplicaScheduling",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.initiatorPolicy) ? self.initiatorPolicy : 'wait') == (has(oldSelf.initiatorPolicy) ? oldSelf.initiatorPolicy : 'wait')",message="spec.initiatorPolicy is immutable",fieldPath=".initiatorPolicy",reason=FieldValueForbidden
 type DataEngineUpgradeManagerSpec struct {
 	// DataEngine is the data engine to upgrade. Only v2 is supported.
 	//
@@ -47,7 +48,38 @@ type DataEngineUpgradeManagerSpec struct {
 	//
 	// +optional
 	AllowNodesWithoutReplicaScheduling bool `json:"allowNodesWithoutReplicaScheduling,omitempty"`
+
+	// InitiatorPolicy says what a node's upgrade does, on a Longhorn whose
+	// initiators run in the instance manager of the node a volume is
+	// attached to (v1.12), when the node holds initiators of attached v2
+	// volumes. wait (the default): it stalls (InitiatorsOnNode), touching
+	// nothing, until they are detached or moved. move-workloads: it moves
+	// them itself, as a careful operator would: a NoSchedule taint of its
+	// own on the node (never a cordon), then the pods that use a v2 volume
+	// attached there are evicted through the Eviction API (so
+	// PodDisruptionBudgets hold) and the share-manager pods of RWX v2 volumes
+	// attached there are restarted elsewhere; nothing else is touched. A pod
+	// that could not move (a DaemonSet's, one nothing recreates, one only
+	// that node may run, one tolerating the taint) stalls the node with its
+	// name before anything is moved. The taint comes off once the node's new
+	// instance manager runs, and on cancel and error.
+	//
+	// +optional
+	// +kubebuilder:default=wait
+	InitiatorPolicy InitiatorPolicy `json:"initiatorPolicy,omitempty"`
 }
+
+// InitiatorPolicy is what a node upgrade does with the initiators its
+// instance manager cannot keep.
+//
+// +kubebuilder:validation:Enum=wait;move-workloads
+type InitiatorPolicy string
+
+// The initiator policies.
+const (
+	InitiatorPolicyWait          InitiatorPolicy = "wait"
+	InitiatorPolicyMoveWorkloads InitiatorPolicy = "move-workloads"
+)
 
 // UpgradeNodeStatus is the manager's summary of one node's upgrade; the
 // details are in the node's NodeDataEngineUpgrade.
@@ -147,6 +179,7 @@ type DataEngineUpgradeManagerStatus struct {
 // +kubebuilder:printcolumn:name="Upgrading Node",type=string,JSONPath=`.status.upgradingNode`,description="The node being upgraded"
 // +kubebuilder:printcolumn:name="Completed",type=integer,JSONPath=`.status.completedNodes`,description="Nodes whose upgrade completed"
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalNodes`,description="Nodes in the plan"
+// +kubebuilder:printcolumn:name="Initiators",type=string,JSONPath=`.spec.initiatorPolicy`,priority=1,description="What a node does with initiators its instance manager cannot keep"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DataEngineUpgradeManager struct {
 	metav1.TypeMeta `json:",inline"`

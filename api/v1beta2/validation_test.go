@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 )
 
 // deum renders a DataEngineUpgradeManager manifest; nodes is the YAML of
@@ -112,6 +113,24 @@ func TestAdmissionRejections(t *testing.T) {
 			kind:    "lhum",
 			initial: deum("allow-absent", "v2", ""),
 			apply:   deum("allow-absent", "v2", "") + "  allowNodesWithoutReplicaScheduling: false\n",
+		},
+		{
+			name:    "spec.initiatorPolicy changed",
+			kind:    "lhum",
+			initial: deum("policy-changed", "v2", ""),
+			apply:   deum("policy-changed", "v2", "") + "  initiatorPolicy: move-workloads\n",
+			want:    []string{"spec.initiatorPolicy: Forbidden: spec.initiatorPolicy is immutable"},
+		},
+		{
+			name:    "control: spec.initiatorPolicy wait and absent are the same",
+			kind:    "lhum",
+			initial: deum("policy-absent", "v2", ""),
+			apply:   deum("policy-absent", "v2", "") + "  initiatorPolicy: wait\n",
+		},
+		{
+			name:  "spec.initiatorPolicy unknown",
+			apply: deum("policy-unknown", "v2", "") + "  initiatorPolicy: drain\n",
+			want:  []string{`spec.initiatorPolicy: Unsupported value: "drain": supported values: "wait", "move-workloads"`},
 		},
 		{
 			name:  "duplicate node",
@@ -225,4 +244,14 @@ func nameOf(manifest string) string {
 		}
 	}
 	return ""
+}
+
+// TestInitiatorPolicyDefaultsToWait: a manager that says nothing waits for
+// initiators to go, as every manager did before the field existed, and the
+// apiserver writes that down.
+func TestInitiatorPolicyDefaultsToWait(t *testing.T) {
+	f := newFixture(t)
+	var out v1beta2.DataEngineUpgradeManager
+	require.NoError(t, f.create(newDEUM("policy-default", "node-1"), &out))
+	assert.Equal(t, v1beta2.InitiatorPolicyWait, out.Spec.InitiatorPolicy)
 }

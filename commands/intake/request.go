@@ -17,7 +17,8 @@ import (
 func RequestUpgrade(ctx context.Context, x *commands.Executor, ref events.ManagerRef, generation int64, spec v1beta2.DataEngineUpgradeManagerSpec) (commands.Result[manager.State], error) {
 	return x.Managers.Execute(ctx, events.ManagerAggregate(ref),
 		manager.Command(manager.RequestUpgrade{Meta: aggregate.Meta{ID: fmt.Sprintf("intake/%s/request", ref.UID)}, Ref: ref, Generation: generation,
-			DataEngine: string(spec.DataEngine), Nodes: spec.Nodes, AllowNodesWithoutReplicaScheduling: spec.AllowNodesWithoutReplicaScheduling}))
+			DataEngine: string(spec.DataEngine), Nodes: spec.Nodes, AllowNodesWithoutReplicaScheduling: spec.AllowNodesWithoutReplicaScheduling,
+			InitiatorPolicy: string(spec.InitiatorPolicy)}))
 }
 
 // RequestCancel records that the manager was deleted: there is no cancel verb.
