@@ -15,9 +15,11 @@ import (
 // implementations.
 type Action struct {
 	Call Call `json:"call"`
-	// Object is the node, volume or instance manager acted on.
+	// Object is the node, volume, instance manager or pod (namespace/name)
+	// acted on.
 	Object string `json:"object"`
-	// Arg is the replica, snapshot, node or image, as the call takes it.
+	// Arg is the replica, snapshot, node, image or pod uid, as the call
+	// takes it.
 	Arg string `json:"arg,omitempty"`
 	// Allow is SetReplicaScheduling's.
 	Allow bool `json:"allow,omitempty"`
@@ -36,6 +38,10 @@ const (
 	CallSetEngineNode           Call = "SetEngineNode"
 	CallDeleteInstanceManager   Call = "DeleteInstanceManager"
 	CallSetInstanceManagerImage Call = "SetInstanceManagerImage"
+	CallTaintNode               Call = "TaintNode"
+	CallUntaintNode             Call = "UntaintNode"
+	CallEvictPod                Call = "EvictPod"
+	CallRestartShareManager     Call = "RestartShareManager"
 )
 
 // Apply makes a's call on dp. An unknown call is refused (ErrRefused): a
@@ -58,6 +64,14 @@ func (a Action) Apply(ctx context.Context, dp Actions) error {
 		return dp.DeleteInstanceManager(ctx, a.Object)
 	case CallSetInstanceManagerImage:
 		return dp.SetInstanceManagerImage(ctx, a.Object, a.Arg)
+	case CallTaintNode:
+		return dp.TaintNode(ctx, a.Object)
+	case CallUntaintNode:
+		return dp.UntaintNode(ctx, a.Object)
+	case CallEvictPod:
+		return dp.EvictPod(ctx, a.Object, a.Arg)
+	case CallRestartShareManager:
+		return dp.RestartShareManager(ctx, a.Object)
 	}
 	return fmt.Errorf("%w: unknown data-plane call %q", ErrRefused, a.Call)
 }
@@ -120,6 +134,26 @@ func (f ActionsFunc) DeleteInstanceManager(ctx context.Context, name string) err
 // SetInstanceManagerImage implements Actions.
 func (f ActionsFunc) SetInstanceManagerImage(ctx context.Context, name, image string) error {
 	return f(ctx, Action{Call: CallSetInstanceManagerImage, Object: name, Arg: image})
+}
+
+// TaintNode implements Actions.
+func (f ActionsFunc) TaintNode(ctx context.Context, node string) error {
+	return f(ctx, Action{Call: CallTaintNode, Object: node})
+}
+
+// UntaintNode implements Actions.
+func (f ActionsFunc) UntaintNode(ctx context.Context, node string) error {
+	return f(ctx, Action{Call: CallUntaintNode, Object: node})
+}
+
+// EvictPod implements Actions.
+func (f ActionsFunc) EvictPod(ctx context.Context, pod, uid string) error {
+	return f(ctx, Action{Call: CallEvictPod, Object: pod, Arg: uid})
+}
+
+// RestartShareManager implements Actions.
+func (f ActionsFunc) RestartShareManager(ctx context.Context, volume string) error {
+	return f(ctx, Action{Call: CallRestartShareManager, Object: volume})
 }
 
 // WithActions is dp with its actions handed to f instead (a recorder or a

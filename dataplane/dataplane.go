@@ -39,6 +39,11 @@ var ErrRefused = errors.New("refused")
 // it passes once the switch is done, so it is not a refusal.
 var ErrSwitchingPaths = fmt.Errorf("status.switchoverState is %s and the initiator is switching paths: the engine node must not change until it is done", SwitchoverSwitchingOver)
 
+// ErrDisruptionBudget refuses an eviction, for now, to keep a
+// PodDisruptionBudget (the eviction API's 429): asked again later it may
+// pass, so it is not a refusal.
+var ErrDisruptionBudget = errors.New("the eviction would break a PodDisruptionBudget")
+
 // ErrReplicaInEngine refuses to stop a replica's instance while a running
 // engine still holds it in its RAID: the engine's writes would wait on the
 // dead replica link until its I/O timeout. It passes once the engine has
@@ -73,6 +78,9 @@ type Node struct {
 	// NVMeMultipath is the node's kernel nvme_core.multipath, as its worker
 	// reported it.
 	NVMeMultipath Multipath
+	// WorkloadTainted reports that the Kubernetes node carries the
+	// NoSchedule taint WorkloadTaintKey.
+	WorkloadTainted bool
 }
 
 // IMState is an instance manager's lifecycle state.
@@ -420,6 +428,8 @@ type Reader interface {
 	// LonghornUpgrader reads what Longhorn's own instance-manager upgrader
 	// shows (zero on a Longhorn without one).
 	LonghornUpgrader(ctx context.Context) (LonghornUpgrader, error)
+	// Workloads reads what moving node's workloads needs (see Workloads).
+	Workloads(ctx context.Context, node string) (Workloads, error)
 }
 
 // Actions are what node steps do. Each is idempotent.
@@ -451,6 +461,20 @@ type Actions interface {
 	// ProfileInPlace applies to the running IM; refused (ErrRefused) on
 	// other profiles.
 	SetInstanceManagerImage(ctx context.Context, name, image string) error
+	// TaintNode puts the NoSchedule taint WorkloadTaintKey on the
+	// Kubernetes node, so that the pods moved off it are not scheduled
+	// back; UntaintNode takes it off.
+	TaintNode(ctx context.Context, node string) error
+	UntaintNode(ctx context.Context, node string) error
+	// EvictPod asks the eviction API to evict the pod (namespace/name) of
+	// that uid, as `kubectl drain` does, so that PodDisruptionBudgets hold:
+	// a refusal to keep one is ErrDisruptionBudget; a pod gone, or of
+	// another uid, is a no-op.
+	EvictPod(ctx context.Context, pod, uid string) error
+	// RestartShareManager deletes the share-manager pod of an RWX volume:
+	// Longhorn starts it again where the scheduler puts it, and the volume
+	// follows it.
+	RestartShareManager(ctx context.Context, volume string) error
 }
 
 // TargetRecorder keeps the controller's records of targets away

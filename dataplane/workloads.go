@@ -32,6 +32,9 @@ func (r ObjectRef) String() string { return r.Namespace + "/" + r.Name }
 // Pod is a pod as moving a workload sees it.
 type Pod struct {
 	ObjectRef
+	// UID is metadata.uid: the pod of that name now, not one recreated
+	// under it.
+	UID string
 	// Node is spec.nodeName.
 	Node string
 	// Terminal reports phase Succeeded or Failed; Deleting, a deletion

@@ -59,6 +59,7 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool, managers []*Pod) datap
 	}
 	n.Ready = n.Ready && conditionTrue(kn.Status.Conditions, ConditionReady)
 	n.Cordoned = kn.Spec.Unschedulable
+	n.WorkloadTainted = slices.ContainsFunc(kn.Spec.Taints, isWorkloadTaint)
 	if kn.Labels[DisableV2Label] == "true" {
 		n.V2 = false
 	}

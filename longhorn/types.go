@@ -204,6 +204,15 @@ type KubeNode struct {
 // instance-manager pod on an unschedulable node.
 type KubeNodeSpec struct {
 	Unschedulable bool `json:"unschedulable,omitempty"`
+	// Taints hold the taint moving a node's workloads puts on it.
+	Taints []Taint `json:"taints,omitempty"`
+}
+
+// Taint is one of a Kubernetes node's spec.taints.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
 }
 
 // KubeNodeStatus holds the Ready condition and the images pulled on the node.

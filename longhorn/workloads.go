@@ -133,6 +133,7 @@ type workloadReader struct {
 func (r *workloadReader) pod(k *corev1.Pod) (dataplane.Pod, error) {
 	out := dataplane.Pod{
 		ObjectRef:      dataplane.ObjectRef{Namespace: k.Namespace, Name: k.Name},
+		UID:            string(k.UID),
 		Node:           k.Spec.NodeName,
 		Terminal:       k.Status.Phase == corev1.PodSucceeded || k.Status.Phase == corev1.PodFailed,
 		Deleting:       k.DeletionTimestamp != nil,

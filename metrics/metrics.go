@@ -65,6 +65,15 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms .. ~4.4min
 	}, []string{"step"})
 
+	// WorkloadMoves counts the calls that move pods off the nodes being
+	// upgraded, by outcome: evictions made (evicted), share-manager pods
+	// deleted (restarted), and evictions the eviction API refused to keep
+	// a PodDisruptionBudget (refused).
+	WorkloadMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "workload_moves_total",
+		Help: "Calls moving pods off the nodes being upgraded, by outcome (evicted, restarted, refused by a disruption budget).",
+	}, []string{"outcome"})
+
 	// ProjectionLag is the time from an event's append to the status write
 	// that reflects it.
 	ProjectionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -126,7 +135,7 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, UpgradingNode, StalledNodes, StepDuration, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
+	Registry.MustRegister(NodesByState, UpgradingNode, StalledNodes, StepDuration, WorkloadMoves, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/metrics"
+	"github.com/switchback-dev/switchback/workloadmove"
 )
 
 // apply carries a plan out: history first (what must be restored, then the
@@ -28,7 +30,23 @@ func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 		return outcome{}, err
 	}
 	if err := r.actAll(ctx, p.actions); err != nil {
-		return outcome{}, err
+		var refused *budgetRefusal
+		if !errors.As(err, &refused) {
+			return outcome{}, err
+		}
+		// The eviction API keeps a disruption budget: the round waits with
+		// the API's reason, and asks again once something changes.
+		metrics.WorkloadMoves.WithLabelValues("refused").Inc()
+		out.done, out.block = false, waiting("", workloadmove.WaitDisruptionBudget, "%v", refused.err)
+		return out, nil
+	}
+	for _, a := range p.actions {
+		switch a.Call {
+		case dataplane.CallEvictPod:
+			metrics.WorkloadMoves.WithLabelValues("evicted").Inc()
+		case dataplane.CallRestartShareManager:
+			metrics.WorkloadMoves.WithLabelValues("restarted").Inc()
+		}
 	}
 	for _, c := range p.confirm {
 		if err := r.exec(ctx, c); err != nil {
@@ -93,6 +111,13 @@ func (r *run) actAtOnce(ctx context.Context, actions []dataplane.Action) error {
 	return errors.Join(errs...)
 }
 
+// budgetRefusal is an eviction the eviction API refused, for now, to keep
+// a PodDisruptionBudget: a reason to wait, not a failure.
+type budgetRefusal struct{ err error }
+
+func (b *budgetRefusal) Error() string { return b.err.Error() }
+func (b *budgetRefusal) Unwrap() error { return b.err }
+
 // act runs one action.
 func (r *run) act(ctx context.Context, a dataplane.Action) error { return call(ctx, r.dp(), a) }
 
@@ -108,6 +133,8 @@ func call(ctx context.Context, dp dataplane.Actions, a dataplane.Action) error {
 		// Longhorn moved on since the observation: the next round sees it
 		// and waits; nothing to retry by redelivery.
 		return nil
+	case errors.Is(err, dataplane.ErrDisruptionBudget):
+		return &budgetRefusal{err: err}
 	}
 	return fmt.Errorf("%s: %w", a, err)
 }

@@ -44,6 +44,7 @@ func decideCancel(o observation, st nodeupgrade.State, c settings) stepPlan {
 	}
 	if p.done {
 		p.restoreScheduling(o, st, c)
+		p.removeTaint(o, st, c)
 	}
 	return p
 }

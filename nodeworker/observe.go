@@ -89,6 +89,13 @@ func gather(ctx context.Context, dp dataplane.Reader, node string, step events.N
 			o.recorded[name] = v
 		}
 	}
+	if needsWorkloads(step, st, o, node) {
+		w, err := dp.Workloads(ctx, node)
+		if err != nil {
+			return o, fmt.Errorf("read the workloads of node %s: %w", node, err)
+		}
+		o.workloads = &w
+	}
 	if needsPlacement(step, st, o, node) {
 		c, err := plan.ReadPlacement(ctx, dp)
 		if err != nil {

@@ -121,6 +121,7 @@ func (r *run) restoreBeforeFail(ctx context.Context) error {
 	}
 	p := stepPlan{}
 	p.restoreScheduling(o, r.st, r.settings())
+	p.removeTaint(o, r.st, r.settings())
 	_, err = r.apply(ctx, p)
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/test/harness/goldentest"
+	"github.com/switchback-dev/switchback/workloadmove"
 )
 
 // storageNodes is a Longhorn v1.12 cluster laid out for live upgrades: the
@@ -505,4 +506,92 @@ func TestSwitchoverRedirectedWhenItsTemporaryTargetIsLost(t *testing.T) {
 	kinds, redirected = run(t, true)
 	assert.Contains(t, kinds, violIncomplete, "with the redirect reverted")
 	assert.False(t, redirected)
+}
+
+// TestMoveWorkloadsEmptiesAWorkloadNode: with move-workloads, the node that
+// holds every initiator (c1) is upgraded too, after the storage nodes: the
+// node is tainted first, each pod using a volume attached there is evicted
+// once and lands on an upgraded node, the taint comes off once the new
+// instance manager runs, and every check of a sequence holds throughout.
+func TestMoveWorkloadsEmptiesAWorkloadNode(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			s, fc := storageNodes(t, seededLatencies(seed))
+			require.NoError(t, s.AddPods())
+			q := newSequence(t, s, fc, seed)
+			q.policy = events.InitiatorPolicyMoveWorkloads
+			taintedWhileReplaced := false
+			q.during = func(q *sequence, node string, st nodeupgrade.State) {
+				if node == "c1" && st.State == events.NodeUpgradingInstanceManager {
+					n, err := q.s.Node(context.Background(), "c1")
+					require.NoError(t, err)
+					taintedWhileReplaced = n.WorkloadTainted
+				}
+			}
+			q.upgrade("n1", "n2", "n3", "c1")
+			require.Empty(t, q.found)
+			assert.True(t, taintedWhileReplaced, "the node is tainted while its instance manager is replaced")
+
+			c1 := q.states["c1"]
+			require.NotNil(t, c1.Taint)
+			assert.True(t, c1.Taint.Removed, "the taint came off")
+			var moved []string
+			for _, m := range c1.Moved {
+				moved = append(moved, m.Pod)
+			}
+			assert.Equal(t, []string{"app/vol-a-0", "app/vol-b-0", "app/vol-c-0"}, moved, "each pod moved once")
+			n, err := s.Node(context.Background(), "c1")
+			require.NoError(t, err)
+			assert.False(t, n.WorkloadTainted)
+			for _, p := range s.Pods() {
+				assert.Contains(t, []string{"n1", "n2", "n3"}, p.Node, "pod %s landed on an upgraded node", p)
+			}
+			for _, n := range []string{"n1", "n2", "n3"} {
+				assert.Empty(t, q.states[n].Moved, "a storage node moves nothing")
+				assert.Nil(t, q.states[n].Taint, "a storage node is not tainted")
+			}
+			taint := slices.Index(q.log, "TaintNode c1")
+			first := slices.IndexFunc(q.log, func(l string) bool { return strings.HasPrefix(l, "EvictPod ") })
+			require.GreaterOrEqual(t, taint, 0)
+			assert.Less(t, taint, first, "tainted before the first eviction")
+		})
+	}
+}
+
+// TestMoveWorkloadsNeverTouchesAPinnedNode: a DaemonSet's pod using a
+// volume attached to c1 pins it: c1 stalls naming the pod, nothing is
+// evicted, and the node is not even tainted.
+func TestMoveWorkloadsNeverTouchesAPinnedNode(t *testing.T) {
+	s, fc := storageNodes(t, sim.Config{})
+	require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "agent", Node: "c1", Controller: "DaemonSet", Claims: []string{"vol-a"}}))
+	require.NoError(t, s.AddPods())
+	q := newSequence(t, s, fc, 1)
+	q.policy = events.InitiatorPolicyMoveWorkloads
+	q.limit = 30 * time.Minute
+	q.upgrade("c1")
+	assert.Equal(t, []string{violIncomplete}, q.kinds())
+	c1 := q.states["c1"]
+	assert.Equal(t, events.NodeInitializing, c1.State)
+	assert.Equal(t, workloadmove.PinDaemonSetPod, c1.StallReason)
+	assert.Contains(t, c1.StallMessage, "app/agent")
+	assert.Nil(t, c1.Taint)
+	assert.Empty(t, c1.Moved)
+	for _, l := range q.log {
+		assert.NotRegexp(t, "^(TaintNode|EvictPod)", l)
+	}
+}
+
+// TestWaitLeavesAWorkloadNodeAlone: with the default policy the same node
+// stalls on its initiators, touching nothing, as before.
+func TestWaitLeavesAWorkloadNodeAlone(t *testing.T) {
+	s, fc := storageNodes(t, sim.Config{})
+	require.NoError(t, s.AddPods())
+	q := newSequence(t, s, fc, 1)
+	q.limit = 30 * time.Minute
+	q.upgrade("c1")
+	assert.Equal(t, []string{violIncomplete}, q.kinds())
+	assert.Equal(t, ReasonInitiatorsOnNode, q.states["c1"].StallReason)
+	for _, l := range q.log {
+		assert.True(t, strings.HasPrefix(l, "# "), "no data-plane call: %s", l)
+	}
 }

@@ -82,6 +82,10 @@ type sequence struct {
 	// noIMSince is since when the node in flight has had no running
 	// instance manager.
 	noIMSince time.Time
+	// policy is the initiator policy every node upgrade starts with.
+	policy string
+	// states are the node upgrades as they ended, by node.
+	states map[string]nodeupgrade.State
 }
 
 // noIMFor is the longest a node may go without a running instance manager:
@@ -90,7 +94,8 @@ const noIMFor = 5 * time.Minute
 
 func newSequence(t testing.TB, s *sim.Sim, clock *sim.FakeClock, seed uint64) *sequence {
 	return &sequence{t: t, s: s, clock: clock, plane: s, decide: decide, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		ref: events.ManagerRef{Namespace: "longhorn-system", Name: "seq", UID: "uid-sequence"}, limit: 3 * time.Hour}
+		ref: events.ManagerRef{Namespace: "longhorn-system", Name: "seq", UID: "uid-sequence"}, limit: 3 * time.Hour,
+		states: map[string]nodeupgrade.State{}}
 }
 
 func (q *sequence) violate(kind, format string, args ...any) {
@@ -141,7 +146,8 @@ func (q *sequence) upgradeNode(name string) bool {
 	nd := &node{q: q, name: name, before: n0.AllowScheduling, engines: engineNodes(q.t, q.s),
 		c: settings{node: name, image: image, snapshot: "switchback-seq-" + name, idPrefix: "worker/seq/" + name + "/"}}
 	nd.exec(nodeupgrade.Start{Meta: aggregate.Meta{ID: nd.nextID()}, Node: name, DataEngine: dataplane.DataEngineV2, InstanceManagerImage: image, Attempt: 1,
-		LonghornProfile: string(dataplane.ProfileV112)})
+		LonghornProfile: string(dataplane.ProfileV112), InitiatorPolicy: q.policy})
+	defer func() { q.states[name] = nd.st }()
 	start := q.clock.Now()
 	q.s.SetPhase(name + "/" + string(nd.st.State))
 	for !nd.st.Terminal() {

@@ -34,6 +34,9 @@ type observation struct {
 	// placement is the cluster as a temporary-target chooser needs it; read
 	// only when a target must move (see needsPlacement).
 	placement *plan.Cluster
+	// workloads are the pods and volumes around the node; read only when
+	// its upgrade moves them (see needsWorkloads).
+	workloads *dataplane.Workloads
 	// defaultImage is Longhorn's default instance-manager image now, read
 	// by the steps that may delete an IM (or touch anything first).
 	defaultImage string

@@ -133,6 +133,9 @@ func decideInitialize(o observation, st nodeupgrade.State, c settings) stepPlan 
 		}
 	}
 	if p := liveCheck(o, c); p != nil {
+		if st.MovesWorkloads() {
+			return decideMove(o, st, c)
+		}
 		return *p
 	}
 	p := stepPlan{done: true}

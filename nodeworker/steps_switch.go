@@ -286,6 +286,7 @@ func (p *stepPlan) moveEngine(v dataplane.Volume, node, engineNode, home, notMov
 // the rebuild makes it revert the switch-back.
 func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan {
 	p := stepPlan{done: true}
+	p.removeTaint(o, st, c)
 	p.keepSchedulingOff(o, st, c)
 	for _, v := range o.sortedRecorded() {
 		rec := st.Volumes[v.Name]

@@ -73,6 +73,10 @@ func (f fakeReader) LonghornUpgrader(context.Context) (dataplane.LonghornUpgrade
 	return f.c.Upgrader, f.err("upgrader")
 }
 
+func (f fakeReader) Workloads(_ context.Context, node string) (dataplane.Workloads, error) {
+	return dataplane.Workloads{Node: node}, f.err("workloads")
+}
+
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
 	want.Upgrader = dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "false"}}

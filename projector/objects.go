@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/eventstore"
@@ -33,12 +34,23 @@ func ReplayObjects(ctx context.Context, store *eventstore.Store, ref events.Mana
 	return v.objects(), nil
 }
 
+// managerSpec is the spec m was requested with, as the apiserver serves it
+// (the initiator policy defaulted).
+func managerSpec(m manager.State) v1beta2.DataEngineUpgradeManagerSpec {
+	policy := v1beta2.InitiatorPolicy(m.InitiatorPolicy)
+	if policy == "" {
+		policy = v1beta2.InitiatorPolicyWait
+	}
+	return v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineType(m.DataEngine), Nodes: m.RequestedNodes,
+		AllowNodesWithoutReplicaScheduling: m.AllowNodesWithoutReplicaScheduling, InitiatorPolicy: policy}
+}
+
 func (v *view) objects() Objects {
 	m := v.Manager
 	out := Objects{Manager: &v1beta2.DataEngineUpgradeManager{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1beta2.SchemeGroupVersion.String(), Kind: "DataEngineUpgradeManager"},
 		ObjectMeta: metav1.ObjectMeta{Name: v.ref.Name, Namespace: v.ref.Namespace, UID: types.UID(v.ref.UID)},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineType(m.DataEngine), Nodes: m.RequestedNodes},
+		Spec:       managerSpec(m),
 		Status:     renderManager(v, 0),
 	}}
 	for _, n := range v.nodeUpgrades() {

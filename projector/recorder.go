@@ -31,6 +31,7 @@ const (
 	actionUpgradeVolume = "UpgradeVolume"
 	actionCancel        = "Cancel"
 	actionCancelNode    = "CancelNode"
+	actionMoveWorkload  = "MoveWorkload"
 	actionProject       = "Project"
 )
 
@@ -168,6 +169,19 @@ func noticesFor(v *view, e events.Envelope) []notice {
 	case events.NodeUpgradeCancelled:
 		n.reason, n.action = "NodeUpgradeCancelled", actionCancelNode
 		n.note = fmt.Sprintf("node %s: %s", node, v.Nodes[node].Message)
+	case events.NodeTainted:
+		n.reason, n.action = "NodeTainted", actionMoveWorkload
+		n.note = fmt.Sprintf("node %s tainted %s:NoSchedule, so that the pods moved off it are not scheduled back", node, d.Key)
+	case events.NodeUntainted:
+		n.reason, n.action = "NodeUntainted", actionMoveWorkload
+		n.note = fmt.Sprintf("node %s: taint %s taken off", node, d.Key)
+	case events.PodMoved:
+		n.reason, n.action = "PodEvicted", actionMoveWorkload
+		n.note = fmt.Sprintf("pod %s evicted off node %s, which it held the initiators of %s on", d.Pod, node, strings.Join(d.Volumes, ", "))
+		if d.Restart {
+			n.reason = "ShareManagerRestarted"
+			n.note = fmt.Sprintf("share-manager pod %s of %s deleted on node %s: Longhorn starts it elsewhere, and its NFS clients reconnect", d.Pod, strings.Join(d.Volumes, ", "), node)
+		}
 	default:
 		return nil
 	}

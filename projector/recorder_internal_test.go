@@ -33,3 +33,29 @@ func TestVolumeChangeReasons(t *testing.T) {
 		})
 	}
 }
+
+// Moving a node's workloads shows as the Events an operator filters on:
+// the taint put and taken off, each pod evicted, each share-manager
+// restarted, on the node's objects and the manager.
+func TestWorkloadMoveReasons(t *testing.T) {
+	ref := events.ManagerRef{Namespace: "ns", Name: "m", UID: "uid"}
+	for _, tt := range []struct {
+		change events.Event
+		reason string
+		note   string
+	}{
+		{events.NodeTainted{Key: "k"}, "NodeTainted", "node n1 tainted k:NoSchedule, so that the pods moved off it are not scheduled back"},
+		{events.NodeUntainted{Key: "k"}, "NodeUntainted", "node n1: taint k taken off"},
+		{events.PodMoved{Pod: "app/web-1", Volumes: []string{"v"}}, "PodEvicted", "pod app/web-1 evicted off node n1, which it held the initiators of v on"},
+		{events.PodMoved{Pod: "longhorn-system/share-manager-v", Volumes: []string{"v"}, Restart: true}, "ShareManagerRestarted",
+			"share-manager pod longhorn-system/share-manager-v of v deleted on node n1: Longhorn starts it elsewhere, and its NFS clients reconnect"},
+	} {
+		t.Run(tt.reason, func(t *testing.T) {
+			ns := noticesFor(newView(ref), events.Envelope{Aggregate: events.NodeAggregate(ref, "n1"), Data: tt.change})
+			require.Len(t, ns, 1)
+			assert.Equal(t, tt.reason, ns[0].reason)
+			assert.Equal(t, tt.note, ns[0].note)
+			assert.False(t, ns[0].warning)
+		})
+	}
+}

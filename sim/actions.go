@@ -399,34 +399,39 @@ func (s *Sim) AttachVolume(volName, nodeName string) error {
 		if err != nil {
 			return false, fmt.Errorf("attach: %w", err)
 		}
-		n, err := s.node(nodeName)
-		if err != nil {
-			return false, fmt.Errorf("attach volume %q: %w", volName, err)
-		}
-		if v.attached == nodeName {
-			return false, nil
-		}
-		if v.attached != "" {
-			return false, fmt.Errorf("attach volume %q to %s (attached to %s): %w", volName, nodeName, v.attached, ErrVolumeAttached)
-		}
-		engineOn := n
-		if v.engineNode != "" {
-			if engineOn, err = s.node(v.engineNode); err != nil {
-				return false, fmt.Errorf("attach volume %q: engine node: %w", volName, err)
-			}
-		}
-		if v.engine == EngineV2 {
-			for _, on := range []*node{n, engineOn} {
-				if !on.imRunning() {
-					return false, fmt.Errorf("attach volume %q to %s: %s: %w", volName, nodeName, on.name, ErrNoRunningIM)
-				}
-			}
-		}
-		s.setAttached(v, nodeName)
-		s.setTarget(v, engineOn.name)
-		s.startReplicas(v, now)
-		return true, nil
+		return s.attach(v, nodeName, now)
 	})
+}
+
+// attach is AttachVolume under the lock.
+func (s *Sim) attach(v *volume, nodeName string, now time.Time) (bool, error) {
+	n, err := s.node(nodeName)
+	if err != nil {
+		return false, fmt.Errorf("attach volume %q: %w", v.name, err)
+	}
+	if v.attached == nodeName {
+		return false, nil
+	}
+	if v.attached != "" {
+		return false, fmt.Errorf("attach volume %q to %s (attached to %s): %w", v.name, nodeName, v.attached, ErrVolumeAttached)
+	}
+	engineOn := n
+	if v.engineNode != "" {
+		if engineOn, err = s.node(v.engineNode); err != nil {
+			return false, fmt.Errorf("attach volume %q: engine node: %w", v.name, err)
+		}
+	}
+	if v.engine == EngineV2 {
+		for _, on := range []*node{n, engineOn} {
+			if !on.imRunning() {
+				return false, fmt.Errorf("attach volume %q to %s: %s: %w", v.name, nodeName, on.name, ErrNoRunningIM)
+			}
+		}
+	}
+	s.setAttached(v, nodeName)
+	s.setTarget(v, engineOn.name)
+	s.startReplicas(v, now)
+	return true, nil
 }
 
 // DetachVolume detaches a volume; its engine and initiator stop, and its
@@ -437,15 +442,20 @@ func (s *Sim) DetachVolume(volName string) error {
 		if err != nil {
 			return false, fmt.Errorf("detach: %w", err)
 		}
-		if v.attached == "" {
-			return false, nil
-		}
-		s.endSwitch(v)
-		v.pathDown = ""
-		v.degradedAt = time.Time{}
-		s.setAttached(v, "")
-		s.setTarget(v, "")
-		s.restReplicas(v)
-		return true, nil
+		return s.detach(v), nil
 	})
+}
+
+// detach is DetachVolume under the lock.
+func (s *Sim) detach(v *volume) bool {
+	if v.attached == "" {
+		return false
+	}
+	s.endSwitch(v)
+	v.pathDown = ""
+	v.degradedAt = time.Time{}
+	s.setAttached(v, "")
+	s.setTarget(v, "")
+	s.restReplicas(v)
+	return true
 }

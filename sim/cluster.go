@@ -134,6 +134,11 @@ type Sim struct {
 	volNames  []string
 	volSorted bool
 
+	// pods are the workload pods, by namespace/name; podSeq numbers their
+	// uids and the names of the pods their controllers recreate.
+	pods   map[string]*pod
+	podSeq int
+
 	// Per-node indexes keep single-object work independent of cluster size.
 	targetsOn   map[string]map[string]struct{} // node → volumes whose current target is there
 	attachedOn  map[string]map[string]struct{} // node → volumes attached there
@@ -186,7 +191,9 @@ type node struct {
 	v2         bool
 	allowSched bool
 	cordoned   bool
-	images     []string
+	// tainted: the Kubernetes node carries dataplane.WorkloadTaintKey.
+	tainted bool
+	images  []string
 	// managerImage is the --instance-manager-image of the node's
 	// longhorn-manager: Longhorn creates the node's default-image IM only
 	// when it is the default.
@@ -341,6 +348,7 @@ func New(cfg Config) *Sim {
 		nodes:         map[string]*node{},
 		deleted:       map[string]*node{},
 		ims:           map[string]*im{},
+		pods:          map[string]*pod{},
 		imGone:        map[string]bool{},
 		vols:          map[string]*volume{},
 		volSorted:     true,

@@ -211,6 +211,7 @@ func (n *node) export() dataplane.Node {
 		Cordoned:        n.cordoned,
 		ManagerIMImage:  n.managerImage,
 		NVMeMultipath:   n.multipath,
+		WorkloadTainted: n.tainted,
 	}
 }
 

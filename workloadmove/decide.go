@@ -31,6 +31,7 @@ type Move struct {
 // Eviction is one pod to evict and what it holds on the node.
 type Eviction struct {
 	Pod dataplane.ObjectRef
+	UID string
 	// Volumes are the v2 volumes attached to the node that it uses.
 	Volumes []string
 	// Budgets are the PodDisruptionBudgets that decide whether it may go.
@@ -40,6 +41,7 @@ type Eviction struct {
 // Restart is one share-manager pod to delete and its volume.
 type Restart struct {
 	Pod    dataplane.ObjectRef
+	UID    string
 	Volume string
 }
 
@@ -185,7 +187,7 @@ func (d *decision) shareManager(v dataplane.Volume) {
 			d.wait(WaitPodTerminating, p.String(), "share-manager pod %s of volume %s is being deleted; Longhorn starts it again elsewhere", p, v.Name)
 			return
 		}
-		d.restarts[p.String()] = Restart{Pod: p.ObjectRef, Volume: v.Name}
+		d.restarts[p.String()] = Restart{Pod: p.ObjectRef, UID: p.UID, Volume: v.Name}
 		return
 	}
 	d.wait(WaitDetach, v.Name, "volume %s follows its share-manager pod off node %s", v.Name, d.o.Node)
@@ -217,7 +219,7 @@ func (d *decision) pod(p dataplane.Pod, v dataplane.Volume) {
 	default:
 		e := d.evict[p.String()]
 		if e == nil {
-			e = &Eviction{Pod: p.ObjectRef, Budgets: slices.Clone(p.Budgets)}
+			e = &Eviction{Pod: p.ObjectRef, UID: p.UID, Budgets: slices.Clone(p.Budgets)}
 			d.evict[p.String()] = e
 		}
 		e.Volumes = append(e.Volumes, v.Name)

@@ -31,7 +31,7 @@ type request struct {
 type reply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
-	Kind   string          `json:"kind,omitempty"` // notfound, refused, switchingpaths, inengine
+	Kind   string          `json:"kind,omitempty"` // notfound, refused, switchingpaths, inengine, budget
 }
 
 // Server answers calls for one data plane.
@@ -64,6 +64,8 @@ func Serve(nc *nats.Conn, prefix string, dp dataplane.DataPlane) (*Server, error
 					rep.Kind = "switchingpaths"
 				case errors.Is(err, dataplane.ErrReplicaInEngine):
 					rep.Kind = "inengine"
+				case errors.Is(err, dataplane.ErrDisruptionBudget):
+					rep.Kind = "budget"
 				}
 			} else if res != nil {
 				rep.Result, _ = json.Marshal(res)
@@ -118,6 +120,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
+		"workloads": func(ctx context.Context, r request) (any, error) { return dp.Workloads(ctx, r.Node) },
 		"act": func(ctx context.Context, r request) (any, error) {
 			if r.Action == nil {
 				return nil, fmt.Errorf("%w: an act call without its action", dataplane.ErrRefused)
@@ -178,6 +181,8 @@ func (c *Client) call(ctx context.Context, method string, req request, out any) 
 		return fmt.Errorf("%w: %s", dataplane.ErrSwitchingPaths, rep.Error)
 	case rep.Kind == "inengine":
 		return fmt.Errorf("%w: %s", dataplane.ErrReplicaInEngine, rep.Error)
+	case rep.Kind == "budget":
+		return fmt.Errorf("%w: %s", dataplane.ErrDisruptionBudget, rep.Error)
 	case rep.Error != "":
 		return errors.New(rep.Error)
 	}
@@ -235,6 +240,11 @@ func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err erro
 // LonghornUpgrader implements dataplane.Reader.
 func (c *Client) LonghornUpgrader(ctx context.Context) (out dataplane.LonghornUpgrader, err error) {
 	return out, c.call(ctx, "upgrader", request{}, &out)
+}
+
+// Workloads implements dataplane.Reader.
+func (c *Client) Workloads(ctx context.Context, node string) (out dataplane.Workloads, err error) {
+	return out, c.call(ctx, "workloads", request{Node: node}, &out)
 }
 
 // RecordTargetAway implements dataplane.TargetRecorder.

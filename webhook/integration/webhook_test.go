@@ -37,6 +37,10 @@ func (c *switchableCluster) Platform(ctx context.Context) (dataplane.Platform, e
 	return c.cur.Load().Platform(ctx)
 }
 
+func (c *switchableCluster) Workloads(ctx context.Context, node string) (dataplane.Workloads, error) {
+	return c.cur.Load().Workloads(ctx, node)
+}
+
 func (c *switchableCluster) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	return c.cur.Load().Nodes(ctx)
 }

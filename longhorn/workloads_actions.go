@@ -1,0 +1,150 @@
+package longhorn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// taintNoSchedule is the effect of the taint moving a node's workloads
+// puts: the scheduler places no new pod there, while the kubelet still
+// admits the instance-manager pod Longhorn binds there by nodeName.
+const taintNoSchedule = "NoSchedule"
+
+func isWorkloadTaint(t Taint) bool {
+	return t.Key == dataplane.WorkloadTaintKey && t.Effect == taintNoSchedule
+}
+
+// TaintNode implements dataplane.Actions: it adds the taint to the
+// Kubernetes node's spec.taints, read fresh and written with its
+// resourceVersion (retried on a conflict), leaving every other taint as the
+// apiserver served it.
+func (p *Plane) TaintNode(ctx context.Context, node string) error {
+	return p.editTaints(ctx, "TaintNode", node, func(ts []any) ([]any, bool) {
+		if slices.ContainsFunc(ts, isWorkloadTaintValue) {
+			return ts, false
+		}
+		return append(ts, map[string]any{"key": dataplane.WorkloadTaintKey, "effect": taintNoSchedule}), true
+	})
+}
+
+// UntaintNode implements dataplane.Actions: it removes the taint, and only
+// it.
+func (p *Plane) UntaintNode(ctx context.Context, node string) error {
+	return p.editTaints(ctx, "UntaintNode", node, func(ts []any) ([]any, bool) {
+		kept := slices.DeleteFunc(slices.Clone(ts), isWorkloadTaintValue)
+		return kept, len(kept) != len(ts)
+	})
+}
+
+// isWorkloadTaintValue is isWorkloadTaint on a taint as served.
+func isWorkloadTaintValue(t any) bool {
+	m, ok := t.(map[string]any)
+	return ok && m["key"] == dataplane.WorkloadTaintKey && m["effect"] == taintNoSchedule
+}
+
+// editTaints rewrites a node's spec.taints with edit, which reports
+// whether it changed anything. A missing node is ErrNotFound.
+func (p *Plane) editTaints(ctx context.Context, action, node string, edit func([]any) ([]any, bool)) error {
+	nodes := p.dyn.Resource(KubeNodesResource)
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		served, _, _ := unstructured.NestedSlice(u.Object, "spec", "taints")
+		taints, change := edit(served)
+		if changed = change; !change {
+			return nil
+		}
+		if len(taints) == 0 {
+			unstructured.RemoveNestedField(u.Object, "spec", "taints")
+		} else if err := unstructured.SetNestedSlice(u.Object, taints, "spec", "taints"); err != nil {
+			return err
+		}
+		_, err = nodes.Update(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return notFound("node " + node)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", action, node, err)
+	}
+	if changed {
+		p.log.Info("node taints written", "action", action, "node", node)
+	}
+	return nil
+}
+
+// EvictPod implements dataplane.Actions through the pods/eviction
+// subresource, with the pod's uid as a precondition so that a pod
+// recreated under the same name is not the one evicted.
+func (p *Plane) EvictPod(ctx context.Context, pod, uid string) error {
+	ref, err := parseRef(pod)
+	if err != nil {
+		return err
+	}
+	eviction := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "policy/v1", "kind": "Eviction",
+		"metadata":      map[string]any{"name": ref.Name, "namespace": ref.Namespace},
+		"deleteOptions": map[string]any{"preconditions": map[string]any{"uid": uid}},
+	}}
+	_, err = p.dyn.Resource(podsResource).Namespace(ref.Namespace).Create(ctx, eviction, metav1.CreateOptions{}, "eviction")
+	switch {
+	case err == nil:
+		p.log.Info("pod evicted", "pod", pod, "uid", uid)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil // gone already
+	case apierrors.IsConflict(err):
+		return nil // the uid precondition failed: another pod has the name now
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Errorf("evict pod %s: %w: %s", pod, dataplane.ErrDisruptionBudget, apiMessage(err))
+	}
+	return fmt.Errorf("evict pod %s: %w", pod, err)
+}
+
+// RestartShareManager implements dataplane.Actions: it deletes the
+// volume's share-manager pod, which Longhorn's share-manager controller
+// creates again.
+func (p *Plane) RestartShareManager(ctx context.Context, volume string) error {
+	name := shareManagerPodPrefix + volume
+	err := p.dyn.Resource(podsResource).Namespace(p.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("restart the share-manager of volume %s: %w", volume, err)
+	}
+	p.log.Info("share-manager pod deleted", "volume", volume, "pod", p.ns+"/"+name)
+	return nil
+}
+
+// parseRef reads namespace/name.
+func parseRef(s string) (dataplane.ObjectRef, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			if i == 0 || i == len(s)-1 {
+				break
+			}
+			return dataplane.ObjectRef{Namespace: s[:i], Name: s[i+1:]}, nil
+		}
+	}
+	return dataplane.ObjectRef{}, fmt.Errorf("%w: %q is not namespace/name", dataplane.ErrRefused, s)
+}
+
+// apiMessage is the apiserver's own words for err.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}

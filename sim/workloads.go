@@ -1,0 +1,302 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchback-dev/switchback/dataplane"
+)
+
+// PodSpec describes a workload pod for AddPod: a pod bound to Node that
+// uses Claims, each a claim named after, and bound to, the volume of that
+// name.
+type PodSpec struct {
+	// Namespace is "default" when empty.
+	Namespace, Name string
+	Node            string
+	// Controller is the kind of its controlling owner: "ReplicaSet" when
+	// empty, "StatefulSet" (its pod comes back under the same name),
+	// "DaemonSet", or "None" for a pod nothing recreates.
+	Controller string
+	Claims     []string
+	// ToleratesTaint and PinnedBy are dataplane.Pod's.
+	ToleratesTaint bool
+	PinnedBy       string
+}
+
+// ControllerNone is PodSpec.Controller of a pod nothing recreates.
+const ControllerNone = "None"
+
+// ErrNoNodeForPod refuses a pod placed where no node could run it.
+var ErrNoNodeForPod = errors.New("no node can run the pod")
+
+// pod is one simulated workload pod.
+type pod struct {
+	spec PodSpec
+	uid  string
+	// base is the name its controller's pods are named after.
+	base string
+}
+
+func (p *pod) key() string { return p.spec.Namespace + "/" + p.spec.Name }
+
+// AddPod adds a running workload pod, attaching its claims' volumes to its
+// node as a kubelet would.
+func (s *Sim) AddPod(spec PodSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if spec.Namespace == "" {
+		spec.Namespace = "default"
+	}
+	if spec.Controller == "" {
+		spec.Controller = "ReplicaSet"
+	}
+	if spec.Name == "" {
+		return errors.New("add pod: a name is required")
+	}
+	if _, err := s.node(spec.Node); err != nil {
+		return fmt.Errorf("add pod %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	for _, c := range spec.Claims {
+		v, err := s.volume(c)
+		if err != nil {
+			return fmt.Errorf("add pod %s/%s: claim %s: %w", spec.Namespace, spec.Name, c, err)
+		}
+		if v.attached != "" && v.attached != spec.Node {
+			return fmt.Errorf("add pod %s/%s on %s: volume %s is attached to %s: %w", spec.Namespace, spec.Name, spec.Node, c, v.attached, ErrVolumeAttached)
+		}
+	}
+	p := &pod{spec: spec, base: spec.Name}
+	if _, dup := s.pods[p.key()]; dup {
+		return fmt.Errorf("add pod %s: already exists", p.key())
+	}
+	s.podSeq++
+	p.uid = fmt.Sprintf("pod-uid-%d", s.podSeq)
+	now := s.now()
+	for _, c := range spec.Claims {
+		if _, err := s.attach(s.vols[c], spec.Node, now); err != nil {
+			return fmt.Errorf("add pod %s: %w", p.key(), err)
+		}
+	}
+	s.pods[p.key()] = p
+	s.checkIO()
+	s.changes.Notify()
+	return nil
+}
+
+// AddPods gives every attached volume without a pod a ReplicaSet's pod of
+// its own on the volume's node, named after the volume: the workloads of a
+// generated cluster.
+func (s *Sim) AddPods() error {
+	s.mu.Lock()
+	used := map[string]bool{}
+	for _, p := range s.pods {
+		for _, c := range p.spec.Claims {
+			used[c] = true
+		}
+	}
+	var specs []PodSpec
+	for _, name := range s.sortedVolumeNames() {
+		if v := s.vols[name]; v.attached != "" && !used[name] {
+			specs = append(specs, PodSpec{Namespace: "app", Name: name + "-0", Node: v.attached, Claims: []string{name}})
+		}
+	}
+	s.mu.Unlock()
+	for _, spec := range specs {
+		if err := s.AddPod(spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pods lists the workload pods, by namespace/name.
+func (s *Sim) Pods() []dataplane.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]dataplane.Pod, 0, len(s.pods))
+	for _, k := range slices.Sorted(maps.Keys(s.pods)) {
+		out = append(out, s.pods[k].export())
+	}
+	return out
+}
+
+func (p *pod) export() dataplane.Pod {
+	out := dataplane.Pod{
+		ObjectRef:      dataplane.ObjectRef{Namespace: p.spec.Namespace, Name: p.spec.Name},
+		UID:            p.uid,
+		Node:           p.spec.Node,
+		Ready:          p.spec.Node != "",
+		Controller:     p.spec.Controller,
+		Claims:         slices.Clone(p.spec.Claims),
+		ToleratesTaint: p.spec.ToleratesTaint,
+		PinnedBy:       p.spec.PinnedBy,
+	}
+	if out.Controller == ControllerNone {
+		out.Controller = ""
+	}
+	return out
+}
+
+// Workloads implements dataplane.Reader: the pods on the node, their
+// claims and volumes, and the volumes attached to the node, each attached
+// volume with the ticket of what attached it (its pod's CSI attacher). The
+// simulated cluster has no disruption budgets.
+func (s *Sim) Workloads(ctx context.Context, nodeName string) (dataplane.Workloads, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.Workloads{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick()
+	w := dataplane.Workloads{Node: nodeName, Budgets: map[string]dataplane.Budget{}}
+	vols := map[string]bool{}
+	for name := range s.attachedOn[nodeName] {
+		vols[name] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.pods)) {
+		p := s.pods[k]
+		if p.spec.Node != nodeName {
+			continue
+		}
+		w.Pods = append(w.Pods, p.export())
+		for _, c := range p.spec.Claims {
+			w.Claims = append(w.Claims, dataplane.Claim{ObjectRef: dataplane.ObjectRef{Namespace: p.spec.Namespace, Name: c}, Volume: c})
+			vols[c] = true
+		}
+	}
+	slices.SortFunc(w.Claims, func(a, b dataplane.Claim) int { return cmp.Compare(a.String(), b.String()) })
+	w.Claims = slices.Compact(w.Claims)
+	for _, name := range slices.Sorted(maps.Keys(vols)) {
+		v := s.vols[name]
+		if v == nil {
+			continue
+		}
+		out := s.exportVolume(v)
+		if v.attached != "" {
+			out.Tickets = []dataplane.Ticket{{ID: "csi-" + name, Type: dataplane.AttacherCSI, Node: v.attached}}
+		}
+		w.Volumes = append(w.Volumes, out)
+	}
+	return w, nil
+}
+
+// TaintNode implements dataplane.Actions.
+func (s *Sim) TaintNode(ctx context.Context, nodeName string) error {
+	return s.setTainted(ctx, "TaintNode", nodeName, true)
+}
+
+// UntaintNode implements dataplane.Actions.
+func (s *Sim) UntaintNode(ctx context.Context, nodeName string) error {
+	return s.setTainted(ctx, "UntaintNode", nodeName, false)
+}
+
+func (s *Sim) setTainted(ctx context.Context, action, nodeName string, tainted bool) error {
+	return s.act(ctx, action, nodeName, "", func(time.Time) (bool, error) {
+		n, err := s.node(nodeName)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", action, err)
+		}
+		if n.tainted == tainted {
+			return false, nil
+		}
+		n.tainted = tainted
+		return true, nil
+	})
+}
+
+// EvictPod implements dataplane.Actions as the eviction API and the pod's
+// controller would: the pod goes, its volumes are detached from its node,
+// and its controller's new pod is scheduled on another node (one that
+// runs the default instance-manager image first, so that it need not move
+// again, then the one with the fewest pods) and its volumes attached there.
+// A pod nothing recreates is gone for good.
+func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
+	return s.act(ctx, "EvictPod", key, uid, func(now time.Time) (bool, error) {
+		p := s.pods[key]
+		if p == nil || p.uid != uid {
+			return false, nil
+		}
+		delete(s.pods, key)
+		for _, c := range p.spec.Claims {
+			if v := s.vols[c]; v != nil && v.attached == p.spec.Node {
+				s.detach(v)
+			}
+		}
+		if p.spec.Controller == ControllerNone {
+			return true, nil
+		}
+		next := &pod{spec: p.spec, base: p.base}
+		s.podSeq++
+		next.uid = fmt.Sprintf("pod-uid-%d", s.podSeq)
+		if p.spec.Controller != "StatefulSet" {
+			next.spec.Name = fmt.Sprintf("%s-%d", strings.TrimSuffix(p.base, "-0"), s.podSeq)
+		}
+		next.spec.Claims = slices.Clone(p.spec.Claims)
+		next.spec.Node = s.placePod(next, p.spec.Node)
+		s.pods[next.key()] = next
+		if next.spec.Node == "" {
+			return true, nil // Pending: no node can run it now
+		}
+		for _, c := range next.spec.Claims {
+			if v := s.vols[c]; v != nil {
+				if _, err := s.attach(v, next.spec.Node, now); err != nil {
+					return true, fmt.Errorf("evict pod %s: attach its volume on %s: %w", key, next.spec.Node, err)
+				}
+			}
+		}
+		return true, nil
+	})
+}
+
+// placePod picks the node the scheduler would give p, leaving from: Ready,
+// uncordoned, without the move's taint unless p tolerates it, with a
+// running v2 instance manager; the upgraded first (running the default
+// image), then the least busy, then by name. "" when none.
+func (s *Sim) placePod(p *pod, from string) string {
+	busy := map[string]int{}
+	for _, q := range s.pods {
+		busy[q.spec.Node]++
+	}
+	var best *node
+	better := func(n *node) bool {
+		if best == nil {
+			return true
+		}
+		nu, bu := n.im.image == s.cfg.DefaultIMImage, best.im.image == s.cfg.DefaultIMImage
+		if nu != bu {
+			return nu
+		}
+		if busy[n.name] != busy[best.name] {
+			return busy[n.name] < busy[best.name]
+		}
+		return n.name < best.name
+	}
+	for _, name := range s.nodeNames {
+		n := s.nodes[name]
+		if name == from || !n.ready || n.cordoned || (n.tainted && !p.spec.ToleratesTaint) || !n.v2 || !n.imRunning() {
+			continue
+		}
+		if better(n) {
+			best = n
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.name
+}
+
+// RestartShareManager implements dataplane.Actions. The simulated cluster
+// serves no RWX volume, so there is no share-manager to restart.
+func (s *Sim) RestartShareManager(ctx context.Context, volume string) error {
+	return s.act(ctx, "RestartShareManager", volume, "", func(time.Time) (bool, error) {
+		return false, fmt.Errorf("restart the share-manager of %s: %w: the simulated cluster serves no RWX volume", volume, dataplane.ErrRefused)
+	})
+}

@@ -1,0 +1,92 @@
+package sim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/sim"
+)
+
+// workloadCluster is three Ready v2 nodes, n2 already on the default
+// image, and two volumes the pods of n1 use.
+func workloadCluster(t *testing.T) *sim.Sim {
+	t.Helper()
+	s := sim.New(sim.Config{Clock: sim.NewFakeClock(time.Time{})})
+	require.NoError(t, s.AddNode("n1"))
+	require.NoError(t, s.AddNodeSpec(sim.NodeSpec{Name: "n2", IMImage: sim.NewIMImage}))
+	require.NoError(t, s.AddNode("n3"))
+	for _, v := range []string{"web", "db"} {
+		require.NoError(t, s.AddVolume(v, sim.EngineV2, []string{"n2", "n3"}, ""))
+	}
+	s.Settle()
+	return s
+}
+
+func TestWorkloadsAndEvictions(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		controller string
+		taintN2    bool
+		wantName   string
+		wantNode   string
+	}{
+		{"a ReplicaSet's pod comes back under a new name on the upgraded node", "", false, "web-2", "n2"},
+		{"a StatefulSet's pod comes back under its name", "StatefulSet", false, "web-0", "n2"},
+		{"a tainted node is passed over", "", true, "web-2", "n3"},
+		{"a pod nothing recreates is gone", sim.ControllerNone, false, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := workloadCluster(t)
+			require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "web-0", Node: "n1", Controller: tc.controller, Claims: []string{"web"}}))
+			if tc.taintN2 {
+				require.NoError(t, s.TaintNode(ctx, "n2"))
+			}
+			require.NoError(t, s.TaintNode(ctx, "n1"))
+			w, err := s.Workloads(ctx, "n1")
+			require.NoError(t, err)
+			require.Len(t, w.Pods, 1)
+			pod := w.Pods[0]
+			assert.Equal(t, []dataplane.Claim{{ObjectRef: dataplane.ObjectRef{Namespace: "app", Name: "web"}, Volume: "web"}}, w.Claims)
+			require.Len(t, w.Volumes, 1)
+			assert.Equal(t, "n1", w.Volumes[0].AttachedNode, "the pod's volume is attached where it runs")
+			assert.Equal(t, []dataplane.Ticket{{ID: "csi-web", Type: dataplane.AttacherCSI, Node: "n1"}}, w.Volumes[0].Tickets)
+			n1, err := s.Node(ctx, "n1")
+			require.NoError(t, err)
+			assert.True(t, n1.WorkloadTainted)
+
+			require.NoError(t, s.EvictPod(ctx, "app/web-0", "another-uid"), "a pod of another uid is a no-op")
+			require.Len(t, s.Pods(), 1)
+			require.NoError(t, s.EvictPod(ctx, pod.String(), pod.UID))
+			v, err := s.Volume(ctx, "web")
+			require.NoError(t, err)
+			if tc.wantName == "" {
+				assert.Empty(t, s.Pods())
+				assert.False(t, v.Attached())
+				return
+			}
+			pods := s.Pods()
+			require.Len(t, pods, 1)
+			assert.Equal(t, tc.wantName, pods[0].Name)
+			assert.Equal(t, tc.wantNode, pods[0].Node)
+			assert.NotEqual(t, pod.UID, pods[0].UID)
+			assert.Equal(t, tc.wantNode, v.AttachedNode, "the volume followed its pod")
+			w, err = s.Workloads(ctx, "n1")
+			require.NoError(t, err)
+			assert.Empty(t, w.Pods)
+			assert.Empty(t, w.Volumes)
+		})
+	}
+}
+
+func TestAddPodRefusesAVolumeAttachedElsewhere(t *testing.T) {
+	s := workloadCluster(t)
+	require.NoError(t, s.AddPod(sim.PodSpec{Name: "a", Node: "n1", Claims: []string{"web"}}))
+	assert.ErrorIs(t, s.AddPod(sim.PodSpec{Name: "b", Node: "n3", Claims: []string{"web"}}), sim.ErrVolumeAttached)
+	assert.Error(t, s.AddPod(sim.PodSpec{Name: "c", Node: "n1", Claims: []string{"missing"}}))
+}
