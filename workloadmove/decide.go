@@ -14,6 +14,9 @@ import (
 type Move struct {
 	// Evict are the pods to evict now, in name order.
 	Evict []Eviction
+	// Deferred are the pods to evict in later rounds: their budget allows
+	// no more disruptions this round than Evict takes.
+	Deferred []Eviction
 	// Restart are the share-manager pods to delete now, in name order:
 	// Longhorn recreates each elsewhere and its volume follows it.
 	Restart []Restart
@@ -65,7 +68,7 @@ func Decide(w dataplane.Workloads, frontends int) Move {
 	m.Pins = sortStalls(d.pins)
 	m.Waits = sortStalls(d.waits)
 	if len(m.Pins) == 0 {
-		m.Evict = d.evictions()
+		m.Evict, m.Deferred = d.evictions()
 		m.Restart = slices.SortedFunc(maps.Values(d.restarts), func(a, b Restart) int { return cmp.Compare(a.Pod.String(), b.Pod.String()) })
 	}
 	m.Done = len(held) == 0 && frontends == 0
@@ -226,26 +229,27 @@ func (d *decision) pod(p dataplane.Pod, v dataplane.Volume) {
 	}
 }
 
-// evictions are the pods to evict this round, in name order: at most as
-// many of a budget's pods as it allows disruptions now, and one when it
-// allows none (the eviction API's answer then says why it waits), so a
-// round does not ask the API for what it would refuse anyway.
-func (d *decision) evictions() []Eviction {
+// evictions are the pods to evict this round, in name order, and those
+// left for later rounds: at most as many of a budget's pods as it allows
+// disruptions now, and one when it allows none (the eviction API's answer
+// then says why it waits), so a round does not ask the API for what it
+// would refuse anyway.
+func (d *decision) evictions() (now, later []Eviction) {
 	all := slices.SortedFunc(maps.Values(d.evict), func(a, b *Eviction) int { return cmp.Compare(a.Pod.String(), b.Pod.String()) })
 	used := map[string]int32{}
-	var out []Eviction
 	for _, e := range all {
 		if len(e.Budgets) == 1 {
 			b := e.Budgets[0]
 			allowed := max(d.o.Budgets[b].DisruptionsAllowed, 1)
 			if used[b] >= allowed {
+				later = append(later, *e)
 				continue
 			}
 			used[b]++
 		}
-		out = append(out, *e)
+		now = append(now, *e)
 	}
-	return out
+	return now, later
 }
 
 func (d *decision) pin(reason, object, format string, args ...any) {

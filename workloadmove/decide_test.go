@@ -88,6 +88,7 @@ func TestDecide(t *testing.T) {
 		name    string
 		c       *cluster
 		evict   []Eviction
+		later   []Eviction
 		restart []Restart
 		pins    []string
 		waits   []string
@@ -196,11 +197,13 @@ func TestDecide(t *testing.T) {
 			c: around().volume("a", "n1").volume("b", "n1").volume("c", "n1").
 				pod("db-0", "n1", []string{"a"}).pod("db-1", "n1", []string{"b"}).pod("web", "n1", []string{"c"}).budget("db", 1, "db-0", "db-1"),
 			evict: []Eviction{{Pod: ref("app", "db-0"), Volumes: []string{"a"}, Budgets: []string{"app/db"}}, evict("web", "c")},
+			later: []Eviction{{Pod: ref("app", "db-1"), Volumes: []string{"b"}, Budgets: []string{"app/db"}}},
 		},
 		{
 			name:  "a budget allowing none still asks for one, for the API's answer",
 			c:     around().volume("a", "n1").volume("b", "n1").pod("db-0", "n1", []string{"a"}).pod("db-1", "n1", []string{"b"}).budget("db", 0, "db-0", "db-1"),
 			evict: []Eviction{{Pod: ref("app", "db-0"), Volumes: []string{"a"}, Budgets: []string{"app/db"}}},
+			later: []Eviction{{Pod: ref("app", "db-1"), Volumes: []string{"b"}, Budgets: []string{"app/db"}}},
 		},
 		{
 			name: "frontends left in the instance manager",
@@ -215,6 +218,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Decide(tc.c.o, tc.c.frontends)
 			assert.Equal(t, tc.evict, m.Evict, "evictions")
+			assert.Equal(t, tc.later, m.Deferred, "evictions left for later rounds")
 			assert.Equal(t, tc.restart, m.Restart, "restarts")
 			assert.Equal(t, tc.pins, reasons(m.Pins), "pins")
 			assert.Equal(t, tc.waits, reasons(m.Waits), "waits")

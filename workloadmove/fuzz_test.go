@@ -111,10 +111,14 @@ func FuzzDecide(f *testing.F) {
 		}
 		if len(m.Pins) > 0 {
 			assert.Empty(t, m.Evict, "a pinned node is not touched")
+			assert.Empty(t, m.Deferred, "a pinned node is not touched")
 			assert.Empty(t, m.Restart, "a pinned node is not touched")
 		}
 		perBudget := map[string]int32{}
-		for _, e := range m.Evict {
+		if len(m.Deferred) > 0 {
+			assert.NotEmpty(t, m.Evict, "a round defers only behind an eviction it asks")
+		}
+		for _, e := range append(slices.Clone(m.Evict), m.Deferred...) {
 			p := pods[e.Pod]
 			assert.Equal(t, o.Node, p.Node, "evicted a pod of another node")
 			assert.False(t, p.Terminal || p.Deleting || p.Mirror || p.ToleratesTaint || p.PinnedBy != "", "evicted %v", p)
@@ -127,6 +131,8 @@ func FuzzDecide(f *testing.F) {
 				uses := slices.ContainsFunc(p.Claims, func(c string) bool { return claims[dataplane.ObjectRef{Namespace: p.Namespace, Name: c}] == v })
 				assert.True(t, uses, "evicted %s for a volume it does not use", e.Pod)
 			}
+		}
+		for _, e := range m.Evict {
 			for _, b := range e.Budgets {
 				perBudget[b]++
 			}

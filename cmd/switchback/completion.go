@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/natsauth"
 )
@@ -20,6 +21,7 @@ func completeFlagValues(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		fixed := map[string][]string{
 			"data-plane":       {"longhorn", "sim"},
+			"initiator-policy": {string(v1beta2.InitiatorPolicyWait), string(v1beta2.InitiatorPolicyMoveWorkloads)},
 			"log-level":        {"debug", "info", "warn", "error"},
 			"log-format":       {"text", "json"},
 			"longhorn-profile": dataplane.ProfileNames(),

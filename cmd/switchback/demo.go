@@ -70,7 +70,7 @@ func (o *demoOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.namespace, "namespace", "n", demoNamespace, "the manager's namespace")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up (exit 1) if the upgrade has not ended by then")
 	fs.DurationVar(&o.stallAfter, "stall-after", time.Second, "report a step stalled after this long without progress")
-	fs.BoolVar(&o.moveWorkloads, "move-workloads", true, "act as the cluster's user: move the workloads off a node that cannot be upgraded live (false: the demo ends stalled there)")
+	fs.BoolVar(&o.moveWorkloads, "move-workloads", true, "create the manager with spec.initiatorPolicy move-workloads: the upgrade moves the pods off a node that cannot be upgraded live (false: the default, wait, and the demo ends stalled there)")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log every component's messages to stderr")
 	fs.BoolVar(&o.keepRunning, "keep-running", false, "after the end, keep NATS serving until interrupted (Ctrl-C), so that the printed nats and replay commands reach it")
 }
@@ -147,17 +147,21 @@ func (o *demoOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	policy := v1beta2.InitiatorPolicyWait
+	if o.moveWorkloads {
+		policy = v1beta2.InitiatorPolicyMoveWorkloads
+	}
 	m, err := kc.Managers(o.namespace).Create(ctx, &v1beta2.DataEngineUpgradeManager{
 		ObjectMeta: metav1.ObjectMeta{Name: demoName, Namespace: o.namespace, UID: types.UID(fmt.Sprintf("demo-%d", time.Now().UnixNano())), Generation: 1},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2},
+		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, InitiatorPolicy: policy},
 	})
 	if err != nil {
 		return fmt.Errorf("create the DataEngineUpgradeManager: %w", err)
 	}
 	ref := events.ManagerRef{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
-	fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node)\n\n", ref.Namespace, ref.Name)
+	fmt.Fprintf(stdout, "created DataEngineUpgradeManager %s/%s (every v2 node, initiatorPolicy %s)\n\n", ref.Namespace, ref.Name, policy)
 
-	final, err := watchDemo(ctx, conn, cluster, &demoOperator{cluster: cluster, enabled: o.moveWorkloads}, ref, stdout)
+	final, err := watchDemo(ctx, conn, cluster, ref, stdout)
 	if err == nil {
 		// The history has ended; the cluster's objects show it once the
 		// projector has written the last status and, after a cancel, the

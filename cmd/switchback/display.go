@@ -18,7 +18,7 @@ import (
 // watchDemo follows the upgrade's events and shows progress until the
 // manager ends: a live table on a terminal, one line per event otherwise.
 // The display folds the stream itself, the way replay does.
-func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, op *demoOperator, ref events.ManagerRef, stdout io.Writer) (manager.State, error) {
+func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, ref events.ManagerRef, stdout io.Writer) (manager.State, error) {
 	live := isTerminalWriter(stdout)
 	u := &replay.Upgrade{Upgrade: upgrade.New()}
 	drawn := 0
@@ -33,12 +33,6 @@ func watchDemo(ctx context.Context, conn *natsConn, cluster *sim.Sim, op *demoOp
 		} else if done || time.Since(lastDraw) > 100*time.Millisecond || pending == 0 {
 			drawn = redraw(stdout, u, cluster, drawn)
 			lastDraw = time.Now()
-		}
-		if d, ok := e.Data.(events.NodeStalled); ok {
-			for _, line := range op.onStall(ctx, u, e.Aggregate.Node, d) {
-				fmt.Fprintln(stdout, line)
-				drawn = 0 // keep the line above the next table
-			}
 		}
 		return done
 	}, nil)

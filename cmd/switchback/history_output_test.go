@@ -67,3 +67,34 @@ func TestPlanOutputs(t *testing.T) {
 	code, _, _ = runCmd(t, time.Minute, "plan", "--data-plane", "sim", "-o", "xml")
 	assert.Equal(t, 2, code)
 }
+
+// TestPlanShowsWorkloadMoves: with --initiator-policy move-workloads the
+// plan says, for the node holding the initiators, each pod that would be
+// evicted and whether a budget would hold it, in the table and in JSON;
+// with the default it says nothing of moves; an unknown policy is a usage
+// error.
+func TestPlanShowsWorkloadMoves(t *testing.T) {
+	args := []string{"plan", "--data-plane", "sim", "--nodes", "4", "--volumes", "6"}
+	code, js, errOut := runCmd(t, time.Minute, append(args, "--initiator-policy", "move-workloads", "-o", "json")...)
+	require.Equal(t, 0, code, errOut)
+	var out planOutput
+	require.NoError(t, json.Unmarshal([]byte(js), &out))
+	require.Len(t, out.Moves, 1, "one node holds the initiators")
+	m := out.Moves[0]
+	assert.Equal(t, "node-1", m.Node)
+	assert.Empty(t, m.Move.Pins)
+	require.NotEmpty(t, m.Move.Evict)
+	for _, e := range m.Move.Evict {
+		assert.NotEmpty(t, e.Volumes, "%s holds a volume there", e.Pod)
+	}
+
+	code, table, errOut := runCmd(t, time.Minute, append(args, "--initiator-policy", "move-workloads")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, table, "Workload moves")
+	assert.Contains(t, table, m.Move.Evict[0].Pod.String())
+	code, table, _ = runCmd(t, time.Minute, args...)
+	require.Equal(t, 0, code)
+	assert.NotContains(t, table, "Workload moves")
+	code, _, _ = runCmd(t, time.Minute, append(args, "--initiator-policy", "drain")...)
+	assert.Equal(t, 2, code)
+}

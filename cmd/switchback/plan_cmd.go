@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/precheck"
@@ -42,6 +43,7 @@ type planOptions struct {
 	kube               kubeFlags
 	nodes              stringList
 	allowUnschedulable bool
+	initiatorPolicy    string
 	output             string
 }
 
@@ -57,6 +59,8 @@ func (o *planOptions) addFlags(cmd *cobra.Command) {
 	fs.Var(&o.nodes, "node", "a node to upgrade (repeat; none = every v2 node), as in spec.nodes")
 	fs.BoolVar(&o.allowUnschedulable, "allow-nodes-without-replica-scheduling", false,
 		"as spec.allowNodesWithoutReplicaScheduling: accept nodes to upgrade that do not allow replica scheduling")
+	fs.StringVar(&o.initiatorPolicy, "initiator-policy", "wait",
+		"as spec.initiatorPolicy: wait, or move-workloads to show, per node that cannot be upgraded live, the pods that would be evicted, the budgets that would hold them now, the share-managers whose NFS would restart and what pins the node")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
@@ -65,6 +69,9 @@ func (o *planOptions) addFlags(cmd *cobra.Command) {
 func (o *planOptions) validate() error {
 	if o.output != "table" && o.output != "json" && o.output != "yaml" {
 		return fmt.Errorf("-o %q: want table, json or yaml: %w", o.output, errUsage)
+	}
+	if o.initiatorPolicy != string(v1beta2.InitiatorPolicyWait) && o.initiatorPolicy != string(v1beta2.InitiatorPolicyMoveWorkloads) {
+		return fmt.Errorf("--initiator-policy %q: want %s or %s: %w", o.initiatorPolicy, v1beta2.InitiatorPolicyWait, v1beta2.InitiatorPolicyMoveWorkloads, errUsage)
 	}
 	switch o.dataPlane.kind {
 	case "sim":
@@ -108,8 +115,14 @@ func (o *planOptions) run(ctx context.Context, stdout io.Writer) error {
 	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: o.nodes, TargetImage: snap.DefaultImage,
 		AllowNodesWithoutReplicaScheduling: o.allowUnschedulable})
 	built := plan.Build(snap, o.nodes, snap.DefaultImage)
+	var moves []nodeMove
+	if o.initiatorPolicy == string(v1beta2.InitiatorPolicyMoveWorkloads) {
+		if moves, err = readMoves(ctx, reader, snap, built); err != nil {
+			return err
+		}
+	}
 	if o.output != "table" {
-		if err := writeStructured(stdout, o.output, planOutput{Prechecks: results, Plan: built}); err != nil {
+		if err := writeStructured(stdout, o.output, planOutput{Prechecks: results, Plan: built, Moves: moves}); err != nil {
 			return err
 		}
 	} else {
@@ -123,6 +136,7 @@ func (o *planOptions) run(ctx context.Context, stdout io.Writer) error {
 		}
 		fmt.Fprintln(stdout)
 		fmt.Fprint(stdout, built.String())
+		writeMoves(stdout, moves)
 	}
 	if !precheck.Passed(results) {
 		return refusedError{precheck.Summary(results)}
@@ -144,6 +158,9 @@ func (refusedError) ExitCode() int { return 4 }
 type planOutput struct {
 	Prechecks []precheck.Result `json:"prechecks"`
 	Plan      plan.Plan         `json:"plan"`
+	// Moves are, with --initiator-policy move-workloads, how each node
+	// that cannot be upgraded live would be emptied of its initiators.
+	Moves []nodeMove `json:"moves,omitempty"`
 }
 
 // writeStructured writes v as indented JSON or as YAML.

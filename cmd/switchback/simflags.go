@@ -95,5 +95,9 @@ func (f *simFlags) build() (*sim.Sim, error) {
 			return nil, err
 		}
 	}
+	// Each attached volume is some workload's: a pod on its node.
+	if err := s.AddPods(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
