@@ -33,6 +33,7 @@ const (
 	scConflicts      = "injected 409 conflicts on status writes"
 	scNetworkDrop    = "worker-NATS connection cut during a long step"
 	scLeaderNoNATS   = "two controllers, the lease holder partitioned from NATS"
+	scMoveKill       = "move-workloads: kill -9 worker or controller mid-eviction"
 
 	scLonghornWorkerKill     = "Longhorn v1.12: kill -9 worker at each step"
 	scLonghornControllerKill = "Longhorn v1.12: kill -9 controller mid-upgrade"
@@ -108,6 +109,63 @@ func killWorkerScheduled(t *testing.T, scenario string, opts options) {
 	}
 	workers[victim] = w.startWorker(victim)
 	w.checkInvariants()
+}
+
+// On Longhorn v1.12 with move-workloads every node of sim.ThreeNodes holds
+// initiators, so each moves its pods before its IM is replaced. The worker,
+// or the only controller, is killed with the first eviction in flight (held
+// by the gate, and carried out once the gate opens, as a request the
+// apiserver had received); a fresh process takes over, and no pod is
+// evicted twice, no taint is left behind, every pod runs somewhere.
+func TestKillMidEviction(t *testing.T) {
+	for _, victim := range []string{"worker", "controller"} {
+		t.Run(victim, func(t *testing.T) {
+			w := newWorld(t, scMoveKill, options{simConfig: sim.Config{Profile: dataplane.ProfileV112}, moveWorkloads: true,
+				gateStep: events.NodeInitializing, gateCall: dataplane.CallEvictPod})
+			c := w.startController("c0")
+			workers := w.startWorkers()
+			w.createManager()
+
+			held := w.waitHeld()
+			require.Equal(t, string(dataplane.CallEvictPod), held.method)
+			if victim == "worker" {
+				workers[held.node].kill9(t)
+				workers[held.node] = w.startWorker(held.node)
+			} else {
+				c.kill9(t)
+				w.startController("c1")
+			}
+			t.Logf("%s killed with an eviction of %s in flight", victim, held.node)
+			w.gate.open()
+			w.checkInvariants()
+			w.checkMoves()
+		})
+	}
+}
+
+// checkMoves: no pod (by uid) was evicted twice, no node is left tainted,
+// and every pod runs on a node.
+func (w *world) checkMoves() {
+	t := w.t
+	calls, _ := w.sim.ActionLog()
+	evicted := map[string]int{}
+	for _, c := range calls {
+		if c.Action == string(dataplane.CallEvictPod) && !c.NoOp && c.Err == "" {
+			evicted[c.Arg]++
+		}
+	}
+	require.NotEmpty(t, evicted)
+	for uid, n := range evicted {
+		assert.Equal(t, 1, n, "pod uid %s evicted %d times", uid, n)
+	}
+	for _, n := range w.nodes {
+		nd, err := w.sim.Node(w.ctx, n)
+		require.NoError(t, err)
+		assert.False(t, nd.WorkloadTainted, "node %s left tainted", n)
+	}
+	for _, p := range w.sim.Pods() {
+		assert.NotEmpty(t, p.Node, "pod %s runs somewhere", p)
+	}
 }
 
 // The same on the Longhorn path: the processes drive Longhorn v1.12.1's

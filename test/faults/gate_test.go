@@ -25,6 +25,8 @@ type gate struct {
 	dataplane.DataPlane
 	w    *world
 	step events.NodeState
+	// call, when set, is the only call that starts the holding.
+	call dataplane.Call
 
 	armed    atomic.Bool
 	holding  atomic.Bool // once a node entered the step, every call waits
@@ -64,7 +66,7 @@ func (g *gate) wait(method string) {
 	if !created {
 		return
 	}
-	if !g.holding.Load() {
+	if !g.holding.Load() && (g.call == "" || dataplane.Call(method) == g.call) {
 		h, _ := g.w.refresh()
 		for _, n := range g.w.nodes {
 			if stateOf(h, n) == g.step {

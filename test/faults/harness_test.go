@@ -55,8 +55,13 @@ type options struct {
 	// workerURL, when set, is the NATS URL a node's worker gets (a proxy).
 	workerURL func(node string) string
 	// gateStep, when set, serves the data plane through a gate that holds
-	// every call once a node has entered this step (world.gate).
+	// every call once a node has entered this step (world.gate); gateCall,
+	// when set too, starts holding only at that call.
 	gateStep events.NodeState
+	gateCall dataplane.Call
+	// moveWorkloads gives every attached volume a pod and creates the
+	// manager with spec.initiatorPolicy move-workloads.
+	moveWorkloads bool
 	// longhorn runs the processes with --data-plane longhorn against the
 	// apiserver, where a simulated Longhorn manager (longhornsim) keeps
 	// Longhorn v1.12.1's objects in step with the simulator (see
@@ -239,6 +244,9 @@ func (w *world) simWorld() {
 	var err error
 	w.sim, err = sim.ThreeNodes(cfg)
 	require.NoError(t, err)
+	if w.opts.moveWorkloads {
+		require.NoError(t, w.sim.AddPods())
+	}
 	nodes, err := w.sim.Nodes(w.ctx)
 	require.NoError(t, err)
 	for _, nd := range nodes {
@@ -246,6 +254,7 @@ func (w *world) simWorld() {
 	}
 	require.Equal(t, runNodes, w.nodes, "every node has a NATS account of its own")
 	w.gate = newGate(w, w.sim, w.opts.gateStep)
+	w.gate.call = w.opts.gateCall
 	// Held calls are let go once the processes are dead, before the
 	// simulator stops being served.
 	w.onStop(w.gate.open)

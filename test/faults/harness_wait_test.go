@@ -18,9 +18,13 @@ import (
 // createManager does what the user does: create a DataEngineUpgradeManager.
 func (w *world) createManager() {
 	w.t.Helper()
+	spec := v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: w.requested}
+	if w.opts.moveWorkloads {
+		spec.InitiatorPolicy = v1beta2.InitiatorPolicyMoveWorkloads
+	}
 	m, err := w.kc.Managers(w.ns).Create(w.ctx, &v1beta2.DataEngineUpgradeManager{
 		ObjectMeta: metav1.ObjectMeta{Name: managerName, Namespace: w.ns},
-		Spec:       v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: w.requested},
+		Spec:       spec,
 	})
 	require.NoError(w.t, err)
 	w.mu.Lock()

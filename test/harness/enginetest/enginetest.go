@@ -322,6 +322,9 @@ func Transitions(h []events.Envelope) map[string]int {
 			key = "scheduled " + d.Node
 		case events.NodeFinished:
 			key = "finished " + d.Node
+		case events.PodMoved:
+			// One per pod: the same pod (uid) moved twice is a duplicate.
+			key = fmt.Sprintf("%s moved %s %s", e.Aggregate.Node, d.Pod, d.UID)
 		case events.NodeStalled, events.NodeResumed:
 			continue // may legitimately repeat
 		default:
