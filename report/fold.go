@@ -153,6 +153,8 @@ func (f *folder) applyNode(n *Node, e events.Envelope) {
 		f.t.Errors = append(f.t.Errors, mark(e))
 	case events.NodeUpgradeCancelled:
 		f.endStep(n, e, "cancelled", d.Message)
+	case events.PodMoved:
+		n.Moved = append(n.Moved, PodMove{At: e.Time, Pod: d.Pod, Volumes: slices.Clone(d.Volumes), Restart: d.Restart})
 	case events.VolumeStateChanged:
 		if !isMove(d.To) {
 			break

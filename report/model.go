@@ -86,6 +86,18 @@ type Node struct {
 	Steps   []*Step
 	Stalls  []*Stall
 	Volumes []*Volume
+	// Moved are the pods the node's upgrade moved off it, in order.
+	Moved []PodMove
+}
+
+// PodMove is one pod moved off a node so that its initiators went.
+type PodMove struct {
+	At      time.Time
+	Pod     string
+	Volumes []string
+	// Restart marks a share-manager pod restarted elsewhere (its NFS
+	// clients reconnect) rather than evicted.
+	Restart bool
 }
 
 // Step is one working step of a node, from the event that entered it to

@@ -36,6 +36,10 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"anyVolume": func(v view) bool {
 		return slices.ContainsFunc(v.Nodes, func(n *Node) bool { return len(n.Volumes) > 0 })
 	},
+	"anyMoved": func(v view) bool {
+		return slices.ContainsFunc(v.Nodes, func(n *Node) bool { return len(n.Moved) > 0 })
+	},
+	"join":  strings.Join,
 	"ticks": ticks,
 	"meter": meter,
 }).Parse(pageTemplate))

@@ -94,3 +94,29 @@ func TestRenderEscapesMessages(t *testing.T) {
 	assert.NotContains(t, out.String(), "<crashlooping>")
 	assert.Contains(t, out.String(), "im-n1 &lt;crashlooping&gt; &amp; gone")
 }
+
+// TestRenderShowsTheWorkloadsMoved: a node that moved its workloads shows
+// each pod, how it was moved and what it held there; a history without
+// moves has no such section.
+func TestRenderShowsTheWorkloadsMoved(t *testing.T) {
+	h := &hist{}
+	h.node("node-1", 0, events.NodeUpgradeStarted{Node: "node-1", DataEngine: "v2", InstanceManagerImage: "im:2", Attempt: 1,
+		InitiatorPolicy: events.InitiatorPolicyMoveWorkloads})
+	h.node("node-1", 10, events.NodeTainted{Key: "k"})
+	h.node("node-1", 11, events.PodMoved{Pod: "app/web-0", UID: "u1", Volumes: []string{"pvc-1", "pvc-2"}})
+	h.node("node-1", 12, events.PodMoved{Pod: "longhorn-system/share-manager-pvc-3", UID: "u2", Volumes: []string{"pvc-3"}, Restart: true})
+	tl := report.BuildTimeline(h.out)
+	require.Len(t, tl.Nodes, 1)
+	require.Len(t, tl.Nodes[0].Moved, 2)
+	assert.Equal(t, report.PodMove{At: ms(11), Pod: "app/web-0", Volumes: []string{"pvc-1", "pvc-2"}}, tl.Nodes[0].Moved[0])
+	var out bytes.Buffer
+	require.NoError(t, report.Render(&out, tl))
+	page := out.String()
+	assert.Contains(t, page, `<section id="workloads">`)
+	assert.Regexp(t, `data-pod="app/web-0"><td>[^<]+</td><td>node-1</td><td>app/web-0</td><td>evicted</td><td>pvc-1, pvc-2</td>`, page)
+	assert.Contains(t, page, "share-manager restarted")
+
+	out.Reset()
+	require.NoError(t, report.Render(&out, report.BuildTimeline(goldenHistories()["stalled"].out)))
+	assert.NotContains(t, out.String(), `<section id="workloads">`)
+}
