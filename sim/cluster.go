@@ -138,6 +138,8 @@ type Sim struct {
 	// uids and the names of the pods their controllers recreate.
 	pods   map[string]*pod
 	podSeq int
+	// restarts counts each workload's evictions (Restarts).
+	restarts map[string]int
 
 	// Per-node indexes keep single-object work independent of cluster size.
 	targetsOn   map[string]map[string]struct{} // node → volumes whose current target is there
@@ -349,6 +351,7 @@ func New(cfg Config) *Sim {
 		deleted:       map[string]*node{},
 		ims:           map[string]*im{},
 		pods:          map[string]*pod{},
+		restarts:      map[string]int{},
 		imGone:        map[string]bool{},
 		vols:          map[string]*volume{},
 		volSorted:     true,

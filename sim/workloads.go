@@ -40,7 +40,8 @@ var ErrNoNodeForPod = errors.New("no node can run the pod")
 type pod struct {
 	spec PodSpec
 	uid  string
-	// base is the name its controller's pods are named after.
+	// base is the name its controller's pods are named after: the
+	// workload's, across its pods.
 	base string
 }
 
@@ -114,6 +115,14 @@ func (s *Sim) AddPods() error {
 		}
 	}
 	return nil
+}
+
+// Restarts counts, per workload (namespace/name of its first pod), the
+// times one of its pods was evicted.
+func (s *Sim) Restarts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.restarts)
 }
 
 // Pods lists the workload pods, by namespace/name.
@@ -224,6 +233,7 @@ func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 			return false, nil
 		}
 		delete(s.pods, key)
+		s.restarts[p.spec.Namespace+"/"+p.base]++
 		for _, c := range p.spec.Claims {
 			if v := s.vols[c]; v != nil && v.attached == p.spec.Node {
 				s.detach(v)

@@ -247,6 +247,13 @@ func (o *demoOptions) printEnd(parent context.Context, conn *natsConn, cluster *
 	ios := cluster.IOStats()
 	fmt.Fprintf(stdout, "\nI/O checker: %d I/Os issued, %d failed (%d caused by the upgrade)\n", ios.Issued, ios.Failed, ios.FailedByActions())
 	fmt.Fprintf(stdout, "I/O checker: %s\n", describeWorstStall(ios))
+	if restarts := cluster.Restarts(); len(restarts) > 0 {
+		most := 0
+		for _, n := range restarts {
+			most = max(most, n)
+		}
+		fmt.Fprintf(stdout, "workloads moved: %d, each restarted at most %d time(s)\n", len(restarts), most)
+	}
 	if o.keepRunning {
 		url := conn.server.ClientURL()
 		fmt.Fprintf(stdout, "replay this history:  switchback replay --nats-url %s\n", url)
