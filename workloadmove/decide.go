@@ -190,6 +190,13 @@ func (d *decision) shareManager(v dataplane.Volume) {
 			d.wait(WaitPodTerminating, p.String(), "share-manager pod %s of volume %s is being deleted; Longhorn starts it again elsewhere", p, v.Name)
 			return
 		}
+		if p.ToleratesTaint {
+			// Longhorn gives it the tolerations of its taint-toleration
+			// setting: one tolerating every taint would start again here.
+			d.pin(PinPodToleratesTaint, p.String(), "share-manager pod %s of volume %s tolerates the taint that keeps pods off node %s "+
+				"(Longhorn's taint-toleration setting), so it would start again there: move it by hand", p, v.Name, d.o.Node)
+			return
+		}
 		d.restarts[p.String()] = Restart{Pod: p.ObjectRef, UID: p.UID, Volume: v.Name}
 		return
 	}

@@ -177,6 +177,14 @@ func TestDecide(t *testing.T) {
 			restart: []Restart{{Pod: ref("longhorn-system", "share-manager-shared"), Volume: "shared"}},
 		},
 		{
+			name: "an RWX volume whose share-manager tolerates the taint",
+			c: around().volume("shared", "n1", func(v *dataplane.Volume) { v.ShareManager = true }).
+				pod("share-manager-shared", "n1", nil, func(p *dataplane.Pod) {
+					p.Namespace, p.ShareManagerOf, p.ToleratesTaint = "longhorn-system", "shared", true
+				}),
+			pins: []string{"PodToleratesTaint longhorn-system/share-manager-shared"},
+		},
+		{
 			name: "an RWX volume whose share-manager is being deleted",
 			c: around().volume("shared", "n1", func(v *dataplane.Volume) { v.ShareManager = true }).
 				pod("share-manager-shared", "n1", nil, func(p *dataplane.Pod) { p.Namespace, p.ShareManagerOf, p.Deleting = "longhorn-system", "shared", true }),

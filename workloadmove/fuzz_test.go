@@ -35,7 +35,7 @@ func randomWorkloads(c *fuzzinput.Choices) (dataplane.Workloads, int) {
 		o.Claims = append(o.Claims, dataplane.Claim{ObjectRef: dataplane.ObjectRef{Namespace: "app", Name: "c" + v.Name}, Volume: v.Name})
 		if v.ShareManager && c.Coin() {
 			o.Pods = append(o.Pods, dataplane.Pod{ObjectRef: dataplane.ObjectRef{Namespace: "longhorn-system", Name: "share-manager-" + v.Name},
-				Node: nodes[c.Pick(2)], Controller: "ShareManager", ShareManagerOf: v.Name, Deleting: c.Pick(4) == 0})
+				Node: nodes[c.Pick(2)], Controller: "ShareManager", ShareManagerOf: v.Name, Deleting: c.Pick(4) == 0, ToleratesTaint: c.Pick(6) == 0})
 		}
 	}
 	for i := range c.Pick(7) {
@@ -144,7 +144,7 @@ func FuzzDecide(f *testing.F) {
 			p := pods[r.Pod]
 			assert.Equal(t, r.Volume, p.ShareManagerOf)
 			assert.Equal(t, o.Node, p.Node)
-			assert.False(t, p.Deleting)
+			assert.False(t, p.Deleting || p.ToleratesTaint)
 			assert.True(t, heldHere(r.Volume) && vols[r.Volume].ShareManager)
 		}
 		if m.Done {
