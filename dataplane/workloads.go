@@ -18,6 +18,14 @@ type Workloads struct {
 	// Budgets are the PodDisruptionBudgets that select the pods, by
 	// ObjectRef.String().
 	Budgets map[string]Budget
+	// CSIPluginNotReady says why Longhorn's CSI plugin on Node (its
+	// longhorn-csi-plugin pod) cannot unmount the volumes of a pod evicted
+	// now, which would then hang in Terminating; "" when it runs Ready.
+	CSIPluginNotReady string
+	// RolloutPending names a Longhorn DaemonSet (longhorn-manager,
+	// longhorn-csi-plugin) whose rollout is not done, and how far it is: a
+	// NoSchedule taint would keep its new pod off the node; "" when none.
+	RolloutPending string
 }
 
 // ObjectRef names a namespaced Kubernetes object.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,14 @@ var (
 	budgetsResource      = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
 	replicaSetsResource  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
 	statefulSetsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	daemonSetsResource   = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+)
+
+// Longhorn's DaemonSets on every node (types/deploy.go): the manager, and
+// the CSI plugin, whose pods carry app=<name> (csi/deployment.go).
+const (
+	managerDaemonSet   = "longhorn-manager"
+	csiPluginDaemonSet = "longhorn-csi-plugin"
 )
 
 // CSIDriver is Longhorn's CSI driver: a PersistentVolume of this driver
@@ -111,8 +120,58 @@ func (p *Plane) Workloads(ctx context.Context, node string) (dataplane.Workloads
 	if err := r.budgets(&w); err != nil {
 		return w, err
 	}
+	if w.CSIPluginNotReady, err = p.csiPluginNotReady(ctx, node); err != nil {
+		return w, err
+	}
+	if w.RolloutPending, err = p.rolloutPending(ctx); err != nil {
+		return w, err
+	}
 	sortWorkloads(&w)
 	return w, nil
+}
+
+// csiPluginNotReady says why the node's longhorn-csi-plugin pod could not
+// unmount an evicted pod's volumes now, "" when it runs Ready.
+func (p *Plane) csiPluginNotReady(ctx context.Context, node string) (string, error) {
+	pods, err := listAs[corev1.Pod](ctx, p.dyn.Resource(podsResource).Namespace(p.ns),
+		metav1.ListOptions{LabelSelector: "app=" + csiPluginDaemonSet, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return "", fmt.Errorf("list the %s pods of node %s: %w", csiPluginDaemonSet, node, err)
+	}
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil && podReady(&pods[i]) {
+			return "", nil
+		}
+	}
+	if len(pods) == 0 {
+		return fmt.Sprintf("no %s pod runs on node %s", csiPluginDaemonSet, node), nil
+	}
+	return fmt.Sprintf("the %s pod %s/%s on node %s is not Ready", csiPluginDaemonSet, p.ns, pods[0].Name, node), nil
+}
+
+// rolloutPending names the first of Longhorn's DaemonSets whose rollout is
+// not done (its controller has not seen its latest spec, or not every
+// scheduled pod runs it), "" when none is; a DaemonSet that is not there
+// is none.
+func (p *Plane) rolloutPending(ctx context.Context) (string, error) {
+	for _, name := range []string{managerDaemonSet, csiPluginDaemonSet} {
+		ds, err := getAs[appsv1.DaemonSet](ctx, p.dyn.Resource(daemonSetsResource).Namespace(p.ns), name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("read DaemonSet %s: %w", name, err)
+		}
+		st := ds.Status
+		switch {
+		case st.ObservedGeneration < ds.Generation:
+			return fmt.Sprintf("DaemonSet %s/%s has a new spec its controller has not rolled out yet", p.ns, name), nil
+		case st.UpdatedNumberScheduled < st.DesiredNumberScheduled || st.NumberUnavailable > 0:
+			return fmt.Sprintf("DaemonSet %s/%s is rolling out: %d of %d pods updated, %d unavailable",
+				p.ns, name, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberUnavailable), nil
+		}
+	}
+	return "", nil
 }
 
 // workloadReader is one Workloads read.

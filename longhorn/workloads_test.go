@@ -204,6 +204,9 @@ func TestWorkloadsReadsWhatHoldsTheNodesInitiators(t *testing.T) {
 	}
 	assert.Equal(t, []string{"db-data", "legacy", "manual", "web-data"}, vols, "the claims' volumes and those with a ticket for the node")
 
+	assert.Equal(t, "no longhorn-csi-plugin pod runs on node wl1", w.CSIPluginNotReady)
+	assert.Empty(t, w.RolloutPending, "no Longhorn DaemonSet here")
+
 	m := workloadmove.Decide(w, 0)
 	assert.Empty(t, m.Evict, "a pinned node is not touched")
 	var pins []string
@@ -216,4 +219,56 @@ func TestWorkloadsReadsWhatHoldsTheNodesInitiators(t *testing.T) {
 		workloadmove.PinPodToleratesTaint + " " + c.ns + "/tolerant",
 		workloadmove.PinManualAttachment + " manual",
 	}, pins, "bare uses only a v1 volume, which holds no v2 initiator")
+}
+
+// TestWorkloadsReadsWhatLonghornNeedsOnTheNode: the node's CSI plugin pod
+// must run Ready for an evicted pod's volumes to be unmounted, and no
+// Longhorn DaemonSet may be rolling out (the taint would keep its new pod
+// off the node); each is read from the apiserver as the DaemonSet
+// controller and the kubelet leave them.
+func TestWorkloadsReadsWhatLonghornNeedsOnTheNode(t *testing.T) {
+	s := sim.New(sim.Config{LonghornVersion: "v1.12.1"})
+	for _, n := range []string{"cs1", "cs2"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	c := newCluster(t, s)
+	k := kube{c}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	k.pod("longhorn-csi-plugin-abcde", "cs1", nil, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "longhorn-csi-plugin"} })
+	w, err := c.plane.Workloads(c.ctx, "cs1")
+	require.NoError(t, err)
+	assert.Equal(t, "the longhorn-csi-plugin pod "+c.ns+"/longhorn-csi-plugin-abcde on node cs1 is not Ready", w.CSIPluginNotReady)
+
+	u, err := c.dyn.Resource(pods).Namespace(c.ns).Get(c.ctx, "longhorn-csi-plugin-abcde", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": "True"}}, "status", "conditions"))
+	_, err = c.dyn.Resource(pods).Namespace(c.ns).UpdateStatus(c.ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w, err = c.plane.Workloads(c.ctx, "cs1")
+	require.NoError(t, err)
+	assert.Empty(t, w.CSIPluginNotReady, "Ready")
+
+	labels := map[string]string{"app": "longhorn-manager"}
+	dsRes := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+	ds := k.create(dsRes, true, &appsv1.DaemonSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: "longhorn-manager"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "m", Image: "longhornio/longhorn-manager:v1.12.1"}}}}}})
+	setStatus := func(updated int64) {
+		t.Helper()
+		require.NoError(t, unstructured.SetNestedField(ds.Object, map[string]any{"observedGeneration": ds.GetGeneration(),
+			"desiredNumberScheduled": int64(2), "currentNumberScheduled": int64(2), "numberMisscheduled": int64(0), "numberReady": int64(2),
+			"updatedNumberScheduled": updated}, "status"))
+		var err error
+		ds, err = c.dyn.Resource(dsRes).Namespace(c.ns).UpdateStatus(c.ctx, ds, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	setStatus(1)
+	w, err = c.plane.Workloads(c.ctx, "cs1")
+	require.NoError(t, err)
+	assert.Equal(t, "DaemonSet "+c.ns+"/longhorn-manager is rolling out: 1 of 2 pods updated, 0 unavailable", w.RolloutPending)
+	setStatus(2)
+	w, err = c.plane.Workloads(c.ctx, "cs1")
+	require.NoError(t, err)
+	assert.Empty(t, w.RolloutPending, "rolled out")
 }

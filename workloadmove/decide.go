@@ -21,7 +21,8 @@ type Move struct {
 	// Longhorn recreates each elsewhere and its volume follows it.
 	Restart []Restart
 	// Pins are what keeps the node from being emptied without a person;
-	// with any, Evict and Restart are empty.
+	// with any, Evict and Restart are empty (as while Longhorn's CSI plugin
+	// there is not Ready or a Longhorn DaemonSet rolls out, see Waits).
 	Pins []Stall
 	// Waits are what is under way or ends by itself.
 	Waits []Stall
@@ -64,10 +65,21 @@ func Decide(w dataplane.Workloads, frontends int) Move {
 	for _, v := range held {
 		d.volume(v)
 	}
+	// What Longhorn needs on the node first holds every move, and ends by
+	// itself.
+	holds := false
+	if len(held) > 0 && w.CSIPluginNotReady != "" {
+		d.wait(WaitCSIPlugin, w.Node, "%s: a pod evicted now could not have its volumes unmounted", w.CSIPluginNotReady)
+		holds = true
+	}
+	if len(held) > 0 && w.RolloutPending != "" {
+		d.wait(WaitLonghornRollout, w.Node, "%s: the taint that keeps pods off node %s would keep its new pod off it too", w.RolloutPending, w.Node)
+		holds = true
+	}
 	var m Move
 	m.Pins = sortStalls(d.pins)
 	m.Waits = sortStalls(d.waits)
-	if len(m.Pins) == 0 {
+	if len(m.Pins) == 0 && !holds {
 		m.Evict, m.Deferred = d.evictions()
 		m.Restart = slices.SortedFunc(maps.Values(d.restarts), func(a, b Restart) int { return cmp.Compare(a.Pod.String(), b.Pod.String()) })
 	}

@@ -214,6 +214,33 @@ func TestDecide(t *testing.T) {
 			later: []Eviction{{Pod: ref("app", "db-1"), Volumes: []string{"b"}, Budgets: []string{"app/db"}}},
 		},
 		{
+			name: "Longhorn's CSI plugin not Ready there: nothing moves yet",
+			c: func() *cluster {
+				c := around().volume("a", "n1").pod("web-1", "n1", []string{"a"})
+				c.o.CSIPluginNotReady = "the longhorn-csi-plugin pod on node n1 is not Ready"
+				return c
+			}(),
+			waits: []string{"CSIPluginNotReady n1"},
+		},
+		{
+			name: "a Longhorn DaemonSet rolling out: nothing moves yet",
+			c: func() *cluster {
+				c := around().volume("a", "n1").pod("web-1", "n1", []string{"a"})
+				c.o.RolloutPending = "DaemonSet longhorn-manager: 2 of 3 pods updated"
+				return c
+			}(),
+			waits: []string{"LonghornRolloutPending n1"},
+		},
+		{
+			name: "with nothing to move, Longhorn's own state does not matter",
+			c: func() *cluster {
+				c := around()
+				c.o.CSIPluginNotReady, c.o.RolloutPending = "not ready", "rolling"
+				return c
+			}(),
+			done: true,
+		},
+		{
 			name: "frontends left in the instance manager",
 			c: func() *cluster {
 				c := around()

@@ -19,6 +19,12 @@ func randomWorkloads(c *fuzzinput.Choices) (dataplane.Workloads, int) {
 	nodes := []string{"n1", "n2", ""}
 	o := dataplane.Workloads{Node: "n1", Budgets: map[string]dataplane.Budget{}}
 	frontends := c.Pick(2)
+	if c.Pick(6) == 0 {
+		o.CSIPluginNotReady = "the longhorn-csi-plugin pod is not Ready"
+	}
+	if c.Pick(6) == 0 {
+		o.RolloutPending = "DaemonSet longhorn-manager rolling out"
+	}
 	for i := range 1 + c.Pick(3) {
 		name := fmt.Sprintf("b%d", i)
 		o.Budgets["app/"+name] = dataplane.Budget{ObjectRef: dataplane.ObjectRef{Namespace: "app", Name: name}, Observed: c.Coin(), DisruptionsAllowed: int32(c.Pick(3))}
@@ -108,6 +114,10 @@ func FuzzDecide(f *testing.F) {
 				return false
 			}
 			return v.AttachedNode == o.Node || slices.ContainsFunc(v.Tickets, func(t dataplane.Ticket) bool { return t.Node == o.Node })
+		}
+		if o.CSIPluginNotReady != "" || o.RolloutPending != "" {
+			assert.Empty(t, m.Evict, "nothing moves while Longhorn is not ready on the node")
+			assert.Empty(t, m.Restart, "nothing moves while Longhorn is not ready on the node")
 		}
 		if len(m.Pins) > 0 {
 			assert.Empty(t, m.Evict, "a pinned node is not touched")

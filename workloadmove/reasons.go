@@ -49,4 +49,12 @@ const (
 	// WaitDisruptionBudget: the eviction API refused an eviction (429) to
 	// keep a PodDisruptionBudget; it is asked again.
 	WaitDisruptionBudget = "DisruptionBudget"
+	// WaitCSIPlugin: Longhorn's CSI plugin pod on the node does not run
+	// Ready, so an evicted pod's volumes could not be unmounted; nothing
+	// moves until it does.
+	WaitCSIPlugin = "CSIPluginNotReady"
+	// WaitLonghornRollout: a Longhorn DaemonSet is rolling out, and the
+	// move's taint would keep its new pod off the node; nothing moves until
+	// it is done.
+	WaitLonghornRollout = "LonghornRolloutPending"
 )
