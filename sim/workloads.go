@@ -222,10 +222,9 @@ func (s *Sim) setTainted(ctx context.Context, action, nodeName string, tainted b
 
 // EvictPod implements dataplane.Actions as the eviction API and the pod's
 // controller would: the pod goes, its volumes are detached from its node,
-// and its controller's new pod is scheduled on another node (one that
-// runs the default instance-manager image first, so that it need not move
-// again, then the one with the fewest pods) and its volumes attached there.
-// A pod nothing recreates is gone for good.
+// and its controller's new pod is scheduled on another node (see placePod)
+// and its volumes attached there. A pod nothing recreates is gone for
+// good.
 func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 	return s.act(ctx, "EvictPod", key, uid, func(now time.Time) (bool, error) {
 		p := s.pods[key]
@@ -267,8 +266,10 @@ func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 
 // placePod picks the node the scheduler would give p, leaving from: Ready,
 // uncordoned, without the move's taint unless p tolerates it, with a
-// running v2 instance manager; the upgraded first (running the default
-// image), then the least busy, then by name. "" when none.
+// running v2 instance manager (its volumes attach there); then, as the
+// scheduler spreads pods, the least busy, then by name. It knows nothing of
+// the upgrade: a pod lands on a node still to be upgraded as readily as on
+// an upgraded one. "" when none.
 func (s *Sim) placePod(p *pod, from string) string {
 	busy := map[string]int{}
 	for _, q := range s.pods {
@@ -278,10 +279,6 @@ func (s *Sim) placePod(p *pod, from string) string {
 	better := func(n *node) bool {
 		if best == nil {
 			return true
-		}
-		nu, bu := n.im.image == s.cfg.DefaultIMImage, best.im.image == s.cfg.DefaultIMImage
-		if nu != bu {
-			return nu
 		}
 		if busy[n.name] != busy[best.name] {
 			return busy[n.name] < busy[best.name]
