@@ -88,11 +88,24 @@ func (p *Plane) editTaints(ctx context.Context, action, node string, edit func([
 
 // EvictPod implements dataplane.Actions through the pods/eviction
 // subresource, with the pod's uid as a precondition so that a pod
-// recreated under the same name is not the one evicted.
+// recreated under the same name is not the one evicted. The pod is read
+// first: the eviction API spends a disruption of the pod's budget before
+// the delete checks the precondition, so an eviction of the wrong pod
+// would hold the budget's slot until the disruption controller gives it
+// back.
 func (p *Plane) EvictPod(ctx context.Context, pod, uid string) error {
 	ref, err := parseRef(pod)
 	if err != nil {
 		return err
+	}
+	current, err := p.dyn.Resource(podsResource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil // gone already
+	case err != nil:
+		return fmt.Errorf("evict pod %s: %w", pod, err)
+	case string(current.GetUID()) != uid:
+		return nil // another pod has the name now
 	}
 	eviction := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "policy/v1", "kind": "Eviction",
