@@ -122,6 +122,18 @@ type InstanceManager struct {
 // no data plane deletes such an IM.
 func (im InstanceManager) Busy() bool { return im.Engines+im.Frontends+im.Replicas+im.Shards > 0 }
 
+// FrontendsOn counts the engine frontends (initiators) the IMs of node
+// among ims list.
+func FrontendsOn(ims []InstanceManager, node string) int {
+	n := 0
+	for _, im := range ims {
+		if im.Node == node {
+			n += im.Frontends
+		}
+	}
+	return n
+}
+
 // Holds counts the instances replacing the IM would cut on profile p: its
 // engines and replicas, and its engine frontends unless the initiators
 // survive the IM there.

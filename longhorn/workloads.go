@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -407,8 +406,8 @@ func listAs[T any](ctx context.Context, ri resourceLister, opts metav1.ListOptio
 	}
 	out := make([]T, len(l.Items))
 	for i := range l.Items {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &out[i]); err != nil {
-			return nil, fmt.Errorf("decode %s %s/%s: %w", l.Items[i].GetKind(), l.Items[i].GetNamespace(), l.Items[i].GetName(), err)
+		if err := FromUnstructured(&l.Items[i], &out[i]); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -421,8 +420,8 @@ func getAs[T any](ctx context.Context, ri resourceGetter, name string) (*T, erro
 		return nil, err
 	}
 	var out T
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
-		return nil, fmt.Errorf("decode %s %s: %w", u.GetKind(), name, err)
+	if err := FromUnstructured(u, &out); err != nil {
+		return nil, err
 	}
 	return &out, nil
 }

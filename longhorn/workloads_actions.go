@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,15 +143,11 @@ func (p *Plane) RestartShareManager(ctx context.Context, volume string) error {
 
 // parseRef reads namespace/name.
 func parseRef(s string) (dataplane.ObjectRef, error) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			if i == 0 || i == len(s)-1 {
-				break
-			}
-			return dataplane.ObjectRef{Namespace: s[:i], Name: s[i+1:]}, nil
-		}
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" {
+		return dataplane.ObjectRef{}, fmt.Errorf("%w: %q is not namespace/name", dataplane.ErrRefused, s)
 	}
-	return dataplane.ObjectRef{}, fmt.Errorf("%w: %q is not namespace/name", dataplane.ErrRefused, s)
+	return dataplane.ObjectRef{Namespace: ns, Name: name}, nil
 }
 
 // apiMessage is the apiserver's own words for err.

@@ -38,7 +38,7 @@ func decideMove(o observation, st nodeupgrade.State, c settings) stepPlan {
 	if o.workloads == nil {
 		return stepPlan{block: waiting("", ReasonInitiatorsOnNode, "node %s: its workloads were not read", c.node)}
 	}
-	m := workloadmove.Decide(*o.workloads, frontends(o.ims))
+	m := workloadmove.Decide(*o.workloads, dataplane.FrontendsOn(o.ims, c.node))
 	if len(m.Pins) > 0 {
 		pin := m.Pins[0]
 		msg := pin.Message
@@ -86,15 +86,6 @@ func decideMove(o observation, st nodeupgrade.State, c settings) stepPlan {
 		p.block = waiting("", ReasonInitiatorsOnNode, "%s", why)
 	}
 	return p
-}
-
-// frontends counts the engine frontends the node's instance managers list.
-func frontends(ims []dataplane.InstanceManager) int {
-	n := 0
-	for _, im := range ims {
-		n += im.Frontends
-	}
-	return n
 }
 
 func pinnedObjects(s []workloadmove.Stall) string {

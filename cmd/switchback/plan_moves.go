@@ -34,13 +34,7 @@ func readMoves(ctx context.Context, r dataplane.Reader, snap plan.Cluster, p pla
 		if err != nil {
 			return nil, fmt.Errorf("read the workloads of node %s: %w", n.Node, err)
 		}
-		fe := 0
-		for _, im := range snap.InstanceManagers {
-			if im.Node == n.Node {
-				fe += im.Frontends
-			}
-		}
-		out = append(out, nodeMove{Node: n.Node, Move: workloadmove.Decide(w, fe), Budgets: w.Budgets})
+		out = append(out, nodeMove{Node: n.Node, Move: workloadmove.Decide(w, dataplane.FrontendsOn(snap.InstanceManagers, n.Node)), Budgets: w.Budgets})
 	}
 	return out, nil
 }
