@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -157,21 +155,6 @@ func (s *Server) Shutdown() {
 	}
 	s.Server.Shutdown()
 	s.WaitForShutdown()
-}
-
-// FreePort returns a TCP port on host that was free a moment ago. Cluster
-// members must know each other's route ports before any of them starts.
-func FreePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("natsembed: free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(port)
 }
 
 type slogAdapter struct{ l *slog.Logger }

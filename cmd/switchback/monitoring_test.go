@@ -16,6 +16,7 @@ import (
 	"github.com/switchback-dev/switchback/natsembed"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/test/harness/proctest"
 	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
@@ -50,7 +51,7 @@ func TestLeaderAndReadySeries(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	start := func(args ...string) (health string, stop func()) {
-		health = freeAddr(t)
+		health = proctest.FreeAddr(t)
 		runCtx, cancelRun := context.WithCancel(ctx)
 		done := make(chan struct{})
 		wg.Go(func() {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,17 +29,11 @@ import (
 	"github.com/switchback-dev/switchback/natsreload"
 	"github.com/switchback-dev/switchback/sim"
 	"github.com/switchback-dev/switchback/sim/simremote"
+	"github.com/switchback-dev/switchback/test/harness/proctest"
 	"github.com/switchback-dev/switchback/test/harness/syncbuf"
 	"github.com/switchback-dev/switchback/test/harness/testenv"
 	"github.com/switchback-dev/switchback/topology"
 )
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func get(t *testing.T, url string) (int, string) {
 	resp, err := http.Get(url)
@@ -261,7 +254,7 @@ func startProduction(t *testing.T, ctx context.Context, env *testenv.Env, p prod
 	}
 	var health []string
 	for i := range p.controllers {
-		h := freeAddr(t)
+		h := proctest.FreeAddr(t)
 		health = append(health, h)
 		background(append([]string{"controller", "--data-plane", "sim", "--kubeconfig", env.Kubeconfig, "--nats-url", srv.ClientURL(), "--webhook-addr", "",
 			"--health-addr", h, "--id", fmt.Sprintf("controller-%d", i), "--log-level", "error"}, controllerAuth...)...)

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/switchback-dev/switchback/natsembed"
 )
 
 // proc is one switchback process.
@@ -52,12 +54,11 @@ func (w *world) spawn(name string, args []string) (*proc, error) {
 		// A partition is noticed after two missed pings.
 		full = append(full, "--nats-ping-interval", "1s")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := natsembed.FreePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
-	health := l.Addr().String()
-	l.Close()
+	health := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	logPath := filepath.Join(w.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
 	if err != nil {

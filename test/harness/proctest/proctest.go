@@ -6,21 +6,22 @@ package proctest
 import (
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/switchback-dev/switchback/natsembed"
 )
 
 // FreeAddr is a loopback address ("127.0.0.1:port") nothing listens on
 // now, for a process the test starts to listen on.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := natsembed.FreePort("127.0.0.1")
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // Stop asks p to end with SIGTERM, as Kubernetes does, and waits until

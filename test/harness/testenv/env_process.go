@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/switchback-dev/switchback/natsembed"
 )
 
 // spawn starts one server with its output in <Dir>/<name>.log.
@@ -59,23 +61,18 @@ func withoutEtcdVars(env []string) []string {
 	return out
 }
 
-// freePorts reserves n distinct loopback ports by holding n listeners at
-// once, then releases them for the servers to bind.
+// freePorts picks n distinct loopback ports for the servers to bind
+// (natsembed.FreePort: from outside the range outgoing connections take).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		p, err := natsembed.FreePort("127.0.0.1")
 		if err != nil {
 			return nil, fmt.Errorf("find a free loopback port: %w", err)
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
 }
