@@ -71,7 +71,7 @@ func (a Action) Apply(ctx context.Context, dp Actions) error {
 	case CallEvictPod:
 		return dp.EvictPod(ctx, a.Object, a.Arg)
 	case CallRestartShareManager:
-		return dp.RestartShareManager(ctx, a.Object)
+		return dp.RestartShareManager(ctx, a.Object, a.Arg)
 	}
 	return fmt.Errorf("%w: unknown data-plane call %q", ErrRefused, a.Call)
 }
@@ -152,8 +152,8 @@ func (f ActionsFunc) EvictPod(ctx context.Context, pod, uid string) error {
 }
 
 // RestartShareManager implements Actions.
-func (f ActionsFunc) RestartShareManager(ctx context.Context, volume string) error {
-	return f(ctx, Action{Call: CallRestartShareManager, Object: volume})
+func (f ActionsFunc) RestartShareManager(ctx context.Context, pod, uid string) error {
+	return f(ctx, Action{Call: CallRestartShareManager, Object: pod, Arg: uid})
 }
 
 // WithActions is dp with its actions handed to f instead (a recorder or a

@@ -483,10 +483,11 @@ type Actions interface {
 	// a refusal to keep one is ErrDisruptionBudget; a pod gone, or of
 	// another uid, is a no-op.
 	EvictPod(ctx context.Context, pod, uid string) error
-	// RestartShareManager deletes the share-manager pod of an RWX volume:
-	// Longhorn starts it again where the scheduler puts it, and the volume
-	// follows it.
-	RestartShareManager(ctx context.Context, volume string) error
+	// RestartShareManager deletes the share-manager pod (namespace/name)
+	// of an RWX volume, of that uid: Longhorn starts it again where the
+	// scheduler puts it, and the volume follows it. A pod gone, or of
+	// another uid (started again already), is a no-op.
+	RestartShareManager(ctx context.Context, pod, uid string) error
 }
 
 // TargetRecorder keeps the controller's records of targets away

@@ -23,7 +23,6 @@ import (
 
 // The Kubernetes resources moving a node's workloads reads.
 var (
-	podsResource         = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	claimsResource       = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
 	pvsResource          = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
 	budgetsResource      = schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
@@ -62,7 +61,7 @@ const mirrorPodAnnotation = "kubernetes.io/config.mirror"
 // objects, not the cluster's.
 func (p *Plane) Workloads(ctx context.Context, node string) (dataplane.Workloads, error) {
 	w := dataplane.Workloads{Node: node, Budgets: map[string]dataplane.Budget{}}
-	pods, err := listAs[corev1.Pod](ctx, p.dyn.Resource(podsResource), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	pods, err := listAs[corev1.Pod](ctx, p.dyn.Resource(PodsResource), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return w, fmt.Errorf("list the pods of node %s: %w", node, err)
 	}
@@ -132,7 +131,7 @@ func (p *Plane) Workloads(ctx context.Context, node string) (dataplane.Workloads
 // csiPluginNotReady says why the node's longhorn-csi-plugin pod could not
 // unmount an evicted pod's volumes now, "" when it runs Ready.
 func (p *Plane) csiPluginNotReady(ctx context.Context, node string) (string, error) {
-	pods, err := listAs[corev1.Pod](ctx, p.dyn.Resource(podsResource).Namespace(p.ns),
+	pods, err := listAs[corev1.Pod](ctx, p.dyn.Resource(PodsResource).Namespace(p.ns),
 		metav1.ListOptions{LabelSelector: "app=" + csiPluginDaemonSet, FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return "", fmt.Errorf("list the %s pods of node %s: %w", csiPluginDaemonSet, node, err)
@@ -314,7 +313,7 @@ func (r *workloadReader) templateNodeName(ns string, c *metav1.OwnerReference) (
 
 // shareManager reads the share-manager pod of volume, nil when it has none.
 func (r *workloadReader) shareManager(volume string) (*dataplane.Pod, error) {
-	k, err := getAs[corev1.Pod](r.ctx, r.p.dyn.Resource(podsResource).Namespace(r.p.ns), shareManagerPodPrefix+volume)
+	k, err := getAs[corev1.Pod](r.ctx, r.p.dyn.Resource(PodsResource).Namespace(r.p.ns), shareManagerPodPrefix+volume)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

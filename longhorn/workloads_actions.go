@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/switchback-dev/switchback/dataplane"
@@ -99,7 +100,7 @@ func (p *Plane) EvictPod(ctx context.Context, pod, uid string) error {
 	if err != nil {
 		return err
 	}
-	current, err := p.dyn.Resource(podsResource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	current, err := p.dyn.Resource(PodsResource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil // gone already
@@ -113,7 +114,7 @@ func (p *Plane) EvictPod(ctx context.Context, pod, uid string) error {
 		"metadata":      map[string]any{"name": ref.Name, "namespace": ref.Namespace},
 		"deleteOptions": map[string]any{"preconditions": map[string]any{"uid": uid}},
 	}}
-	_, err = p.dyn.Resource(podsResource).Namespace(ref.Namespace).Create(ctx, eviction, metav1.CreateOptions{}, "eviction")
+	_, err = p.dyn.Resource(PodsResource).Namespace(ref.Namespace).Create(ctx, eviction, metav1.CreateOptions{}, "eviction")
 	switch {
 	case err == nil:
 		p.log.Info("pod evicted", "pod", pod, "uid", uid)
@@ -129,15 +130,23 @@ func (p *Plane) EvictPod(ctx context.Context, pod, uid string) error {
 }
 
 // RestartShareManager implements dataplane.Actions: it deletes the
-// volume's share-manager pod, which Longhorn's share-manager controller
-// creates again.
-func (p *Plane) RestartShareManager(ctx context.Context, volume string) error {
-	name := shareManagerPodPrefix + volume
-	err := p.dyn.Resource(podsResource).Namespace(p.ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("restart the share-manager of volume %s: %w", volume, err)
+// share-manager pod, with its uid as a precondition (a pod Longhorn's
+// share-manager controller started again is not deleted twice); the
+// controller creates it again.
+func (p *Plane) RestartShareManager(ctx context.Context, pod, uid string) error {
+	ref, err := parseRef(pod)
+	if err != nil {
+		return err
 	}
-	p.log.Info("share-manager pod deleted", "volume", volume, "pod", p.ns+"/"+name)
+	t := types.UID(uid)
+	err = p.dyn.Resource(PodsResource).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &t}})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // gone, or started again already
+	case err != nil:
+		return fmt.Errorf("restart the share-manager pod %s: %w", pod, err)
+	}
+	p.log.Info("share-manager pod deleted", "pod", pod, "uid", uid)
 	return nil
 }
 

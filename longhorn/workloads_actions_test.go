@@ -118,3 +118,31 @@ func TestTaintNodeKeepsTheOtherTaints(t *testing.T) {
 	require.Eventually(t, func() bool { return !tainted() }, 10e9, 10e6)
 	assert.ErrorIs(t, c.plane.TaintNode(c.ctx, "no-such-node"), dataplane.ErrNotFound)
 }
+
+// TestRestartShareManagerDeletesThatPodOnce: on the real apiserver the
+// share-manager pod of the uid asked is deleted; one Longhorn started again
+// under the same name (another uid), or one gone, is left alone.
+func TestRestartShareManagerDeletesThatPodOnce(t *testing.T) {
+	s := sim.New(sim.Config{LonghornVersion: "v1.12.1"})
+	require.NoError(t, s.AddNode("sm1"))
+	c := newCluster(t, s)
+	k := kube{c}
+	pods := c.dyn.Resource(longhorn.PodsResource).Namespace(c.ns)
+	k.pod("share-manager-shared", "sm1", nil, nil)
+	u, err := pods.Get(c.ctx, "share-manager-shared", metav1.GetOptions{})
+	require.NoError(t, err)
+	key := c.ns + "/share-manager-shared"
+
+	require.NoError(t, c.plane.RestartShareManager(c.ctx, key, "started-again"), "another uid: a no-op")
+	u2, err := pods.Get(c.ctx, "share-manager-shared", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, u2.GetDeletionTimestamp(), "not deleted: the uid did not match")
+
+	require.NoError(t, c.plane.RestartShareManager(c.ctx, key, string(u.GetUID())))
+	u2, err = pods.Get(c.ctx, "share-manager-shared", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, u2.GetDeletionTimestamp(), "deleted gracefully, a kubelet would finish it")
+
+	require.NoError(t, c.plane.RestartShareManager(c.ctx, c.ns+"/gone", "x"), "a pod gone is a no-op")
+	assert.ErrorIs(t, c.plane.RestartShareManager(c.ctx, "no-namespace", "x"), dataplane.ErrRefused)
+}

@@ -70,7 +70,7 @@ func decideMove(o observation, st nodeupgrade.State, c settings) stepPlan {
 			p.record = append(p.record, nodeupgrade.RecordPodMoved{Meta: aggregate.Meta{ID: c.id("moved/" + r.Pod.String() + "/" + r.UID)},
 				Pod: r.Pod.String(), UID: r.UID, Volumes: []string{r.Volume}, Restart: true})
 		}
-		p.act(dataplane.CallRestartShareManager, r.Volume, "")
+		p.act(dataplane.CallRestartShareManager, r.Pod.String(), r.UID)
 		moved = append(moved, "restarting the share-manager of "+r.Volume+" elsewhere (its NFS clients reconnect)")
 	}
 	switch {

@@ -302,8 +302,8 @@ func (s *Sim) placePod(p *pod, from string) string {
 
 // RestartShareManager implements dataplane.Actions. The simulated cluster
 // serves no RWX volume, so there is no share-manager to restart.
-func (s *Sim) RestartShareManager(ctx context.Context, volume string) error {
-	return s.act(ctx, "RestartShareManager", volume, "", func(time.Time) (bool, error) {
-		return false, fmt.Errorf("restart the share-manager of %s: %w: the simulated cluster serves no RWX volume", volume, dataplane.ErrRefused)
+func (s *Sim) RestartShareManager(ctx context.Context, pod, uid string) error {
+	return s.act(ctx, "RestartShareManager", pod, uid, func(time.Time) (bool, error) {
+		return false, fmt.Errorf("restart the share-manager pod %s: %w: the simulated cluster serves no RWX volume", pod, dataplane.ErrRefused)
 	})
 }
