@@ -23,7 +23,7 @@ func TestRBACTableMatchesTheManifests(t *testing.T) {
 	require.NoError(t, err)
 	documented := map[string]map[grant][]string{"worker": {}, "controller": {}}
 	inTable := false
-	cell := regexp.MustCompile("`([a-z]+)(\\.longhorn\\.io)?`")
+	cell := regexp.MustCompile("`([a-z/]+)(\\.longhorn\\.io)?`")
 	for _, line := range strings.Split(string(raw), "\n") {
 		switch {
 		case strings.HasPrefix(line, "| resource | worker | controller |"):
@@ -38,8 +38,10 @@ func TestRBACTableMatchesTheManifests(t *testing.T) {
 		cols := strings.Split(strings.Trim(line, "|"), "|")
 		require.Len(t, cols, 3, "row %q", line)
 		group := "longhorn.io"
-		if strings.HasPrefix(strings.TrimSpace(cols[0]), "core ") {
-			group = ""
+		for prefix, g := range map[string]string{"core ": "", "policy ": "policy", "apps ": "apps"} {
+			if strings.HasPrefix(strings.TrimSpace(cols[0]), prefix) {
+				group = g
+			}
 		}
 		for _, m := range cell.FindAllStringSubmatch(cols[0], -1) {
 			g := grant{group, m[1]}
@@ -81,13 +83,18 @@ func TestRBACTableMatchesTheManifests(t *testing.T) {
 }
 
 // inScope: the table's domain, Longhorn's resources (not Switchback's own
-// CRDs, in the same group) and core nodes and events.
+// CRDs, in the same group), and the Kubernetes resources of the data plane:
+// nodes, events and what moving a node's workloads reads and writes.
 func inScope(g grant) bool {
 	switch g.group {
 	case "longhorn.io":
 		return !strings.Contains(g.resource, "dataengineupgrade")
 	case "":
-		return g.resource == "nodes" || g.resource == "events" || g.resource == "pods"
+		return slices.Contains([]string{"nodes", "events", "pods", "pods/eviction", "persistentvolumeclaims", "persistentvolumes"}, g.resource)
+	case "policy":
+		return g.resource == "poddisruptionbudgets"
+	case "apps":
+		return slices.Contains([]string{"replicasets", "statefulsets", "daemonsets"}, g.resource)
 	}
 	return false
 }

@@ -208,7 +208,7 @@ func TestAdmitThroughHandler(t *testing.T) {
 			if tt.active != nil {
 				active = tt.active
 			}
-			h := webhook.NewHandler(newAdmitter(t, cluster, active), nil, nil)
+			h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(t, cluster, active)})
 
 			resp := decodeAnswer(t, post(h, reviewBody(t, tt.req(t))))
 

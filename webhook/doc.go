@@ -63,6 +63,15 @@
 // of every pod start, and the node steps re-check live state before an
 // instance manager may go.
 //
+// # The eviction scope, which fails closed
+//
+// On EvictionScopePath it answers the reviews of the workers' pod evictions
+// that deploy/webhook/worker-evictions.yaml sends (EvictionScope): a worker
+// evicts only a pod bound to the node its token names, by that pod's uid
+// (evictions.go says why the workers' admission policy cannot). It fails
+// closed (failurePolicy: Fail, and what it cannot decide is refused): only
+// a worker's eviction waits on it, and that node's move then waits too.
+//
 // # Certificates
 //
 // The serving certificate is read from files (a mounted kubernetes.io/tls

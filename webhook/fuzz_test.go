@@ -72,7 +72,7 @@ func FuzzValidate(f *testing.F) {
 	for _, s := range seedReviews(f) {
 		f.Add(s)
 	}
-	h := webhook.NewHandler(newAdmitter(f, threeNodes(f), activeNamed("longhorn-system/other")), nil, nil)
+	h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(f, threeNodes(f), activeNamed("longhorn-system/other"))})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := post(h, body)
 		switch w.Code {
@@ -117,7 +117,7 @@ func FuzzGuard(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := webhook.NewHandler(newAdmitter(f, threeNodes(f), noActive), g, nil)
+	h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(f, threeNodes(f), noActive), Guard: g})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, webhook.GuardPath, bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

@@ -60,7 +60,7 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 		{name: "not JSON content", contentType: "application/yaml", body: valid,
 			code: http.StatusUnsupportedMediaType, message: `content type "application/yaml" not supported`},
 	}
-	h := webhook.NewHandler(newAdmitter(t, threeNodes(t), noActive), nil, nil)
+	h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(t, threeNodes(t), noActive)})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			method := tt.method
@@ -83,7 +83,7 @@ func TestHandlerRejectsBadRequests(t *testing.T) {
 }
 
 func TestHandlerAcceptsJSONWithCharset(t *testing.T) {
-	h := webhook.NewHandler(newAdmitter(t, threeNodes(t), noActive), nil, nil)
+	h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(t, threeNodes(t), noActive)})
 	r := httptest.NewRequest(http.MethodPost, webhook.ValidatePath, bytes.NewReader(reviewBody(t, request(t, manager("v2")))))
 	r.Header.Set("Content-Type", "application/json; charset=utf-8")
 	w := httptest.NewRecorder()
@@ -92,7 +92,7 @@ func TestHandlerAcceptsJSONWithCharset(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
-	h := webhook.NewHandler(newAdmitter(t, threeNodes(t), noActive), nil, nil)
+	h := webhook.NewHandler(webhook.ServerConfig{Admitter: newAdmitter(t, threeNodes(t), noActive)})
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, webhook.HealthzPath, nil))
 	assert.Equal(t, http.StatusOK, w.Code)

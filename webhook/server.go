@@ -50,17 +50,22 @@ const (
 // one; anything bigger is not a review the apiserver sent.
 const MaxReviewBytes = 4 << 20
 
-// NewHandler returns the webhook's HTTP handler: ValidatePath, GuardPath
-// when g is not nil, and HealthzPath. It does not recover panics (Server
-// does), so that tests and fuzzing see them.
-func NewHandler(a *Admitter, g *Guard, logger *slog.Logger) http.Handler {
+// NewHandler returns the webhook's HTTP handler for cfg's deciders:
+// ValidatePath, GuardPath when cfg.Guard is set, EvictionScopePath when
+// cfg.EvictionScope is, and HealthzPath. It does not recover panics
+// (Server does), so that tests and fuzzing see them.
+func NewHandler(cfg ServerConfig) http.Handler {
+	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(ValidatePath, &validateHandler{admit: a.Admit, log: logger})
-	if g != nil {
-		mux.Handle(GuardPath, &validateHandler{admit: g.Admit, log: logger})
+	mux.Handle(ValidatePath, &validateHandler{admit: cfg.Admitter.Admit, log: logger})
+	if cfg.Guard != nil {
+		mux.Handle(GuardPath, &validateHandler{admit: cfg.Guard.Admit, log: logger})
+	}
+	if cfg.EvictionScope != nil {
+		mux.Handle(EvictionScopePath, &validateHandler{admit: cfg.EvictionScope.Admit, log: logger})
 	}
 	mux.HandleFunc(HealthzPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -152,6 +157,9 @@ type ServerConfig struct {
 	// Guard, when set, decides the requests for Longhorn VolumeAttachments
 	// and Volumes (GuardPath).
 	Guard *Guard
+	// EvictionScope, when set, decides the workers' pod evictions
+	// (EvictionScopePath).
+	EvictionScope *EvictionScope
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
 }
@@ -183,7 +191,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		addr:    cfg.Addr,
 		certs:   certs,
-		handler: recoverPanics(NewHandler(cfg.Admitter, cfg.Guard, cfg.Logger), cfg.Logger),
+		handler: recoverPanics(NewHandler(cfg), cfg.Logger),
 		log:     cfg.Logger,
 	}, nil
 }

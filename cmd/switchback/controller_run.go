@@ -204,7 +204,8 @@ func (c *controller) serveCallout(ctx context.Context, wg *sync.WaitGroup) (*nat
 	return nc, nil
 }
 
-// serveWebhook runs the admission webhook and the guard (every replica).
+// serveWebhook runs the admission webhook, the guard and the eviction scope
+// of the workers (every replica).
 // Admission reads informer caches only (its own, since the intake's runs on
 // the leader alone): no apiserver request per review.
 func (c *controller) serveWebhook(ctx context.Context, wg *sync.WaitGroup) error {
@@ -229,7 +230,11 @@ func (c *controller) serveWebhook(ctx context.Context, wg *sync.WaitGroup) error
 	if err != nil {
 		return err
 	}
-	srv, err := webhook.NewServer(webhook.ServerConfig{Addr: o.webhookAddr, Admitter: admitter, Guard: g, Logger: c.log,
+	scope, err := webhook.NewEvictionScope(webhook.EvictionScopeConfig{Pods: c.cs.CoreV1(), Logger: c.log})
+	if err != nil {
+		return err
+	}
+	srv, err := webhook.NewServer(webhook.ServerConfig{Addr: o.webhookAddr, Admitter: admitter, Guard: g, EvictionScope: scope, Logger: c.log,
 		CertFile: filepath.Join(o.certDir, webhook.CertFileName), KeyFile: filepath.Join(o.certDir, webhook.KeyFileName)})
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ func TestDeployManifestsDryRun(t *testing.T) {
 			"service/switchback-webhook created (server dry run)",
 			"validatingwebhookconfiguration.admissionregistration.k8s.io/switchback created (server dry run)",
 			"validatingwebhookconfiguration.admissionregistration.k8s.io/switchback-guard created (server dry run)",
+			"validatingwebhookconfiguration.admissionregistration.k8s.io/switchback-worker-evictions created (server dry run)",
 		}},
 	}
 	for _, tt := range tests {
@@ -73,7 +74,7 @@ func TestDeployManifestsDryRun(t *testing.T) {
 		[]byte("resources:\n- "+base+"\ncomponents:\n- "+base+"/cert-manager\n"), 0o600))
 	stdout, stderr, err := env.Kubectl(ctx, nil, "kustomize", overlay)
 	require.NoError(t, err, stderr)
-	assert.Equal(t, 2, strings.Count(stdout, "cert-manager.io/inject-ca-from: longhorn-system/switchback-webhook"), "both configurations get the CA")
+	assert.Equal(t, 3, strings.Count(stdout, "cert-manager.io/inject-ca-from: longhorn-system/switchback-webhook"), "every configuration gets the CA")
 	assert.Contains(t, stdout, "secretName: "+webhook.SecretName+"\n")
 	assert.Contains(t, stdout, "- switchback-webhook.longhorn-system.svc\n")
 	assert.Contains(t, stdout, "kind: ValidatingWebhookConfiguration")

@@ -1,6 +1,6 @@
-// Package webhooktest serves Switchback's guard to a test's apiserver as
-// deploy/webhook/guard.yaml registers it, so that end-to-end tests meet the
-// admission a real installation has.
+// Package webhooktest serves Switchback's guard and the eviction scope of
+// its workers to a test's apiserver as deploy/webhook registers them, so
+// that end-to-end tests meet the admission a real installation has.
 package webhooktest
 
 import (
@@ -48,56 +48,72 @@ func (probeUpgrades) UpgradingNodes(context.Context) (map[string]webhook.NodeUpg
 // moves). Everything is removed when the test ends.
 func ServeGuard(t testing.TB, cfg *rest.Config, ns string, cluster dataplane.Reader, trusted ...string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	g, err := webhook.NewGuard(webhook.GuardConfig{Cluster: cluster, Upgrading: probeUpgrades{}, Trusted: trusted})
 	must(t, err, "new guard")
+	ctx := register(t, cfg, ns, webhook.ServerConfig{Guard: g}, cluster, "guard.yaml", webhook.GuardPath,
+		func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+		})
+	dyn, err := dynamic.NewForConfig(cfg)
+	must(t, err, "dynamic client")
+	must(t, waitCalled(ctx, dyn, ns), "the apiserver never called the guard")
+}
+
+// register serves srv's deciders (and an admitter that admits every
+// manager) on loopback with a certificate of its own, registers
+// deploy/webhook/<file> at path under a name of ns's, each webhook edited
+// by edit, and returns a context that ends with the test. Everything is
+// removed when the test ends.
+func register(t testing.TB, cfg *rest.Config, ns string, srv webhook.ServerConfig, cluster dataplane.Reader, file, path string,
+	edit func(*admissionregistrationv1.ValidatingWebhook)) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	admitter, err := webhook.NewAdmitter(webhook.AdmitterConfig{Namespace: ns, Cluster: cluster,
 		Active: webhook.ActiveFunc(func(context.Context, types.UID) ([]string, error) { return nil, nil })})
 	must(t, err, "new admitter")
 	certs, err := testpki.Serving(testpki.CertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	must(t, err, "serving certificate")
-	certFile, keyFile, err := certs.WriteFiles(t.TempDir())
+	srv.Admitter = admitter
+	srv.CertFile, srv.KeyFile, err = certs.WriteFiles(t.TempDir())
 	must(t, err, "write certificate")
-	srv, err := webhook.NewServer(webhook.ServerConfig{CertFile: certFile, KeyFile: keyFile, Admitter: admitter, Guard: g})
+	server, err := webhook.NewServer(srv)
 	must(t, err, "new server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err, "listen")
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
+	go func() { served <- server.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		// The apiserver may still open a connection as the registration
 		// goes: a shutdown waiting it out is not the test's concern (the
 		// server's own tests cover its shutdown).
 		if err := <-served; err != nil {
-			t.Logf("guard server: %v", err)
+			t.Logf("webhook server: %v", err)
 		}
 	})
 
-	vwc, err := shippedGuard()
-	must(t, err, "read deploy/webhook/guard.yaml")
-	vwc.Name = "switchback-guard-" + ns
-	url := "https://" + ln.Addr().String() + webhook.GuardPath
+	vwc, err := shipped(file)
+	must(t, err, "read deploy/webhook/"+file)
+	vwc.Name += "-" + ns
+	url := "https://" + ln.Addr().String() + path
 	for i := range vwc.Webhooks {
 		vwc.Webhooks[i].ClientConfig.Service = nil
 		vwc.Webhooks[i].ClientConfig.URL = &url
 		vwc.Webhooks[i].ClientConfig.CABundle = certs.CACert
-		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+		edit(&vwc.Webhooks[i])
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	must(t, err, "clientset")
 	vwcs := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 	_, err = vwcs.Create(ctx, vwc, metav1.CreateOptions{})
-	must(t, err, "register the guard")
+	must(t, err, "register "+vwc.Name)
 	t.Cleanup(func() {
 		if err := vwcs.Delete(context.Background(), vwc.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("unregister the guard: %v", err)
+			t.Errorf("unregister %s: %v", vwc.Name, err)
 		}
 	})
-	dyn, err := dynamic.NewForConfig(cfg)
-	must(t, err, "dynamic client")
-	must(t, waitCalled(ctx, dyn, ns), "the apiserver never called the guard")
+	return ctx
 }
 
 // waitCalled polls a dry-run attachment to probeNode until the guard
@@ -128,19 +144,19 @@ func waitCalled(ctx context.Context, dyn dynamic.Interface, ns string) error {
 	}
 }
 
-// shippedGuard reads deploy/webhook/guard.yaml.
-func shippedGuard() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+// shipped reads the configuration deploy/webhook/<file>.
+func shipped(file string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", "guard.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "webhook", file))
 	if err != nil {
 		return nil, err
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096).Decode(&vwc); err != nil {
-		return nil, fmt.Errorf("decode guard.yaml: %w", err)
+		return nil, fmt.Errorf("decode %s: %w", file, err)
 	}
 	return &vwc, nil
 }
