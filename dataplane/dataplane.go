@@ -81,6 +81,10 @@ type Node struct {
 	// WorkloadTainted reports that the Kubernetes node carries the
 	// NoSchedule taint WorkloadTaintKey.
 	WorkloadTainted bool
+	// UpgradePendingMark is the value of the Kubernetes node's
+	// PreferNoSchedule taint UpgradePendingTaintKey (the UID of the
+	// manager that put it there), "" without one.
+	UpgradePendingMark string
 }
 
 // IMState is an instance manager's lifecycle state.
@@ -499,10 +503,21 @@ type TargetRecorder interface {
 	RecordTargetAway(ctx context.Context, volume string, away *TargetAway) error
 }
 
+// NodeMarker keeps the controller's marks of the nodes an upgrade that
+// moves workloads has still to come to (UpgradePendingTaintKey).
+type NodeMarker interface {
+	// MarkUpgradePending sets the value of the mark on the Kubernetes
+	// node to mark, or takes the mark off when mark is "", leaving every
+	// other taint alone. Asking for what the node has is a no-op; a node
+	// gone is an error matching ErrNotFound.
+	MarkUpgradePending(ctx context.Context, node, mark string) error
+}
+
 // DataPlane is a whole cluster: reads, actions and the controller's
-// records of targets away.
+// records of targets away and marks of nodes still to come.
 type DataPlane interface {
 	Reader
 	Actions
 	TargetRecorder
+	NodeMarker
 }

@@ -120,3 +120,13 @@ type Budget struct {
 // manager pod) and never a cordon (Longhorn starts no instance-manager pod
 // on a cordoned node).
 const WorkloadTaintKey = "upgrade.switchback.io/moving-workloads"
+
+// UpgradePendingTaintKey is the key of the PreferNoSchedule taint an
+// upgrade that moves workloads puts on the nodes it has still to come to,
+// and takes off each once it is upgraded: the scheduler then prefers the
+// nodes already upgraded (or not upgraded at all) for the pods it moves,
+// so that a workload moves once, not again when the node it landed on
+// comes next. A preference only: where no other node fits, a pod still
+// lands on a marked node. The taint's value is the UID of the manager
+// that put it there, so that a manager takes off only its own marks.
+const UpgradePendingTaintKey = "upgrade.switchback.io/upgrade-pending"

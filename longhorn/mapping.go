@@ -60,6 +60,9 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool, managers []*Pod) datap
 	n.Ready = n.Ready && conditionTrue(kn.Status.Conditions, ConditionReady)
 	n.Cordoned = kn.Spec.Unschedulable
 	n.WorkloadTainted = slices.ContainsFunc(kn.Spec.Taints, isWorkloadTaint)
+	if i := slices.IndexFunc(kn.Spec.Taints, isPendingTaint); i >= 0 {
+		n.UpgradePendingMark = kn.Spec.Taints[i].Value
+	}
 	if kn.Labels[DisableV2Label] == "true" {
 		n.V2 = false
 	}

@@ -53,6 +53,47 @@ func isWorkloadTaintValue(t any) bool {
 	return ok && m["key"] == dataplane.WorkloadTaintKey && m["effect"] == taintNoSchedule
 }
 
+// taintPreferNoSchedule is the effect of the mark of a node still to be
+// upgraded: the scheduler's TaintToleration scoring ranks the node lower
+// for a pod that does not tolerate it, and places nothing less for it.
+const taintPreferNoSchedule = "PreferNoSchedule"
+
+func isPendingTaint(t Taint) bool {
+	return t.Key == dataplane.UpgradePendingTaintKey && t.Effect == taintPreferNoSchedule
+}
+
+func isPendingTaintValue(t any) bool {
+	m, ok := t.(map[string]any)
+	return ok && m["key"] == dataplane.UpgradePendingTaintKey && m["effect"] == taintPreferNoSchedule
+}
+
+// MarkUpgradePending implements dataplane.NodeMarker: it sets the
+// PreferNoSchedule taint's value on the Kubernetes node's spec.taints, or
+// removes the taint when mark is "", leaving every other taint as the
+// apiserver served it.
+func (p *Plane) MarkUpgradePending(ctx context.Context, node, mark string) error {
+	return p.editTaints(ctx, "MarkUpgradePending", node, func(ts []any) ([]any, bool) {
+		i := slices.IndexFunc(ts, isPendingTaintValue)
+		switch {
+		case mark == "" && i < 0:
+			return ts, false
+		case mark == "":
+			return slices.Delete(slices.Clone(ts), i, i+1), true
+		case i < 0:
+			return append(ts, pendingTaint(mark)), true
+		case ts[i].(map[string]any)["value"] == mark:
+			return ts, false
+		}
+		ts = slices.Clone(ts)
+		ts[i] = pendingTaint(mark)
+		return ts, true
+	})
+}
+
+func pendingTaint(mark string) map[string]any {
+	return map[string]any{"key": dataplane.UpgradePendingTaintKey, "value": mark, "effect": taintPreferNoSchedule}
+}
+
 // editTaints rewrites a node's spec.taints with edit, which reports
 // whether it changed anything. A missing node is ErrNotFound.
 func (p *Plane) editTaints(ctx context.Context, action, node string, edit func([]any) ([]any, bool)) error {

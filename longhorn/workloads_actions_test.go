@@ -84,24 +84,7 @@ func TestEvictPodThroughTheEvictionAPI(t *testing.T) {
 // removed alone; the node's other taints (with their timeAdded) stay as
 // the apiserver serves them, and the adapter reads the taint back.
 func TestTaintNodeKeepsTheOtherTaints(t *testing.T) {
-	s := sim.New(sim.Config{LonghornVersion: "v1.12.1"})
-	require.NoError(t, s.AddNode("tn1"))
-	c := newCluster(t, s)
-	nodes := c.dyn.Resource(longhorn.KubeNodesResource)
-	u, err := nodes.Get(c.ctx, "tn1", metav1.GetOptions{})
-	require.NoError(t, err)
-	other := map[string]any{"key": "dedicated", "value": "storage", "effect": "NoSchedule", "timeAdded": "2026-12-01T10:00:00Z"}
-	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{other}, "spec", "taints"))
-	_, err = nodes.Update(c.ctx, u, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
-	taints := func() []any {
-		t.Helper()
-		u, err := nodes.Get(c.ctx, "tn1", metav1.GetOptions{})
-		require.NoError(t, err)
-		ts, _, _ := unstructured.NestedSlice(u.Object, "spec", "taints")
-		return ts
-	}
+	c, other, taints := nodeWithATaint(t, "tn1")
 	tainted := func() bool {
 		n, err := c.plane.Node(c.ctx, "tn1")
 		require.NoError(t, err)
@@ -117,6 +100,60 @@ func TestTaintNodeKeepsTheOtherTaints(t *testing.T) {
 	assert.Equal(t, []any{other}, taints(), "the other taint untouched")
 	require.Eventually(t, func() bool { return !tainted() }, 10e9, 10e6)
 	assert.ErrorIs(t, c.plane.TaintNode(c.ctx, "no-such-node"), dataplane.ErrNotFound)
+}
+
+// TestMarkUpgradePendingKeepsTheOtherTaints: the mark of a node still to
+// come is a PreferNoSchedule taint valued with its manager's UID: set
+// once, replaced by another manager's, removed alone; the other taints
+// stay as served, and the adapter reads the mark back.
+func TestMarkUpgradePendingKeepsTheOtherTaints(t *testing.T) {
+	c, other, taints := nodeWithATaint(t, "mn1")
+	mark := func() string {
+		n, err := c.plane.Node(c.ctx, "mn1")
+		require.NoError(t, err)
+		return n.UpgradePendingMark
+	}
+	pending := func(uid string) map[string]any {
+		return map[string]any{"key": dataplane.UpgradePendingTaintKey, "value": uid, "effect": "PreferNoSchedule"}
+	}
+
+	require.NoError(t, c.plane.MarkUpgradePending(c.ctx, "mn1", "uid-a"))
+	require.NoError(t, c.plane.MarkUpgradePending(c.ctx, "mn1", "uid-a"), "again: a no-op")
+	assert.Equal(t, []any{other, pending("uid-a")}, taints())
+	require.Eventually(t, func() bool { return mark() == "uid-a" }, 10e9, 10e6, "the adapter reads the mark")
+
+	require.NoError(t, c.plane.MarkUpgradePending(c.ctx, "mn1", "uid-b"))
+	assert.Equal(t, []any{other, pending("uid-b")}, taints(), "replaced in place")
+
+	require.NoError(t, c.plane.MarkUpgradePending(c.ctx, "mn1", ""))
+	require.NoError(t, c.plane.MarkUpgradePending(c.ctx, "mn1", ""), "again: a no-op")
+	assert.Equal(t, []any{other}, taints(), "the other taint untouched")
+	require.Eventually(t, func() bool { return mark() == "" }, 10e9, 10e6)
+	assert.ErrorIs(t, c.plane.MarkUpgradePending(c.ctx, "no-such-node", "uid-a"), dataplane.ErrNotFound)
+}
+
+// nodeWithATaint is a cluster with Kubernetes node name carrying one taint
+// of someone else's (other, as written), and a reader of the node's taints
+// as the apiserver serves them.
+func nodeWithATaint(t *testing.T, name string) (*cluster, map[string]any, func() []any) {
+	t.Helper()
+	s := sim.New(sim.Config{LonghornVersion: "v1.12.1"})
+	require.NoError(t, s.AddNode(name))
+	c := newCluster(t, s)
+	nodes := c.dyn.Resource(longhorn.KubeNodesResource)
+	u, err := nodes.Get(c.ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	other := map[string]any{"key": "dedicated", "value": "storage", "effect": "NoSchedule", "timeAdded": "2026-12-01T10:00:00Z"}
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{other}, "spec", "taints"))
+	_, err = nodes.Update(c.ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return c, other, func() []any {
+		t.Helper()
+		u, err := nodes.Get(c.ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		ts, _, _ := unstructured.NestedSlice(u.Object, "spec", "taints")
+		return ts
+	}
 }
 
 // TestRestartShareManagerDeletesThatPodOnce: on the real apiserver the

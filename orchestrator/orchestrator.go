@@ -38,6 +38,10 @@ type Config struct {
 	// it is a dataplane.TargetRecorder. Without one no record is written,
 	// and the workers wait on every move of a target.
 	Targets dataplane.TargetRecorder
+	// Marks writes the marks of the nodes still to come (marks.go);
+	// default: Cluster, when it is a dataplane.NodeMarker. Without one
+	// nothing is marked, and a moved workload may move again.
+	Marks dataplane.NodeMarker
 	// ActiveUpgrades lists the other managers still in progress (namespace/name);
 	// default: folded from the stream.
 	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
@@ -65,6 +69,7 @@ type Orchestrator struct {
 	active *activeUpgrades
 
 	targets dataplane.TargetRecorder
+	marks   dataplane.NodeMarker
 }
 
 // NewOrchestrator validates cfg.
@@ -94,6 +99,10 @@ func New(cfg Config) (*Orchestrator, error) {
 	}
 	if o.targets == nil {
 		log.Warn("no writer of the records of targets away: workers will wait on every move of a target")
+	}
+	o.marks = cfg.Marks
+	if m, ok := cfg.Cluster.(dataplane.NodeMarker); ok && o.marks == nil {
+		o.marks = m
 	}
 	return o, nil
 }

@@ -54,6 +54,8 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 			err = o.runPrechecks(ctx, ref, r.manager, e)
 		case effectRecordTarget:
 			err = o.recordTargetAway(ctx, e, r.node)
+		case effectMarkNodes:
+			err = o.markNodes(ctx, r.manager, f.node)
 		case effectGate, effectGateAdvisory:
 			var ok bool
 			if ok, err = o.gateOtherUpgrader(ctx, r.manager); err == nil && !ok && f.kind == effectGate {

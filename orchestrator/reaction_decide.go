@@ -53,6 +53,10 @@ const (
 	// effectRecordTarget brings the event's volume's record of its target
 	// away in line with the node's history (targets.go).
 	effectRecordTarget
+	// effectMarkNodes brings the marks of the nodes still to come in line
+	// with the manager's history (marks.go): node's, or every planned
+	// node's when node is "".
+	effectMarkNodes
 )
 
 // effect is one thing a reaction does.
@@ -82,6 +86,11 @@ func (f effect) String() string {
 		return "gate (advisory)"
 	case effectRecordTarget:
 		return "record target away"
+	case effectMarkNodes:
+		if f.node == "" {
+			return "mark planned nodes"
+		}
+		return "mark " + f.node
 	}
 	return fmt.Sprintf("effect %d", f.kind)
 }
@@ -115,6 +124,21 @@ func readsOf(e events.Envelope) reads {
 // in the sense the orchestrator needs: a repeated event decides the same
 // commands again, which the aggregates and the work queue recognise.
 func react(e events.Envelope, r reading) []effect {
+	effects := decideEffects(e, r)
+	if marksReaction(e, r.manager) {
+		// First: the pods a node about to start moves should find the
+		// marks in place, and a node's mark goes before the next starts.
+		mark := effect{kind: effectMarkNodes}
+		if d, ok := e.Data.(events.NodeFinished); ok && !r.manager.Terminal() && !r.manager.CancelRequested {
+			mark.node = d.Node
+		}
+		effects = append([]effect{mark}, effects...)
+	}
+	return effects
+}
+
+// decideEffects is react without the marks of the nodes still to come.
+func decideEffects(e events.Envelope, r reading) []effect {
 	st, node := r.manager, e.Aggregate.Node
 	mgr := func(cmd manager.Command) effect { return effect{kind: effectManager, command: cmd} }
 	switch d := e.Data.(type) {

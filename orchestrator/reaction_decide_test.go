@@ -31,6 +31,12 @@ func TestReact(t *testing.T) {
 	failed := planned
 	failed.State = events.ManagerError
 	done := manager.State{Exists: true, Ref: ref, State: events.ManagerCompleted}
+	moving := planned
+	moving.InitiatorPolicy = events.InitiatorPolicyMoveWorkloads
+	movingCancelled := moving
+	movingCancelled.CancelRequested = true
+	movingDone := done
+	movingDone.InitiatorPolicy, movingDone.Plan = events.InitiatorPolicyMoveWorkloads, []string{"n1", "n2"}
 	running := nodeupgrade.State{Exists: true, State: events.NodeSwitchingOver, Attempt: 2}
 	ended := nodeupgrade.State{Exists: true, State: events.NodeCompleted, Attempt: 2}
 	for _, tc := range []struct {
@@ -71,6 +77,16 @@ func TestReact(t *testing.T) {
 			reading{node: running}, []string{"record target away"}},
 		{"a volume switched over: nothing (the record is the switching-over's)", ev("n1", events.VolumeStateChanged{Volume: "v", To: events.VolumeSwitchedOver}),
 			reading{node: running}, nil},
+		{"a plan that moves workloads: every planned node marked first", ev("", events.UpgradePlanned{}), reading{manager: moving},
+			[]string{"mark planned nodes", "gate", "manager manager.ScheduleNext"}},
+		{"a node's outcome, moving workloads: its mark", ev("", events.NodeFinished{Node: "n1", State: events.NodeCompleted}), reading{manager: moving},
+			[]string{"mark n1"}},
+		{"a node's outcome, waiting: nothing", ev("", events.NodeFinished{Node: "n1", State: events.NodeCompleted}), reading{manager: planned}, nil},
+		{"a cancel, moving workloads: every mark, then the node", ev("", events.CancelRequested{}), reading{manager: movingCancelled},
+			[]string{"mark planned nodes", "cancel n1"}},
+		{"the end, moving workloads: every mark", ev("", events.UpgradeCompleted{}), reading{manager: movingDone}, []string{"mark planned nodes"}},
+		{"a node's outcome after the cancel: every mark", ev("", events.NodeFinished{Node: "n1", State: events.NodeCompleted}),
+			reading{manager: movingCancelled}, []string{"mark planned nodes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

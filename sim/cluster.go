@@ -195,6 +195,9 @@ type node struct {
 	cordoned   bool
 	// tainted: the Kubernetes node carries dataplane.WorkloadTaintKey.
 	tainted bool
+	// pending is the value of its dataplane.UpgradePendingTaintKey
+	// mark, "" without one.
+	pending string
 	images  []string
 	// managerImage is the --instance-manager-image of the node's
 	// longhorn-manager: Longhorn creates the node's default-image IM only

@@ -203,15 +203,16 @@ func (s *Sim) Baselines() map[string]string {
 
 func (n *node) export() dataplane.Node {
 	return dataplane.Node{
-		Name:            n.name,
-		Ready:           n.ready,
-		V2:              n.v2,
-		AllowScheduling: n.allowSched,
-		Images:          slices.Clone(n.images),
-		Cordoned:        n.cordoned,
-		ManagerIMImage:  n.managerImage,
-		NVMeMultipath:   n.multipath,
-		WorkloadTainted: n.tainted,
+		Name:               n.name,
+		Ready:              n.ready,
+		V2:                 n.v2,
+		AllowScheduling:    n.allowSched,
+		Images:             slices.Clone(n.images),
+		Cordoned:           n.cordoned,
+		ManagerIMImage:     n.managerImage,
+		NVMeMultipath:      n.multipath,
+		WorkloadTainted:    n.tainted,
+		UpgradePendingMark: n.pending,
 	}
 }
 

@@ -220,6 +220,21 @@ func (s *Sim) setTainted(ctx context.Context, action, nodeName string, tainted b
 	})
 }
 
+// MarkUpgradePending implements dataplane.NodeMarker.
+func (s *Sim) MarkUpgradePending(ctx context.Context, nodeName, mark string) error {
+	return s.act(ctx, "MarkUpgradePending", nodeName, mark, func(time.Time) (bool, error) {
+		n, err := s.node(nodeName)
+		if err != nil {
+			return false, fmt.Errorf("MarkUpgradePending: %w", err)
+		}
+		if n.pending == mark {
+			return false, nil
+		}
+		n.pending = mark
+		return true, nil
+	})
+}
+
 // EvictPod implements dataplane.Actions as the eviction API and the pod's
 // controller would: the pod goes, its volumes are detached from its node,
 // and its controller's new pod is scheduled on another node (see placePod)
@@ -267,9 +282,12 @@ func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 // placePod picks the node the scheduler would give p, leaving from: Ready,
 // uncordoned, without the move's taint unless p tolerates it, with a
 // running v2 instance manager (its volumes attach there); then, as the
-// scheduler spreads pods, the least busy, then by name. It knows nothing of
-// the upgrade: a pod lands on a node still to be upgraded as readily as on
-// an upgraded one. "" when none.
+// scheduler's TaintToleration score ranks a node with a PreferNoSchedule
+// taint the pod does not tolerate below one without, an unmarked node
+// first (kube-scheduler pkg/scheduler/framework/plugins/tainttoleration:
+// Score counts the intolerable PreferNoSchedule taints); then, as it
+// spreads pods, the least busy, then by name. It knows nothing of the
+// upgrade but those taints. "" when none.
 func (s *Sim) placePod(p *pod, from string) string {
 	busy := map[string]int{}
 	for _, q := range s.pods {
@@ -279,6 +297,9 @@ func (s *Sim) placePod(p *pod, from string) string {
 	better := func(n *node) bool {
 		if best == nil {
 			return true
+		}
+		if avoid := func(m *node) bool { return m.pending != "" && !p.spec.ToleratesTaint }; avoid(n) != avoid(best) {
+			return !avoid(n)
 		}
 		if busy[n.name] != busy[best.name] {
 			return busy[n.name] < busy[best.name]

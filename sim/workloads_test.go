@@ -35,19 +35,30 @@ func TestWorkloadsAndEvictions(t *testing.T) {
 		name       string
 		controller string
 		taintN2    bool
+		markN2     bool
+		tolerates  bool
 		wantName   string
 		wantNode   string
 	}{
-		{"a ReplicaSet's pod comes back under a new name on the least busy node", "", false, "web-3", "n2"},
-		{"a StatefulSet's pod comes back under its name", "StatefulSet", false, "web-0", "n2"},
-		{"a tainted node is passed over", "", true, "web-3", "n3"},
-		{"a pod nothing recreates is gone", sim.ControllerNone, false, "", ""},
+		{"a ReplicaSet's pod comes back under a new name on the least busy node", "", false, false, false, "web-3", "n2"},
+		{"a StatefulSet's pod comes back under its name", "StatefulSet", false, false, false, "web-0", "n2"},
+		{"a tainted node is passed over", "", true, false, false, "web-3", "n3"},
+		{"a node marked still to come is ranked below a busier one", "", false, true, false, "web-3", "n3"},
+		{"a pod that tolerates the taints ignores the mark", "", false, true, true, "web-3", "n2"},
+		{"a pod nothing recreates is gone", sim.ControllerNone, false, false, false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := workloadCluster(t)
-			require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "web-0", Node: "n1", Controller: tc.controller, Claims: []string{"web"}}))
+			require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "web-0", Node: "n1", Controller: tc.controller,
+				Claims: []string{"web"}, ToleratesTaint: tc.tolerates}))
 			if tc.taintN2 {
 				require.NoError(t, s.TaintNode(ctx, "n2"))
+			}
+			if tc.markN2 {
+				require.NoError(t, s.MarkUpgradePending(ctx, "n2", "uid"))
+				n2, err := s.Node(ctx, "n2")
+				require.NoError(t, err)
+				assert.Equal(t, "uid", n2.UpgradePendingMark)
 			}
 			require.NoError(t, s.TaintNode(ctx, "n1"))
 			w, err := s.Workloads(ctx, "n1")

@@ -22,6 +22,8 @@ type request struct {
 	Volume string `json:"volume,omitempty"`
 	// Away is the record of RecordTargetAway; nil removes it.
 	Away *dataplane.TargetAway `json:"away,omitempty"`
+	// Mark is the mark of MarkUpgradePending.
+	Mark string `json:"mark,omitempty"`
 	// Action is the change of an "act" call.
 	Action *dataplane.Action `json:"action,omitempty"`
 }
@@ -129,6 +131,9 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		},
 		"targetAway": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.RecordTargetAway(ctx, r.Volume, r.Away)
+		},
+		"markPending": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.MarkUpgradePending(ctx, r.Node, r.Mark)
 		},
 	}
 }
@@ -250,4 +255,9 @@ func (c *Client) Workloads(ctx context.Context, node string) (out dataplane.Work
 // RecordTargetAway implements dataplane.TargetRecorder.
 func (c *Client) RecordTargetAway(ctx context.Context, volume string, away *dataplane.TargetAway) error {
 	return c.call(ctx, "targetAway", request{Volume: volume, Away: away}, nil)
+}
+
+// MarkUpgradePending implements dataplane.NodeMarker.
+func (c *Client) MarkUpgradePending(ctx context.Context, node, mark string) error {
+	return c.call(ctx, "markPending", request{Node: node, Mark: mark}, nil)
 }

@@ -116,7 +116,7 @@ func killWorkerScheduled(t *testing.T, scenario string, opts options) {
 // or the only controller, is killed with the first eviction in flight (held
 // by the gate, and carried out once the gate opens, as a request the
 // apiserver had received); a fresh process takes over, and no pod is
-// evicted twice, no taint is left behind, every pod runs somewhere.
+// evicted twice, no taint or mark is left behind, every pod runs somewhere.
 func TestKillMidEviction(t *testing.T) {
 	for _, victim := range []string{"worker", "controller"} {
 		t.Run(victim, func(t *testing.T) {
@@ -143,8 +143,8 @@ func TestKillMidEviction(t *testing.T) {
 	}
 }
 
-// checkMoves: no pod (by uid) was evicted twice, no node is left tainted,
-// and every pod runs on a node.
+// checkMoves: no pod (by uid) was evicted twice, no node is left tainted
+// or marked, and every pod runs on a node.
 func (w *world) checkMoves() {
 	t := w.t
 	calls, _ := w.sim.ActionLog()
@@ -162,6 +162,7 @@ func (w *world) checkMoves() {
 		nd, err := w.sim.Node(w.ctx, n)
 		require.NoError(t, err)
 		assert.False(t, nd.WorkloadTainted, "node %s left tainted", n)
+		assert.Empty(t, nd.UpgradePendingMark, "node %s left marked", n)
 	}
 	for _, p := range w.sim.Pods() {
 		assert.NotEmpty(t, p.Node, "pod %s runs somewhere", p)

@@ -1,0 +1,70 @@
+package orchestrator_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchback-dev/switchback/api/v1beta2"
+	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/sim"
+	"github.com/switchback-dev/switchback/test/harness/enginetest"
+)
+
+// TestMoveWorkloadsMovesEachWorkloadOnce: on Longhorn v1.12 with
+// move-workloads, s1 (storage only) is upgraded first and then w1 and w2,
+// whose pods hold their initiators. s1 is busier than w2 (pods that use no
+// v2 volume), so the scheduler's spreading alone would send w1's pod to w2,
+// to be moved again when w2 comes. The marks of the nodes still to come
+// rank w2 lower: every workload moves once, the marks are in place before
+// the first eviction and all gone at the end.
+func TestMoveWorkloadsMovesEachWorkloadOnce(t *testing.T) {
+	s := sim.New(sim.Config{Profile: dataplane.ProfileV112})
+	for _, n := range []string{"s1", "w1", "w2"} {
+		require.NoError(t, s.AddNode(n))
+	}
+	for _, v := range []sim.VolumeSpec{
+		{Name: "a", AttachedTo: "w1", ReplicasOn: []string{"s1", "w1"}},
+		{Name: "b", AttachedTo: "w2", ReplicasOn: []string{"s1", "w2"}},
+		{Name: "c", AttachedTo: "w2", ReplicasOn: []string{"w1", "w2"}},
+	} {
+		require.NoError(t, s.AddVolumeSpec(v))
+	}
+	require.NoError(t, s.AddPods())
+	for i := range 4 {
+		require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "batch", Name: fmt.Sprintf("job-%d", i), Node: "s1"}))
+	}
+	e := enginetest.Start(t, s, enginetest.Options{})
+	m := ref("move-once")
+	e.RequestSpec(m, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, InitiatorPolicy: v1beta2.InitiatorPolicyMoveWorkloads})
+	st := e.Completes(m)
+	require.Equal(t, []string{"s1", "w1", "w2"}, st.Plan)
+
+	assert.Equal(t, map[string]int{"app/a-0": 1, "app/b-0": 1, "app/c-0": 1}, s.Restarts(), "each workload moved once")
+	for _, p := range s.Pods() {
+		if p.Namespace == "app" {
+			assert.Contains(t, []string{"s1", "w1"}, p.Node, "pod %s landed on a node already upgraded", p)
+		}
+	}
+	calls, _ := s.ActionLog()
+	firstEviction := slices.IndexFunc(calls, func(c sim.ActionRecord) bool { return c.Action == string(dataplane.CallEvictPod) })
+	require.Positive(t, firstEviction)
+	marked := map[string]bool{}
+	for _, c := range calls[:firstEviction] {
+		if c.Action == "MarkUpgradePending" && !c.NoOp {
+			marked[c.Object] = c.Arg != ""
+		}
+	}
+	assert.Equal(t, map[string]bool{"s1": false, "w1": true, "w2": true}, marked,
+		"every node marked, and s1 unmarked once upgraded, before the first eviction")
+	for _, n := range []string{"s1", "w1", "w2"} {
+		nd, err := s.Node(e.Context(), n)
+		require.NoError(t, err)
+		assert.Empty(t, nd.UpgradePendingMark, "node %s left marked", n)
+		assert.False(t, nd.WorkloadTainted, "node %s left tainted", n)
+	}
+	assert.Zero(t, s.IOStats().Failed, "no I/O failed")
+}
