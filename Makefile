@@ -22,7 +22,7 @@ PROMTOOL := $(CURDIR)/.cache/bin/promtool
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-18s %s\n", $$1, $$2}'
 
-setup: testenv-bins tools chromium ## download modules; build kube-apiserver, etcd, kubectl, the nats CLI and promtool into .cache/; install chromium
+setup: testenv-bins tools chromium ## download modules; build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl, the nats CLI and promtool into .cache/; install chromium
 	$(GO) mod download
 
 tools: $(NATS) $(PROMTOOL) ## the nats CLI (for tailing the stream) and promtool (for the alerts' tests) into .cache/bin

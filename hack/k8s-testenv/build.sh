@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd from the Go module proxy into
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
+# etcd from the Go module proxy into
 # .cache/k8s/v$K8S_VERSION/ (or $K8S_BIN_DIR), using the pinned helper module
 # next to this script (go.mod/go.sum: k8s.io/kubernetes v1.37.2 with every
 # k8s.io staging module replaced by its v0.37.2 release).
@@ -17,7 +18,7 @@ K8S_VERSION=1.37.2
 out=${K8S_BIN_DIR:-$root/.cache/k8s/v$K8S_VERSION}
 mkdir -p "$out"
 
-binaries=(kube-apiserver kubectl etcd)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 all_present() {
   local b
   for b in "${binaries[@]}"; do [ -x "$out/$b" ] || return 1; done
@@ -65,6 +66,11 @@ build() {
 
 t0=$(date +%s)
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldf"
+# The disruption controller (PodDisruptionBudget status, which evictions are
+# checked against), the workload controllers and the garbage collector, and
+# the scheduler: the tests that move workloads run them.
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldf"
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldf"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$ldf"
 # etcd's version is the one k8s.io/kubernetes pins (3.7.0 for 1.37).
 build etcd go.etcd.io/etcd/server/v3 "-s -w"

@@ -53,6 +53,20 @@ func kubeNode(n dataplane.Node, namespace string) *longhorn.KubeNode {
 	return out
 }
 
+// servedNodeStatus is a Node's status as the simulated kubelet reports
+// it: what the adapter reads, and the capacity a scheduler needs before it
+// places a pod there (a node without allocatable pods takes none).
+type servedNodeStatus struct {
+	longhorn.KubeNodeStatus
+	Capacity    map[string]string `json:"capacity"`
+	Allocatable map[string]string `json:"allocatable"`
+}
+
+func nodeStatus(st longhorn.KubeNodeStatus) servedNodeStatus {
+	capacity := map[string]string{"cpu": "16", "memory": "64Gi", "pods": "110"}
+	return servedNodeStatus{KubeNodeStatus: st, Capacity: capacity, Allocatable: capacity}
+}
+
 // managerPod renders the node's longhorn-manager pod of Longhorn's
 // DaemonSet, with the --instance-manager-image it runs with.
 func managerPod(n dataplane.Node, namespace string) *longhorn.Pod {

@@ -50,6 +50,12 @@ type Options struct {
 	// Interval is the longest time between rounds (rounds also run on every
 	// object change and when a simulated latency ends); default 10ms.
 	Interval time.Duration
+	// VolumeAttachments plays Longhorn's VolumeAttachment controller
+	// (attachments.go): each volume gets its VolumeAttachment and is
+	// attached and detached as its tickets say, so a volume the simulator
+	// attached with no ticket is detached in the first round. For tests
+	// whose pods ask for their volumes (test/harness/kubelets).
+	VolumeAttachments bool
 }
 
 // Manager is a running simulated Longhorn manager.
@@ -61,6 +67,8 @@ type Manager struct {
 	opts Options
 
 	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, snapshots, managers *watchedKind
+	// attachments is watched with Options.VolumeAttachments only.
+	attachments *watchedKind
 
 	kick    chan struct{}
 	applied map[string]int64 // resource/name → generation whose spec the simulator has
@@ -176,6 +184,11 @@ func (m *Manager) buildInformers() error {
 			o.LabelSelector = longhorn.ManagerPodLabel + "=" + longhorn.ManagerPodLabelValue
 		}, kick)
 	})
+	if m.opts.VolumeAttachments {
+		set(&m.attachments, func() (*watchedKind, error) {
+			return newWatchedKind[longhorn.VolumeAttachment](m.dyn, longhorn.VolumeAttachmentsResource, ns, nil, kick)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("longhornsim: %w", err)
 	}
@@ -183,7 +196,11 @@ func (m *Manager) buildInformers() error {
 }
 
 func (m *Manager) allKinds() []*watchedKind {
-	return []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots, m.managers}
+	kinds := []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots, m.managers}
+	if m.attachments != nil {
+		kinds = append(kinds, m.attachments)
+	}
+	return kinds
 }
 
 // Kick asks for a round now, e.g. after a test changed the simulator
@@ -223,7 +240,7 @@ func (m *Manager) loop(ctx context.Context) {
 // simulator's state back. Errors are collected, not fatal: the next round
 // tries again.
 func (m *Manager) round(ctx context.Context) error {
-	return errors.Join(m.mirror(ctx), m.write(ctx))
+	return errors.Join(m.mirror(ctx), m.attachAsTicketsSay(ctx), m.write(ctx))
 }
 
 // Close stops the manager and deletes the Kubernetes Nodes it created

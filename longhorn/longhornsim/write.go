@@ -187,11 +187,11 @@ func (m *Manager) writeNodes(ctx context.Context, nodes []dataplane.Node) error 
 		exists[n.Name] = true
 		want := kubeNode(n, m.ns)
 		if have := kube[n.Name]; have == nil {
-			_, err := m.create(ctx, longhorn.KubeNodesResource, "Node", want, want.Status)
+			_, err := m.create(ctx, longhorn.KubeNodesResource, "Node", want, nodeStatus(want.Status))
 			errs = append(errs, err)
 		} else {
 			if !apiequality.Semantic.DeepEqual(have.Status, want.Status) {
-				errs = append(errs, m.putStatus(ctx, longhorn.KubeNodesResource, n.Name, want.Status))
+				errs = append(errs, m.putStatus(ctx, longhorn.KubeNodesResource, n.Name, nodeStatus(want.Status)))
 			}
 			if have.Spec.Unschedulable != n.Cordoned && m.cordons[n.Name] != n.Cordoned {
 				errs = append(errs, m.patch(ctx, longhorn.KubeNodesResource, n.Name, map[string]any{"spec": map[string]any{"unschedulable": n.Cordoned}}))

@@ -18,6 +18,11 @@
 //		...
 //	}
 //
+// A test of what Kubernetes' own controllers do (a PodDisruptionBudget's
+// status, a StatefulSet recreating an evicted pod, the scheduler placing
+// it) starts an environment of its own and Env.StartControllers on it;
+// test/harness/kubelets stands in for the kubelets.
+//
 // When the binaries are missing the package fails, with a message telling to
 // run `make testenv-bins`; outside CI (CI != "true") SKIP_APISERVER=1 turns
 // that failure into skipped tests, announced loudly. CI never skips.

@@ -36,8 +36,9 @@ const (
 	KubectlBin = "kubectl"
 )
 
-// ErrBinariesMissing is returned (wrapped) when etcd, kube-apiserver or
-// kubectl is not in the binary directory.
+// ErrBinariesMissing is returned (wrapped) when etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler or kubectl is not in the binary
+// directory.
 var ErrBinariesMissing = errors.New("kubernetes test binaries missing")
 
 // errPortTaken marks a start attempt that lost a race for a loopback port;
@@ -143,7 +144,7 @@ func BinDir() (string, error) {
 // missing or non-executable binary in dir.
 func CheckBinaries(dir string) error {
 	var missing []string
-	for _, b := range []string{EtcdBin, APIServerBin, KubectlBin} {
+	for _, b := range []string{EtcdBin, APIServerBin, KubectlBin, ControllerManagerBin, SchedulerBin} {
 		fi, err := os.Stat(filepath.Join(dir, b))
 		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			missing = append(missing, b)
