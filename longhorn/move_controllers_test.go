@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
@@ -32,6 +33,7 @@ import (
 	"github.com/switchback-dev/switchback/test/harness/kubelets"
 	"github.com/switchback-dev/switchback/test/harness/longhorntest"
 	"github.com/switchback-dev/switchback/test/harness/testenv"
+	"github.com/switchback-dev/switchback/workloadmove"
 )
 
 // TestMoveWorkloadsWithTheRealControllers upgrades every node of a v1.12.1
@@ -45,8 +47,12 @@ import (
 // Longhorn attached its volume where its ticket asks; a deletion finishes
 // once it is unmounted). A StatefulSet of three under a budget of
 // maxUnavailable 1 never has fewer than two Ready pods, watched at every
-// change; each pod is evicted once; the upgrade completes with no I/O
-// failed on an attached volume, and no taint or mark is left.
+// change. A Deployment whose template names n3 pins it: n3 is held before
+// it touches anything, naming the pod, until the operator removes the
+// Deployment; then it goes on by itself. Each workload moves once (those
+// of the first workload node at most twice); the upgrade completes with no
+// I/O failed on an attached volume, every node's replica scheduling
+// restored, and no taint or mark left.
 func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
@@ -70,7 +76,7 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 	for _, n := range nodes {
 		require.NoError(t, s.AddNode(n))
 	}
-	volumes := []string{"data-db-0", "data-db-1", "data-db-2", "web"}
+	volumes := []string{"data-db-0", "data-db-1", "data-db-2", "web", "agent"}
 	for i, v := range volumes {
 		require.NoError(t, s.AddVolume(v, sim.EngineV2, []string{nodes[i%4], nodes[(i+1)%4]}, ""))
 	}
@@ -89,13 +95,15 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 		k.claim(v)
 	}
 	k.statefulSet("db", 3)
-	k.deployment("web", "web")
+	k.deployment("web", "web", "")
+	// Its template names its node: it pins n3 until an operator removes it.
+	k.deployment("agent", "agent", "n3")
 	k.budget("db", intstr.FromInt32(1))
 	watch := k.watchPods("db", 3)
 	k.eventually("every workload runs, the budget's status written", env, func() bool {
 		pdb, err := cs.PolicyV1().PodDisruptionBudgets(appNS).Get(ctx, "db", metav1.GetOptions{})
 		return err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 3 &&
-			k.readyPods("app=web") == 1
+			k.readyPods("app=web") == 1 && k.readyPods("app=agent") == 1
 	})
 
 	disc, err := discovery.NewDiscoveryClientForConfig(env.Config)
@@ -110,6 +118,17 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 	e := enginetest.Start(t, plane, enginetest.Options{StallAfter: 300 * time.Millisecond})
 	m := ref("move-real")
 	e.RequestSpec(m, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, InitiatorPolicy: v1beta2.InitiatorPolicyMoveWorkloads})
+	held := e.WaitNode(m, "n3", 3*time.Minute, "held by its pinned pod", func(n nodeupgrade.State) bool {
+		return n.Stalled && n.StallReason == workloadmove.PinPodPinnedToNode
+	})
+	assert.Equal(t, events.NodeInitializing, held.State, "held before it touched anything")
+	assert.Contains(t, held.StallMessage, "app/agent")
+	assert.Empty(t, held.Moved, "nothing moved off a pinned node")
+	n3, err := cs.CoreV1().Nodes().Get(ctx, "n3", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, n3.Spec.Taints, corev1.Taint{Key: dataplane.WorkloadTaintKey, Effect: corev1.TaintEffectNoSchedule}, "a pinned node is not tainted")
+	// The operator's fix: the pinned workload goes, and n3 goes on by itself.
+	require.NoError(t, cs.AppsV1().Deployments(appNS).Delete(ctx, "agent", metav1.DeleteOptions{}))
 	st := e.WaitManager(m, 3*time.Minute, "a terminal state", terminal)
 	require.Equal(t, events.ManagerCompleted, st.State, st.Message)
 	require.NoError(t, env.Exited())
@@ -128,6 +147,8 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 	}
 	restarts := watch.restarts()
 	require.Len(t, restarts, len(initial), "every workload moved: %v", restarts)
+	assert.Equal(t, 1, restarts["agent"], "the pinned pod went by the operator's hand")
+	delete(initial, "agent")
 	for w, n := range initial {
 		if n == first {
 			assert.Contains(t, []int{1, 2}, restarts[w], "workload %s of the first workload node %s", w, n)
@@ -136,6 +157,9 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
+		ln, err := plane.Node(ctx, n)
+		require.NoError(t, err)
+		assert.True(t, ln.AllowScheduling, "node %s's replica scheduling restored", n)
 		kn, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		require.NoError(t, err)
 		for _, taint := range kn.Spec.Taints {
@@ -228,15 +252,16 @@ func (k workloadsOn) statefulSet(name string, replicas int32) {
 	require.NoError(k.t, err)
 }
 
-// deployment runs one pod using claim.
-func (k workloadsOn) deployment(name, claim string) {
+// deployment runs one pod using claim, on nodeName when set.
+func (k workloadsOn) deployment(name, claim, nodeName string) {
 	k.t.Helper()
 	one := int32(1)
+	tmpl := template(name, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+	tmpl.Spec.NodeName = nodeName
 	_, err := k.cs.AppsV1().Deployments(k.ns).Create(k.ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: template(name, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})},
+		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: tmpl},
 	}, metav1.CreateOptions{})
 	require.NoError(k.t, err)
 }

@@ -19,23 +19,38 @@ import (
 // records of targets away: a reaction lost to a restart is decided again
 // from the same history when its event is redelivered.
 
-// marksReaction is whether e may change the marks of an upgrade.
-func marksReaction(e events.Envelope, st manager.State) bool {
+// markEffect is the effect e has on the marks of an upgrade in st, if
+// any: every planned node's once planned, ended or cancelled; a node's
+// once it completed, before its outcome is recorded (so that the next node
+// starts with it unmarked and an upgrade completed has no mark left), and
+// again once recorded, should the first have been lost.
+func markEffect(e events.Envelope, st manager.State) (effect, bool) {
 	if st.InitiatorPolicy != events.InitiatorPolicyMoveWorkloads || !st.Planned() {
-		return false
+		return effect{}, false
 	}
-	switch e.Data.(type) {
-	case events.UpgradePlanned, events.NodeFinished, events.UpgradeCompleted, events.UpgradeFailed,
-		events.CancelRequested, events.UpgradeCancelled:
-		return true
+	all := effect{kind: effectMarkNodes}
+	running := !st.Terminal() && !st.CancelRequested
+	switch d := e.Data.(type) {
+	case events.UpgradePlanned, events.UpgradeCompleted, events.UpgradeFailed, events.CancelRequested, events.UpgradeCancelled:
+		return all, true
+	case events.NodeFinished:
+		if running {
+			return effect{kind: effectMarkNodes, node: d.Node}, true
+		}
+		return all, true
+	case events.NodeUpgradeCompleted:
+		if running {
+			return effect{kind: effectMarkNodes, node: e.Aggregate.Node, ended: true}, true
+		}
 	}
-	return false
+	return effect{}, false
 }
 
 // wantsMark is the mark node should carry as st stands: the manager's UID
-// while the upgrade runs and node's outcome is not recorded, else none.
-func wantsMark(st manager.State, node string) string {
-	if st.Terminal() || st.CancelRequested || st.Nodes[node].State.Terminal() {
+// while the upgrade runs and node's outcome is not recorded (nor about to
+// be: ended), else none.
+func wantsMark(st manager.State, node string, ended bool) string {
+	if ended || st.Terminal() || st.CancelRequested || st.Nodes[node].State.Terminal() {
 		return ""
 	}
 	return st.Ref.UID
@@ -44,8 +59,8 @@ func wantsMark(st manager.State, node string) string {
 // markChange decides the mark node gets, having read have on it: want and
 // whether to write it. A mark another manager put there is replaced by
 // this one's, never taken off.
-func markChange(st manager.State, node, have string) (want string, write bool) {
-	want = wantsMark(st, node)
+func markChange(st manager.State, node, have string, ended bool) (want string, write bool) {
+	want = wantsMark(st, node, ended)
 	switch {
 	case want == have:
 		return want, false
@@ -55,15 +70,15 @@ func markChange(st manager.State, node, have string) (want string, write bool) {
 	return want, true
 }
 
-// markNodes brings the mark of node (of every planned node when "") in
+// markNodes brings the mark of f.node (of every planned node when "") in
 // line with st, reading each node first. A node gone needs none.
-func (o *Orchestrator) markNodes(ctx context.Context, st manager.State, node string) error {
+func (o *Orchestrator) markNodes(ctx context.Context, st manager.State, f effect) error {
 	if o.marks == nil {
 		return nil
 	}
 	nodes := st.Plan
-	if node != "" {
-		nodes = []string{node}
+	if f.node != "" {
+		nodes = []string{f.node}
 	}
 	for _, node := range nodes {
 		n, err := o.cfg.Cluster.Node(ctx, node)
@@ -73,7 +88,7 @@ func (o *Orchestrator) markNodes(ctx context.Context, st manager.State, node str
 		if err != nil {
 			return fmt.Errorf("orchestrator: mark of node %s: %w", node, err)
 		}
-		want, write := markChange(st, node, n.UpgradePendingMark)
+		want, write := markChange(st, node, n.UpgradePendingMark, f.ended)
 		if !write {
 			continue
 		}

@@ -28,20 +28,22 @@ func TestMarkChange(t *testing.T) {
 		have      string
 		want      string
 		wantWrite bool
+		ended     bool
 	}{
-		{"a node to come, unmarked: marked", running, "n3", "", "uid", true},
-		{"a node to come, marked: nothing", running, "n3", "uid", "uid", false},
-		{"the node in flight keeps its mark", running, "n2", "uid", "uid", false},
-		{"an upgraded node: unmarked", running, "n1", "uid", "", true},
-		{"an upgraded node, unmarked: nothing", running, "n1", "", "", false},
-		{"another manager's mark on a node to come: replaced", running, "n3", "other", "uid", true},
-		{"another manager's mark on an upgraded node: left", running, "n1", "other", "other", false},
-		{"a cancel: unmarked", cancelling, "n3", "uid", "", true},
-		{"an upgrade in error: unmarked", failed, "n2", "uid", "", true},
-		{"an upgrade in error, another's mark: left", failed, "n3", "other", "other", false},
+		{"the node in flight, its outcome about to be recorded: unmarked", running, "n2", "uid", "", true, true},
+		{"a node to come, unmarked: marked", running, "n3", "", "uid", true, false},
+		{"a node to come, marked: nothing", running, "n3", "uid", "uid", false, false},
+		{"the node in flight keeps its mark", running, "n2", "uid", "uid", false, false},
+		{"an upgraded node: unmarked", running, "n1", "uid", "", true, false},
+		{"an upgraded node, unmarked: nothing", running, "n1", "", "", false, false},
+		{"another manager's mark on a node to come: replaced", running, "n3", "other", "uid", true, false},
+		{"another manager's mark on an upgraded node: left", running, "n1", "other", "other", false, false},
+		{"a cancel: unmarked", cancelling, "n3", "uid", "", true, false},
+		{"an upgrade in error: unmarked", failed, "n2", "uid", "", true, false},
+		{"an upgrade in error, another's mark: left", failed, "n3", "other", "other", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want, write := markChange(tc.st, tc.node, tc.have)
+			want, write := markChange(tc.st, tc.node, tc.have, tc.ended)
 			assert.Equal(t, tc.want, want)
 			assert.Equal(t, tc.wantWrite, write)
 		})

@@ -55,7 +55,7 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 		case effectRecordTarget:
 			err = o.recordTargetAway(ctx, e, r.node)
 		case effectMarkNodes:
-			err = o.markNodes(ctx, r.manager, f.node)
+			err = o.markNodes(ctx, r.manager, f)
 		case effectGate, effectGateAdvisory:
 			var ok bool
 			if ok, err = o.gateOtherUpgrader(ctx, r.manager); err == nil && !ok && f.kind == effectGate {

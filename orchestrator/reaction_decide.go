@@ -54,8 +54,8 @@ const (
 	// away in line with the node's history (targets.go).
 	effectRecordTarget
 	// effectMarkNodes brings the marks of the nodes still to come in line
-	// with the manager's history (marks.go): node's, or every planned
-	// node's when node is "".
+	// with the manager's history (marks.go): node's (ended: its outcome
+	// is about to be recorded), or every planned node's when node is "".
 	effectMarkNodes
 )
 
@@ -67,6 +67,7 @@ type effect struct {
 	attempt int
 	step    events.NodeState
 	why     string
+	ended   bool
 }
 
 // String is the effect as the table tests name it.
@@ -87,8 +88,11 @@ func (f effect) String() string {
 	case effectRecordTarget:
 		return "record target away"
 	case effectMarkNodes:
-		if f.node == "" {
+		switch {
+		case f.node == "":
 			return "mark planned nodes"
+		case f.ended:
+			return "unmark " + f.node
 		}
 		return "mark " + f.node
 	}
@@ -125,13 +129,9 @@ func readsOf(e events.Envelope) reads {
 // commands again, which the aggregates and the work queue recognise.
 func react(e events.Envelope, r reading) []effect {
 	effects := decideEffects(e, r)
-	if marksReaction(e, r.manager) {
+	if mark, ok := markEffect(e, r.manager); ok {
 		// First: the pods a node about to start moves should find the
 		// marks in place, and a node's mark goes before the next starts.
-		mark := effect{kind: effectMarkNodes}
-		if d, ok := e.Data.(events.NodeFinished); ok && !r.manager.Terminal() && !r.manager.CancelRequested {
-			mark.node = d.Node
-		}
 		effects = append([]effect{mark}, effects...)
 	}
 	return effects

@@ -81,6 +81,8 @@ func TestReact(t *testing.T) {
 			[]string{"mark planned nodes", "gate", "manager manager.ScheduleNext"}},
 		{"a node's outcome, moving workloads: its mark", ev("", events.NodeFinished{Node: "n1", State: events.NodeCompleted}), reading{manager: moving},
 			[]string{"mark n1"}},
+		{"a node completed, moving workloads: unmarked before its outcome is recorded", ev("n1", events.NodeUpgradeCompleted{}), reading{manager: moving},
+			[]string{"unmark n1", "gate (advisory)", "manager manager.RecordNodeOutcome"}},
 		{"a node's outcome, waiting: nothing", ev("", events.NodeFinished{Node: "n1", State: events.NodeCompleted}), reading{manager: planned}, nil},
 		{"a cancel, moving workloads: every mark, then the node", ev("", events.CancelRequested{}), reading{manager: movingCancelled},
 			[]string{"mark planned nodes", "cancel n1"}},

@@ -14,8 +14,12 @@ import (
 // workload elsewhere, and attaches, once detached, where the ticket of the
 // highest priority (then the smallest id) asks.
 func TestAttachDecision(t *testing.T) {
-	csi := func(node string) longhorn.AttachmentTicket { return longhorn.AttachmentTicket{Type: "csi-attacher", NodeID: node} }
-	typed := func(typ, node string) longhorn.AttachmentTicket { return longhorn.AttachmentTicket{Type: typ, NodeID: node} }
+	csi := func(node string) longhorn.AttachmentTicket {
+		return longhorn.AttachmentTicket{Type: "csi-attacher", NodeID: node}
+	}
+	typed := func(typ, node string) longhorn.AttachmentTicket {
+		return longhorn.AttachmentTicket{Type: typ, NodeID: node}
+	}
 	for _, tc := range []struct {
 		name       string
 		attached   string
