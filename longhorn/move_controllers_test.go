@@ -1,6 +1,7 @@
 package longhorn_test
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"path/filepath"
@@ -47,7 +48,9 @@ import (
 // Longhorn attached its volume where its ticket asks; a deletion finishes
 // once it is unmounted). A StatefulSet of three under a budget of
 // maxUnavailable 1 never has fewer than two Ready pods, watched at every
-// change. A Deployment whose template names n3 pins it: n3 is held before
+// change. An RWX volume's share-manager pod is restarted off its node
+// (the volume follows it) and its two NFS clients are left where they are,
+// their tickets holding nothing (one runs on every node). A Deployment whose template names n3 pins it: n3 is held before
 // it touches anything, naming the pod, until the operator removes the
 // Deployment; then it goes on by itself. Each workload moves once (those
 // of the first workload node at most twice); the upgrade completes with no
@@ -80,6 +83,8 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 	for i, v := range volumes {
 		require.NoError(t, s.AddVolume(v, sim.EngineV2, []string{nodes[i%4], nodes[(i+1)%4]}, ""))
 	}
+	// An RWX volume: Longhorn attaches it where its share-manager pod runs.
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "shared", ReplicasOn: []string{"n2", "n4"}, ShareManager: true}))
 	mgr, err := longhornsim.Start(ctx, dyn, s, longhornsim.Options{Namespace: lhNS, Log: testLog(), VolumeAttachments: true})
 	require.NoError(t, err)
 	t.Cleanup(mgr.Close)
@@ -92,18 +97,23 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 		k.csiPlugin(lhNS, n)
 	}
 	for _, v := range volumes {
-		k.claim(v)
+		k.claim(v, corev1.ReadWriteOnce)
 	}
+	k.claim("shared", corev1.ReadWriteMany)
 	k.statefulSet("db", 3)
-	k.deployment("web", "web", "")
+	k.deployment("web", "web", "", 1)
+	// One NFS client on every node: each node that holds initiators of its
+	// own also has a client's ticket, which must not hold it.
+	k.deployment("shared", "shared", "", int32(len(nodes)))
 	// Its template names its node: it pins n3 until an operator removes it.
-	k.deployment("agent", "agent", "n3")
+	k.deployment("agent", "agent", "n3", 1)
 	k.budget("db", intstr.FromInt32(1))
 	watch := k.watchPods("db", 3)
+	lhWatch := workloadsOn{t: t, ctx: ctx, cs: cs, ns: lhNS}.watchPods("", 0)
 	k.eventually("every workload runs, the budget's status written", env, func() bool {
 		pdb, err := cs.PolicyV1().PodDisruptionBudgets(appNS).Get(ctx, "db", metav1.GetOptions{})
 		return err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 3 &&
-			k.readyPods("app=web") == 1 && k.readyPods("app=agent") == 1
+			k.readyPods("app=web") == 1 && k.readyPods("app=agent") == 1 && k.readyPods("app=shared") == len(nodes)
 	})
 
 	disc, err := discovery.NewDiscoveryClientForConfig(env.Config)
@@ -146,9 +156,13 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 		}
 	}
 	restarts := watch.restarts()
-	require.Len(t, restarts, len(initial), "every workload moved: %v", restarts)
+	require.Len(t, restarts, len(initial)-1, "every workload but the RWX volume's clients moved: %v", restarts)
 	assert.Equal(t, 1, restarts["agent"], "the pinned pod went by the operator's hand")
+	assert.Zero(t, restarts["shared"], "an RWX volume's NFS clients stay where they are")
+	smRestarts := lhWatch.restarts()["share-manager-shared"]
+	assert.Contains(t, []int{1, 2}, smRestarts, "the share-manager moved off its node, and at most once more")
 	delete(initial, "agent")
+	delete(initial, "shared")
 	for w, n := range initial {
 		if n == first {
 			assert.Contains(t, []int{1, 2}, restarts[w], "workload %s of the first workload node %s", w, n)
@@ -167,9 +181,9 @@ func TestMoveWorkloadsWithTheRealControllers(t *testing.T) {
 		}
 	}
 	k.eventually("every workload runs again", env, func() bool {
-		return k.readyPods("app=db") == 3 && k.readyPods("app=web") == 1
+		return k.readyPods("app=db") == 3 && k.readyPods("app=web") == 1 && k.readyPods("app=shared") == len(nodes)
 	})
-	t.Logf("restarts per workload: %v; lowest Ready db pods: %d", restarts, watch.lowest())
+	t.Logf("restarts per workload: %v; share-manager restarts: %d; lowest Ready db pods: %d", restarts, smRestarts, watch.lowest())
 }
 
 // workloadsOn creates and reads the workloads of a test on the apiserver.
@@ -201,13 +215,13 @@ func (k workloadsOn) csiPlugin(ns, node string) {
 
 // claim is a PersistentVolumeClaim named like Longhorn volume v, bound to
 // its PersistentVolume of Longhorn's CSI driver, as the binder leaves them.
-func (k workloadsOn) claim(v string) {
+func (k workloadsOn) claim(v string, mode corev1.PersistentVolumeAccessMode) {
 	k.t.Helper()
 	size := resource.MustParse("1Gi")
-	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	modes := []corev1.PersistentVolumeAccessMode{mode}
 	pv, err := k.cs.CoreV1().PersistentVolumes().Create(k.ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + v},
-		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: rwo,
+		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: modes,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: k.ns, Name: v},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: longhorn.CSIDriver, VolumeHandle: v}}},
@@ -221,11 +235,11 @@ func (k workloadsOn) claim(v string) {
 		// The binder's annotation: the scheduler takes a claim without it
 		// for one still to bind.
 		ObjectMeta: metav1.ObjectMeta{Name: v, Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: rwo, VolumeName: pv.Name, StorageClassName: &empty,
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: modes, VolumeName: pv.Name, StorageClassName: &empty,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}}},
 	}, metav1.CreateOptions{})
 	require.NoError(k.t, err)
-	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: rwo, Capacity: corev1.ResourceList{corev1.ResourceStorage: size}}
+	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: modes, Capacity: corev1.ResourceList{corev1.ResourceStorage: size}}
 	_, err = k.cs.CoreV1().PersistentVolumeClaims(k.ns).UpdateStatus(k.ctx, pvc, metav1.UpdateOptions{})
 	require.NoError(k.t, err)
 }
@@ -252,16 +266,19 @@ func (k workloadsOn) statefulSet(name string, replicas int32) {
 	require.NoError(k.t, err)
 }
 
-// deployment runs one pod using claim, on nodeName when set.
-func (k workloadsOn) deployment(name, claim, nodeName string) {
+// deployment runs replicas pods using claim, on nodeName when set.
+func (k workloadsOn) deployment(name, claim, nodeName string, replicas int32) {
 	k.t.Helper()
-	one := int32(1)
 	tmpl := template(name, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
 	tmpl.Spec.NodeName = nodeName
+	if name == "shared" {
+		tmpl.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}}}}
+	}
 	_, err := k.cs.AppsV1().Deployments(k.ns).Create(k.ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: tmpl},
+		Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: tmpl},
 	}, metav1.CreateOptions{})
 	require.NoError(k.t, err)
 }
@@ -348,7 +365,7 @@ func (w *podWatch) see(p *corev1.Pod, gone bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if gone {
-		key := p.Labels["app"]
+		key := cmp.Or(p.Labels["app"], p.Name)
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "StatefulSet" {
 			key = p.Name
 		}

@@ -133,6 +133,10 @@ type VolumeSpec struct {
 	// Frontend is spec.frontend; "" means blockdev (NVMe/TCP), NoFrontend
 	// none.
 	Frontend string
+	// ShareManager makes it an RWX volume served by a share-manager pod
+	// (dataplane.Volume.ShareManager): Longhorn attaches it where that pod
+	// runs, which longhornsim plays (Options.VolumeAttachments).
+	ShareManager bool
 }
 
 // NoFrontend is VolumeSpec.Frontend for a volume without a frontend.
@@ -152,7 +156,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		return fmt.Errorf("add volume %q: %w", spec.Name, err)
 	}
 	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
-		engineNode: spec.EngineOn, baseline: spec.EngineOn}
+		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++
 		v.replicas = append(v.replicas, &replica{

@@ -260,7 +260,9 @@ type volume struct {
 	engine      string
 	numReplicas int
 	frontend    string
-	attached    string
+	// shareManager: an RWX volume served by a share-manager pod.
+	shareManager bool
+	attached     string
 	// initiator is the IM hosting the engine frontend (ProfileV112 only).
 	initiator binding
 	// target is status.currentEngineNodeID; targetIM the IM its engine runs in.

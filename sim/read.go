@@ -266,6 +266,7 @@ func (v *volume) export() dataplane.Volume {
 		TargetReady:      v.engine == EngineV2 && v.attached != "" && v.sw == nil && v.targetIM.valid(),
 		SwitchoverError:  v.swError,
 		Frontend:         v.frontend,
+		ShareManager:     v.shareManager,
 		Robustness:       v.robustness(),
 		Replicas:         make([]dataplane.Replica, len(v.replicas)),
 	}

@@ -127,7 +127,11 @@ func newDecision(o dataplane.Workloads) *decision {
 	for _, v := range o.Volumes {
 		d.volumes[v.Name] = v
 		for _, t := range v.Tickets {
-			if t.Node == o.Node {
+			// An RWX volume's csi-attacher tickets are its NFS clients':
+			// Longhorn attaches it where its share-manager ticket says, and
+			// a client holds no initiator (isCSIAttacherTicketOfRegularRWXVolume,
+			// LM@v1.12.1 controller/volume_attachment_controller.go:638-645).
+			if t.Node == o.Node && !(v.ShareManager && t.Type == dataplane.AttacherCSI) {
 				d.tickets[v.Name] = append(d.tickets[v.Name], t)
 			}
 		}

@@ -177,6 +177,13 @@ func TestDecide(t *testing.T) {
 			restart: []Restart{{Pod: ref("longhorn-system", "share-manager-shared"), Volume: "shared"}},
 		},
 		{
+			name: "an RWX volume served from another node: its NFS client here holds nothing, the node is done",
+			c: around().volume("shared", "n2", func(v *dataplane.Volume) { v.ShareManager = true }).
+				ticket("shared", dataplane.AttacherCSI, "n1").
+				pod("web-1", "n1", []string{"shared"}),
+			done: true,
+		},
+		{
 			name: "an RWX volume whose share-manager tolerates the taint",
 			c: around().volume("shared", "n1", func(v *dataplane.Volume) { v.ShareManager = true }).
 				pod("share-manager-shared", "n1", nil, func(p *dataplane.Pod) {

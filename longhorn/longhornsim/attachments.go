@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,8 +48,14 @@ var workloadTicket = map[string]bool{dataplane.AttacherCSI: true, dataplane.Atta
 // attachDecision is what the VolumeAttachment controller does with a
 // volume attached to attached ("" when fully detached) and tickets: detach
 // it, or attach it to attachTo. A move is always a full detach, then an
-// attach.
-func attachDecision(attached string, tickets map[string]longhorn.AttachmentTicket) (detach bool, attachTo string) {
+// attach. The csi-attacher tickets of an RWX volume are not its to handle
+// (isCSIAttacherTicketOfRegularRWXVolume, VAC:638-645): the share-manager
+// controller's ticket stands for them.
+func attachDecision(attached string, tickets map[string]longhorn.AttachmentTicket, rwx bool) (detach bool, attachTo string) {
+	if rwx {
+		tickets = maps.Clone(tickets)
+		maps.DeleteFunc(tickets, func(_ string, t longhorn.AttachmentTicket) bool { return t.Type == dataplane.AttacherCSI })
+	}
 	if attached != "" {
 		// shouldDoDetach (VAC:623-667): no ticket for the current node, or
 		// only interruptible ones there and a workload ticket elsewhere.
@@ -93,7 +100,7 @@ func (m *Manager) attachAsTicketsSay(ctx context.Context) error {
 	for _, va := range all[longhorn.VolumeAttachment](m.attachments) {
 		vas[cmp.Or(va.Spec.Volume, va.Name)] = va
 	}
-	var errs []error
+	errs := []error{m.shareManagers(ctx, vols, vas)}
 	for _, v := range vols {
 		va := vas[v.Name]
 		if va == nil {
@@ -103,7 +110,7 @@ func (m *Manager) attachAsTicketsSay(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		switch detach, to := attachDecision(v.AttachedNode, va.Spec.AttachmentTickets); {
+		switch detach, to := attachDecision(v.AttachedNode, va.Spec.AttachmentTickets, v.ShareManager); {
 		case detach:
 			m.act("DetachVolume", v.Name, m.sim.DetachVolume(v.Name))
 		case to != "":

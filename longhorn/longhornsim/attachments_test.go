@@ -26,22 +26,27 @@ func TestAttachDecision(t *testing.T) {
 		tickets    map[string]longhorn.AttachmentTicket
 		wantDetach bool
 		wantTo     string
+		rwx        bool
 	}{
-		{"attached where its ticket asks: stays", "n1", map[string]longhorn.AttachmentTicket{"csi-a": csi("n1")}, false, ""},
-		{"a second workload ticket elsewhere does not move it", "n1", map[string]longhorn.AttachmentTicket{"csi-a": csi("n1"), "csi-b": csi("n2")}, false, ""},
-		{"its ticket gone: detached", "n1", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2")}, true, ""},
-		{"no ticket at all: detached", "n1", nil, true, ""},
+		{"an RWX volume follows its share-manager's ticket, not its clients'", "n1",
+			map[string]longhorn.AttachmentTicket{"csi-a": csi("n1"), "share-manager-controller-v": typed("share-manager-controller", "n2")}, true, "", true},
+		{"an RWX volume detached: attached where its share-manager runs", "",
+			map[string]longhorn.AttachmentTicket{"csi-a": csi("n1"), "share-manager-controller-v": typed("share-manager-controller", "n2")}, false, "n2", true},
+		{"attached where its ticket asks: stays", "n1", map[string]longhorn.AttachmentTicket{"csi-a": csi("n1")}, false, "", false},
+		{"a second workload ticket elsewhere does not move it", "n1", map[string]longhorn.AttachmentTicket{"csi-a": csi("n1"), "csi-b": csi("n2")}, false, "", false},
+		{"its ticket gone: detached", "n1", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2")}, true, "", false},
+		{"no ticket at all: detached", "n1", nil, true, "", false},
 		{"a snapshot's ticket yields to a workload elsewhere", "n1",
-			map[string]longhorn.AttachmentTicket{"snapshot-controller-s": typed("snapshot-controller", "n1"), "csi-b": csi("n2")}, true, ""},
+			map[string]longhorn.AttachmentTicket{"snapshot-controller-s": typed("snapshot-controller", "n1"), "csi-b": csi("n2")}, true, "", false},
 		{"a rebuild's ticket does not yield", "n1",
-			map[string]longhorn.AttachmentTicket{"volume-rebuilding-controller-v": typed("volume-rebuilding-controller", "n1"), "csi-b": csi("n2")}, false, ""},
-		{"detached: attached where the ticket asks", "", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2")}, false, "n2"},
-		{"detached, two workload tickets: the smallest id", "", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2"), "csi-a": csi("n3")}, false, "n3"},
-		{"detached: Longhorn's API before the CSI attacher", "", map[string]longhorn.AttachmentTicket{"csi-a": csi("n2"), "longhorn-api-x": typed("longhorn-api", "n4")}, false, "n4"},
-		{"detached, no ticket: stays detached", "", nil, false, ""},
+			map[string]longhorn.AttachmentTicket{"volume-rebuilding-controller-v": typed("volume-rebuilding-controller", "n1"), "csi-b": csi("n2")}, false, "", false},
+		{"detached: attached where the ticket asks", "", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2")}, false, "n2", false},
+		{"detached, two workload tickets: the smallest id", "", map[string]longhorn.AttachmentTicket{"csi-b": csi("n2"), "csi-a": csi("n3")}, false, "n3", false},
+		{"detached: Longhorn's API before the CSI attacher", "", map[string]longhorn.AttachmentTicket{"csi-a": csi("n2"), "longhorn-api-x": typed("longhorn-api", "n4")}, false, "n4", false},
+		{"detached, no ticket: stays detached", "", nil, false, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			detach, to := attachDecision(tc.attached, tc.tickets)
+			detach, to := attachDecision(tc.attached, tc.tickets, tc.rwx)
 			assert.Equal(t, tc.wantDetach, detach)
 			assert.Equal(t, tc.wantTo, to)
 		})

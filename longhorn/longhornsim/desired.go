@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchback-dev/switchback/dataplane"
@@ -43,7 +44,8 @@ func condition(typ string, ok bool) longhorn.Condition {
 
 func kubeNode(n dataplane.Node, namespace string) *longhorn.KubeNode {
 	out := &longhorn.KubeNode{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{ManagedByLabel: namespace}},
+		// The kubelet labels its node with its hostname.
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{ManagedByLabel: namespace, corev1.LabelHostname: n.Name}},
 		Spec:       longhorn.KubeNodeSpec{Unschedulable: n.Cordoned},
 		Status:     longhorn.KubeNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)}},
 	}
@@ -221,6 +223,9 @@ func volume(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longh
 			DataEngine: dataEngine(v), Frontend: v.Frontend, DisableFrontend: v.Frontend == "",
 		},
 		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown)},
+	}
+	if v.ShareManager {
+		out.Spec.AccessMode = longhorn.AccessModeRWX
 	}
 	if v.Attached() {
 		out.Status.State = longhorn.VolumeAttached

@@ -67,8 +67,9 @@ type Manager struct {
 	opts Options
 
 	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, snapshots, managers *watchedKind
-	// attachments is watched with Options.VolumeAttachments only.
-	attachments *watchedKind
+	// attachments and shareManagerPods are watched with
+	// Options.VolumeAttachments only.
+	attachments, shareManagerPods *watchedKind
 
 	kick    chan struct{}
 	applied map[string]int64 // resource/name → generation whose spec the simulator has
@@ -188,6 +189,11 @@ func (m *Manager) buildInformers() error {
 		set(&m.attachments, func() (*watchedKind, error) {
 			return newWatchedKind[longhorn.VolumeAttachment](m.dyn, longhorn.VolumeAttachmentsResource, ns, nil, kick)
 		})
+		set(&m.shareManagerPods, func() (*watchedKind, error) {
+			return newWatchedKind[longhorn.Pod](m.dyn, longhorn.PodsResource, ns, func(o *metav1.ListOptions) {
+				o.LabelSelector = shareManagerComponent + "=share-manager"
+			}, kick)
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("longhornsim: %w", err)
@@ -198,7 +204,7 @@ func (m *Manager) buildInformers() error {
 func (m *Manager) allKinds() []*watchedKind {
 	kinds := []*watchedKind{m.lhNodes, m.kubeNodes, m.volumes, m.engines, m.frontends, m.replicas, m.ims, m.settings, m.snapshots, m.managers}
 	if m.attachments != nil {
-		kinds = append(kinds, m.attachments)
+		kinds = append(kinds, m.attachments, m.shareManagerPods)
 	}
 	return kinds
 }

@@ -11,8 +11,9 @@
 //     attacher would: a csi-attacher ticket on the volume's Longhorn
 //     VolumeAttachment, with the id Longhorn's CSI plugin gives it; once every
 //     such volume is attached to the node (status.currentNodeID, state
-//     attached) the pod is Running and Ready, as a kubelet reports it after
-//     the mounts;
+//     attached), or, for an RWX volume, attached anywhere (served over NFS
+//     by its share-manager pod), the pod is Running and Ready, as a kubelet
+//     reports it after the mounts;
 //   - a pod being deleted gives its tickets back (the volume is unmounted)
 //     and its deletion is finished, by uid, as a kubelet does once the
 //     containers stopped.
@@ -237,8 +238,10 @@ func (k *Kubelets) volumesOf(p *corev1.Pod) []string {
 	return out
 }
 
-// attachedTo reports whether Longhorn shows volume attached to node.
-func (k *Kubelets) attachedTo(volume, node string) bool {
+// servedOn reports whether a pod on node can mount volume: Longhorn shows
+// it attached there, or, for an RWX volume, attached anywhere (its
+// share-manager serves it over NFS).
+func (k *Kubelets) servedOn(volume, node string) bool {
 	o, ok, _ := k.volumes.GetStore().GetByKey(k.ns + "/" + volume)
 	if !ok {
 		return false
@@ -247,7 +250,10 @@ func (k *Kubelets) attachedTo(volume, node string) bool {
 	if err := longhorn.FromUnstructured(o.(*unstructured.Unstructured), &v); err != nil {
 		return false
 	}
-	return v.Status.CurrentNodeID == node && v.Status.State == "attached"
+	if v.Status.State != "attached" {
+		return false
+	}
+	return v.Spec.AccessMode == longhorn.AccessModeRWX || v.Status.CurrentNodeID == node
 }
 
 // start reports p Running and Ready once its volumes are attached to its
@@ -257,7 +263,7 @@ func (k *Kubelets) start(ctx context.Context, p *corev1.Pod) error {
 		return nil
 	}
 	for _, v := range k.volumesOf(p) {
-		if !k.attachedTo(v, p.Spec.NodeName) {
+		if !k.servedOn(v, p.Spec.NodeName) {
 			return nil // the CSI attacher's ticket is asked for; the mount waits
 		}
 	}
