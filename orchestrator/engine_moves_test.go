@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,9 @@ import (
 // v2 volume), so the scheduler's spreading alone would send w1's pod to w2,
 // to be moved again when w2 comes. The marks of the nodes still to come
 // rank w2 lower: every workload moves once, the marks are in place before
-// the first eviction and all gone at the end.
+// the first eviction and all gone at the end. An RWX volume served from w2
+// has its share-manager restarted once, on an upgraded node, and its NFS
+// clients (on w1 and w2) are not moved.
 func TestMoveWorkloadsMovesEachWorkloadOnce(t *testing.T) {
 	s := sim.New(sim.Config{Profile: dataplane.ProfileV112})
 	for _, n := range []string{"s1", "w1", "w2"} {
@@ -33,6 +36,11 @@ func TestMoveWorkloadsMovesEachWorkloadOnce(t *testing.T) {
 	} {
 		require.NoError(t, s.AddVolumeSpec(v))
 	}
+	// An RWX volume served from w2, with an NFS client on w2 and one on w1.
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "shared", ReplicasOn: []string{"s1", "w2"}, ShareManager: true}))
+	for _, c := range []struct{ name, node string }{{"shared-0", "w2"}, {"shared-1", "w1"}} {
+		require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: c.name, Node: c.node, Claims: []string{"shared"}}))
+	}
 	require.NoError(t, s.AddPods())
 	for i := range 4 {
 		require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "batch", Name: fmt.Sprintf("job-%d", i), Node: "s1"}))
@@ -43,9 +51,13 @@ func TestMoveWorkloadsMovesEachWorkloadOnce(t *testing.T) {
 	st := e.Completes(m)
 	require.Equal(t, []string{"s1", "w1", "w2"}, st.Plan)
 
-	assert.Equal(t, map[string]int{"app/a-0": 1, "app/b-0": 1, "app/c-0": 1}, s.Restarts(), "each workload moved once")
+	assert.Equal(t, map[string]int{"app/a-0": 1, "app/b-0": 1, "app/c-0": 1, sim.ShareManagerNamespace + "/share-manager-shared": 1}, s.Restarts(),
+		"each workload moved once, the share-manager restarted once, its NFS clients left alone")
+	shared, err := s.Volume(e.Context(), "shared")
+	require.NoError(t, err)
+	assert.Contains(t, []string{"s1", "w1"}, shared.AttachedNode, "the RWX volume followed its share-manager to an upgraded node")
 	for _, p := range s.Pods() {
-		if p.Namespace == "app" {
+		if p.Namespace == "app" && !strings.HasPrefix(p.Name, "shared-") {
 			assert.Contains(t, []string{"s1", "w1"}, p.Node, "pod %s landed on a node already upgraded", p)
 		}
 	}

@@ -260,8 +260,10 @@ type volume struct {
 	engine      string
 	numReplicas int
 	frontend    string
-	// shareManager: an RWX volume served by a share-manager pod.
+	// shareManager: an RWX volume served by a share-manager pod, which
+	// runs where the volume is attached; smUID is that pod's uid.
 	shareManager bool
+	smUID        string
 	attached     string
 	// initiator is the IM hosting the engine frontend (ProfileV112 only).
 	initiator binding

@@ -69,7 +69,7 @@ func (s *Sim) AddPod(spec PodSpec) error {
 		if err != nil {
 			return fmt.Errorf("add pod %s/%s: claim %s: %w", spec.Namespace, spec.Name, c, err)
 		}
-		if v.attached != "" && v.attached != spec.Node {
+		if v.attached != "" && v.attached != spec.Node && !v.shareManager {
 			return fmt.Errorf("add pod %s/%s on %s: volume %s is attached to %s: %w", spec.Namespace, spec.Name, spec.Node, c, v.attached, ErrVolumeAttached)
 		}
 	}
@@ -81,7 +81,7 @@ func (s *Sim) AddPod(spec PodSpec) error {
 	p.uid = fmt.Sprintf("pod-uid-%d", s.podSeq)
 	now := s.now()
 	for _, c := range spec.Claims {
-		if _, err := s.attach(s.vols[c], spec.Node, now); err != nil {
+		if err := s.attachFor(s.vols[c], spec.Node, now); err != nil {
 			return fmt.Errorf("add pod %s: %w", p.key(), err)
 		}
 	}
@@ -155,8 +155,10 @@ func (p *pod) export() dataplane.Pod {
 
 // Workloads implements dataplane.Reader: the pods on the node, their
 // claims and volumes, and the volumes attached to the node, each attached
-// volume with the ticket of what attached it (its pod's CSI attacher). The
-// simulated cluster has no disruption budgets.
+// volume with the ticket of what attached it (its pod's CSI attacher; for
+// an RWX volume its share-manager's, with its clients' CSI tickets, and
+// its share-manager pod where it runs). The simulated cluster has no
+// disruption budgets.
 func (s *Sim) Workloads(ctx context.Context, nodeName string) (dataplane.Workloads, error) {
 	if err := ctx.Err(); err != nil {
 		return dataplane.Workloads{}, err
@@ -188,7 +190,19 @@ func (s *Sim) Workloads(ctx context.Context, nodeName string) (dataplane.Workloa
 			continue
 		}
 		out := s.exportVolume(v)
-		if v.attached != "" {
+		switch {
+		case v.shareManager && v.attached != "":
+			// Longhorn's tickets for an RWX volume: its share-manager's,
+			// which it is attached by, and its NFS clients' (Longhorn's
+			// VolumeAttachment controller ignores those).
+			out.Tickets = []dataplane.Ticket{{ID: dataplane.AttacherShareManager + "-" + name, Type: dataplane.AttacherShareManager, Node: v.attached}}
+			for _, n := range s.clientNodes(name) {
+				out.Tickets = append(out.Tickets, dataplane.Ticket{ID: "csi-" + name + "-" + n, Type: dataplane.AttacherCSI, Node: n})
+			}
+			if v.attached == nodeName {
+				w.Pods = append(w.Pods, shareManagerPod(v))
+			}
+		case v.attached != "":
 			out.Tickets = []dataplane.Ticket{{ID: "csi-" + name, Type: dataplane.AttacherCSI, Node: v.attached}}
 		}
 		w.Volumes = append(w.Volumes, out)
@@ -249,7 +263,8 @@ func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 		delete(s.pods, key)
 		s.restarts[p.spec.Namespace+"/"+p.base]++
 		for _, c := range p.spec.Claims {
-			if v := s.vols[c]; v != nil && v.attached == p.spec.Node {
+			// An RWX volume stays with its share-manager.
+			if v := s.vols[c]; v != nil && v.attached == p.spec.Node && !v.shareManager {
 				s.detach(v)
 			}
 		}
@@ -270,7 +285,7 @@ func (s *Sim) EvictPod(ctx context.Context, key, uid string) error {
 		}
 		for _, c := range next.spec.Claims {
 			if v := s.vols[c]; v != nil {
-				if _, err := s.attach(v, next.spec.Node, now); err != nil {
+				if err := s.attachFor(v, next.spec.Node, now); err != nil {
 					return true, fmt.Errorf("evict pod %s: attach its volume on %s: %w", key, next.spec.Node, err)
 				}
 			}
@@ -321,10 +336,65 @@ func (s *Sim) placePod(p *pod, from string) string {
 	return best.name
 }
 
-// RestartShareManager implements dataplane.Actions. The simulated cluster
-// serves no RWX volume, so there is no share-manager to restart.
-func (s *Sim) RestartShareManager(ctx context.Context, pod, uid string) error {
-	return s.act(ctx, "RestartShareManager", pod, uid, func(time.Time) (bool, error) {
-		return false, fmt.Errorf("restart the share-manager pod %s: %w: the simulated cluster serves no RWX volume", pod, dataplane.ErrRefused)
+// attachFor attaches v to node for a pod starting there; an RWX volume is
+// attached once, where its share-manager starts (beside its first client),
+// and serves every other client over NFS.
+func (s *Sim) attachFor(v *volume, node string, now time.Time) error {
+	if v.shareManager {
+		if v.attached != "" {
+			return nil
+		}
+		s.podSeq++
+		v.smUID = fmt.Sprintf("pod-uid-%d", s.podSeq)
+	}
+	_, err := s.attach(v, node, now)
+	return err
+}
+
+// clientNodes are the nodes of the pods using volume, in name order.
+func (s *Sim) clientNodes(volume string) []string {
+	var out []string
+	for _, p := range s.pods {
+		if p.spec.Node != "" && slices.Contains(p.spec.Claims, volume) {
+			out = append(out, p.spec.Node)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ShareManagerNamespace is the namespace of the simulated share-manager
+// pods, Longhorn's.
+const ShareManagerNamespace = "longhorn-system"
+
+// shareManagerPrefix names a volume's share-manager pod, as Longhorn does.
+const shareManagerPrefix = "share-manager-"
+
+// shareManagerPod is the share-manager pod of an attached RWX volume.
+func shareManagerPod(v *volume) dataplane.Pod {
+	return dataplane.Pod{ObjectRef: dataplane.ObjectRef{Namespace: ShareManagerNamespace, Name: shareManagerPrefix + v.name},
+		UID: v.smUID, Node: v.attached, Ready: true, Controller: "ShareManager", ShareManagerOf: v.name}
+}
+
+// RestartShareManager implements dataplane.Actions as Longhorn's
+// share-manager controller and the scheduler would: the pod of that uid
+// goes, the volume detaches, and a new pod (a new uid) is placed like any
+// other (placePod) and the volume attached there. A pod of another uid (one
+// started again already) is a no-op.
+func (s *Sim) RestartShareManager(ctx context.Context, key, uid string) error {
+	return s.act(ctx, "RestartShareManager", key, uid, func(now time.Time) (bool, error) {
+		name, ok := strings.CutPrefix(key, ShareManagerNamespace+"/"+shareManagerPrefix)
+		v := s.vols[name]
+		if !ok || v == nil || !v.shareManager || v.attached == "" || v.smUID != uid {
+			return false, nil
+		}
+		from := v.attached
+		s.detach(v)
+		s.restarts[key]++
+		to := s.placePod(&pod{spec: PodSpec{Namespace: ShareManagerNamespace, Name: shareManagerPrefix + name}}, from)
+		if to == "" {
+			return true, nil // Pending: no node can run it now
+		}
+		return true, s.attachFor(v, to, now)
 	})
 }

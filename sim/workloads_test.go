@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,4 +109,52 @@ func TestAddPodRefusesAVolumeAttachedElsewhere(t *testing.T) {
 	require.NoError(t, s.AddPod(sim.PodSpec{Name: "a", Node: "n1", Claims: []string{"web"}}))
 	assert.ErrorIs(t, s.AddPod(sim.PodSpec{Name: "b", Node: "n3", Claims: []string{"web"}}), sim.ErrVolumeAttached)
 	assert.Error(t, s.AddPod(sim.PodSpec{Name: "c", Node: "n1", Claims: []string{"missing"}}))
+}
+
+// TestShareManagerRestart: an RWX volume is attached where its first
+// client starts, its share-manager pod runs there and holds the
+// attachment's ticket, the other clients reach it over NFS; a restart of
+// another uid is a no-op, one of its uid moves the volume with a new pod
+// to a node the scheduler would pick, and no client moves.
+func TestShareManagerRestart(t *testing.T) {
+	ctx := context.Background()
+	s := workloadCluster(t)
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "shared", ReplicasOn: []string{"n2", "n3"}, ShareManager: true}))
+	require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "nfs-0", Node: "n1", Claims: []string{"shared"}}))
+	require.NoError(t, s.AddPod(sim.PodSpec{Namespace: "app", Name: "nfs-1", Node: "n3", Claims: []string{"shared"}}), "a second client elsewhere")
+	w, err := s.Workloads(ctx, "n1")
+	require.NoError(t, err)
+	var sm *dataplane.Pod
+	for i := range w.Pods {
+		if w.Pods[i].ShareManagerOf == "shared" {
+			sm = &w.Pods[i]
+		}
+	}
+	require.NotNil(t, sm, "the share-manager pod runs where the volume is attached")
+	assert.Equal(t, "n1", sm.Node)
+	require.Len(t, w.Volumes, 1)
+	assert.Equal(t, []dataplane.Ticket{
+		{ID: "share-manager-controller-shared", Type: dataplane.AttacherShareManager, Node: "n1"},
+		{ID: "csi-shared-n1", Type: dataplane.AttacherCSI, Node: "n1"},
+		{ID: "csi-shared-n3", Type: dataplane.AttacherCSI, Node: "n3"},
+	}, w.Volumes[0].Tickets)
+
+	require.NoError(t, s.RestartShareManager(ctx, sm.String(), "another-uid"))
+	v, err := s.Volume(ctx, "shared")
+	require.NoError(t, err)
+	assert.Equal(t, "n1", v.AttachedNode, "a restart of another uid is a no-op")
+	require.NoError(t, s.TaintNode(ctx, "n1"))
+	require.NoError(t, s.RestartShareManager(ctx, sm.String(), sm.UID))
+	v, err = s.Volume(ctx, "shared")
+	require.NoError(t, err)
+	assert.Equal(t, "n2", v.AttachedNode, "the new share-manager on the least busy untainted node, the volume with it")
+	assert.Equal(t, 1, s.Restarts()[sm.String()])
+	for _, p := range s.Pods() {
+		if p.Name == "nfs-0" {
+			assert.Equal(t, "n1", p.Node, "an NFS client stays")
+		}
+	}
+	w, err = s.Workloads(ctx, "n2")
+	require.NoError(t, err)
+	assert.True(t, slices.ContainsFunc(w.Pods, func(p dataplane.Pod) bool { return p.ShareManagerOf == "shared" && p.UID != sm.UID }), "a new pod")
 }
