@@ -300,6 +300,12 @@ type Volume struct {
 	// Migratable is spec.migratable: Longhorn moves the volume between
 	// nodes by live migration.
 	Migratable bool
+	// NoReplicaReuse reports that Longhorn would not reuse the volume's
+	// failed replicas when it rebuilds: a v2 volume while the setting
+	// fast-replica-rebuild-enabled is not true for v2. It then neither
+	// reuses one nor waits for one, and builds a new replica elsewhere at
+	// once.
+	NoReplicaReuse bool
 	// StrictLocal reports spec.dataLocality strict-local: its only replica
 	// is on its node, and it cannot be attached anywhere else.
 	StrictLocal bool

@@ -181,7 +181,7 @@ func TestToVolume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vol := &Volume{ObjectMeta: metav1.ObjectMeta{Name: "v"}, Spec: tt.spec, Status: tt.st}
 			// Given in reverse order: the result is sorted by name.
-			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines, nil, nil, DefaultReplicaReplenishmentWaitInterval)
+			got := toVolume(vol, []*Replica{r3, gone, r2, r1}, engines, nil, nil, defaultRebuild)
 			var names []string
 			for _, r := range got.Replicas {
 				names = append(names, r.Name)
@@ -190,7 +190,7 @@ func TestToVolume(t *testing.T) {
 			tt.want(t, got)
 		})
 	}
-	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines, nil, nil, DefaultReplicaReplenishmentWaitInterval)
+	attached := toVolume(&Volume{Spec: VolumeSpec{NodeID: "n1", DataEngine: "v2"}}, []*Replica{r1, r2, r3}, engines, nil, nil, defaultRebuild)
 	assert.Equal(t, []dataplane.ReplicaState{dataplane.ReplicaRunning, dataplane.ReplicaRebuilding, dataplane.ReplicaRunning},
 		[]dataplane.ReplicaState{attached.Replicas[0].State, attached.Replicas[1].State, attached.Replicas[2].State},
 		"modes from the active engine")
@@ -229,7 +229,7 @@ func TestTargetReady(t *testing.T) {
 		{"no engine frontend", []*Engine{engine("v-e-b", "n3", true, StateRunning)}, nil, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, toVolume(vol, nil, tt.engines, tt.efs, nil, DefaultReplicaReplenishmentWaitInterval).TargetReady)
+			assert.Equal(t, tt.want, toVolume(vol, nil, tt.engines, tt.efs, nil, defaultRebuild).TargetReady)
 		})
 	}
 }
@@ -448,5 +448,24 @@ func TestManagerIMImage(t *testing.T) {
 		{"a rollout: the newest", []*Pod{pod(1, "m", "--instance-manager-image", "im:v1"), pod(2, "m", "--instance-manager-image", "im:v2")}, "im:v2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, managerIMImage(tc.pods)) })
+	}
+}
+
+// defaultRebuild are the rebuild settings at Longhorn's defaults.
+var defaultRebuild = rebuildSettings{wait: DefaultReplicaReplenishmentWaitInterval, fastV2: true}
+
+// TestSettingTrueForV2: fast-replica-rebuild-enabled's v2 value as
+// Longhorn's scheduler reads it; what it cannot read counts as false.
+func TestSettingTrueForV2(t *testing.T) {
+	for value, want := range map[string]bool{
+		`{"v1":"true","v2":"true"}`:  true,
+		`{"v1":"true","v2":"false"}`: false,
+		`{"v1":"false","v2":"1"}`:    true,
+		`{"v1":"true"}`:              false,
+		`true`:                       false,
+		`{"v2":"yes"}`:               false,
+		``:                           false,
+	} {
+		assert.Equal(t, want, settingTrueForV2(value), "%q", value)
 	}
 }

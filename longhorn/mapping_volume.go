@@ -223,7 +223,7 @@ func instanceRunning(r *Replica) bool {
 // replenishAt is when Longhorn may build a new replica of a degraded
 // attached volume elsewhere (dataplane.Volume.ReplenishAt): its
 // status.lastDegradedAt, plus wait while a failed replica could be reused.
-func replenishAt(v *Volume, out dataplane.Volume, replicas []*Replica, wait time.Duration) time.Time {
+func replenishAt(v *Volume, out dataplane.Volume, replicas []*Replica, rs rebuildSettings) time.Time {
 	if out.AttachedNode == "" || v.Status.LastDegradedAt == "" {
 		return time.Time{}
 	}
@@ -231,9 +231,12 @@ func replenishAt(v *Volume, out dataplane.Volume, replicas []*Replica, wait time
 	if err != nil {
 		return time.Time{}
 	}
+	if out.NoReplicaReuse {
+		return at // nothing is waited for
+	}
 	for _, r := range replicas {
 		if r.DeletionTimestamp == nil && r.Spec.FailedAt != "" && r.Spec.NodeID != "" {
-			return at.Add(wait)
+			return at.Add(rs.wait)
 		}
 	}
 	return at
@@ -287,7 +290,15 @@ func eventTime(e *Event) metav1.Time {
 // one, for which Longhorn says "unknown", it is computed from the replicas
 // as dataplane asks. A detached volume reports no switch-over (Longhorn may
 // leave a stale state there).
-func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event, wait time.Duration) dataplane.Volume {
+// rebuildSettings are the settings that decide how Longhorn replenishes a
+// volume: replica-replenishment-wait-interval, and whether
+// fast-replica-rebuild-enabled holds for v2.
+type rebuildSettings struct {
+	wait   time.Duration
+	fastV2 bool
+}
+
+func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event, rs rebuildSettings) dataplane.Volume {
 	out := dataplane.Volume{
 		Name:             v.Name,
 		DataEngine:       dataEngineOf(v),
@@ -300,6 +311,7 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		Migratable:       v.Spec.Migratable,
 		StrictLocal:      v.Spec.DataLocality == DataLocalityStrictLocal,
 	}
+	out.NoReplicaReuse = out.DataEngine == dataplane.DataEngineV2 && !rs.fastV2
 	active := activeEngine(engines, out.AttachedNode)
 	out.TargetNode = targetNode(v, active)
 	if out.Attached() {
@@ -327,7 +339,7 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 			Running:  instanceRunning(r),
 		})
 	}
-	out.ReplenishAt = replenishAt(v, out, replicas, wait)
+	out.ReplenishAt = replenishAt(v, out, replicas, rs)
 	if out.AttachedNode != "" {
 		out.Robustness = robustness(v.Status.Robustness)
 	} else {

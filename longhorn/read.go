@@ -3,6 +3,7 @@ package longhorn
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -193,7 +194,7 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 	out := toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
-		efs, evs, p.replenishWait())
+		efs, evs, rebuildSettings{wait: p.replenishWait(), fastV2: p.fastReplicaRebuildV2()})
 	if ln, ok := get[LonghornNode](p.lhNodes, key(p.ns, out.AttachedNode)); ok && out.Attached() {
 		out.InitiatorMultipath = dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation])
 	}
@@ -212,6 +213,28 @@ func (p *Plane) replenishWait() time.Duration {
 		return DefaultReplicaReplenishmentWaitInterval
 	}
 	return time.Duration(n) * time.Second
+}
+
+// fastReplicaRebuildV2 is the v2 value of fast-replica-rebuild-enabled as
+// Longhorn reads it (GetSettingAsBoolByDataEngine, LM@v1.12.1
+// datastore/longhorn.go:4586-4620): the default (true) when the setting is
+// absent, false when its value is not a JSON object with a boolean v2
+// entry, which Longhorn's scheduler counts as false too.
+func (p *Plane) fastReplicaRebuildV2() bool {
+	s, ok := get[Setting](p.settings, key(p.ns, SettingFastReplicaRebuildEnabled))
+	return !ok || settingTrueForV2(s.Value)
+}
+
+// settingTrueForV2 reads a data-engine-specific boolean setting's value
+// for v2 as Longhorn does (ParseDataEngineSpecificSetting): a JSON object
+// of strconv.ParseBool strings by engine; anything else is false.
+func settingTrueForV2(value string) bool {
+	var byEngine map[string]string
+	if err := json.Unmarshal([]byte(value), &byEngine); err != nil {
+		return false
+	}
+	v2, err := strconv.ParseBool(byEngine[dataplane.DataEngineV2])
+	return err == nil && v2
 }
 
 // LonghornUpgrader implements dataplane.Reader. The automatic-upgrade

@@ -82,6 +82,11 @@ const (
 	SettingReplicaReplenishmentWaitInterval = "replica-replenishment-wait-interval"
 	// DefaultReplicaReplenishmentWaitInterval is that setting's default.
 	DefaultReplicaReplenishmentWaitInterval = 600 * time.Second
+	// SettingFastReplicaRebuildEnabled names the data-engine-specific
+	// setting whose v2 value lets Longhorn reuse failed v2 replicas: a JSON
+	// object of "true"/"false" by engine, default both true
+	// (LM@v1.12.1 types/setting.go:1589-1598).
+	SettingFastReplicaRebuildEnabled = "fast-replica-rebuild-enabled"
 	// UnknownReplicaPrefix starts the key under which an engine's mode map
 	// lists a replica it still holds but no longer knows by name (a failed
 	// replica being removed): UNKNOWN-tcp://<storageIP>:<port>.

@@ -101,7 +101,7 @@ func TestUpstreamSwitchoverCases(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v, es, efs := switchoverBase()
 			es, efs = tt.shape(v, es, efs)
-			got := toVolume(v, []*Replica{rep}, es, efs, nil, DefaultReplicaReplenishmentWaitInterval)
+			got := toVolume(v, []*Replica{rep}, es, efs, nil, defaultRebuild)
 			assert.Equal(t, tt.target, got.TargetNode, "where the target runs")
 			assert.Equal(t, tt.ready, got.TargetReady, "Longhorn's own end of the move")
 			assert.Equal(t, tt.moving, moving(got), "a switch-over under way")

@@ -34,6 +34,9 @@ const (
 	// replicas of attached v2 volumes lets Longhorn reuse them afterwards,
 	// or the request accepts that it will not.
 	ReplicaSchedulingAllowed = "ReplicaSchedulingAllowed"
+	// FailedReplicasReusable holds when Longhorn would reuse the replicas
+	// the upgrade fails (fast-replica-rebuild-enabled true for v2).
+	FailedReplicasReusable = "FailedReplicasReusable"
 	// VolumesHealthy holds when every attached v2 volume concerned by the
 	// nodes to upgrade is healthy and has more than one replica.
 	VolumesHealthy = "VolumesHealthy"
@@ -69,6 +72,9 @@ const (
 	// ReasonReplicaSchedulingDisabled: a node to upgrade does not allow
 	// replica scheduling and holds replicas of attached v2 volumes.
 	ReasonReplicaSchedulingDisabled = "ReplicaSchedulingDisabled"
+	// ReasonFastReplicaRebuildDisabled: Longhorn's fast-replica-rebuild-enabled
+	// is not true for v2, so it reuses no failed v2 replica.
+	ReasonFastReplicaRebuildDisabled = "FastReplicaRebuildDisabled"
 	// ReasonVolumeUnhealthy: a concerned volume is not healthy.
 	ReasonVolumeUnhealthy = "VolumeUnhealthy"
 	// ReasonSingleReplica: concerned volumes are healthy but one has a single
@@ -113,7 +119,7 @@ type Result struct {
 // (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade, then Longhorn's
 // own upgrader: NoOtherUpgrader), the image
 // (DefaultImageOnAllNodesReady), versions (NoVersionDrift), the nodes'
-// settings (ReplicaSchedulingAllowed), and last the
+// settings (ReplicaSchedulingAllowed), Longhorn's (FailedReplicasReusable), and last the
 // volumes, the most detailed and the most likely to change from one try to
 // the next. The order is also the order of the precheck events and conditions.
 var checks = []struct {
@@ -128,6 +134,7 @@ var checks = []struct {
 	{DefaultImageOnAllNodesReady, CheckDefaultImageOnAllNodesReady},
 	{NoVersionDrift, CheckNoVersionDrift},
 	{ReplicaSchedulingAllowed, CheckReplicaSchedulingAllowed},
+	{FailedReplicasReusable, CheckFailedReplicasReusable},
 	{VolumesHealthy, CheckVolumesHealthy},
 }
 

@@ -23,7 +23,7 @@ func TestRunHealthyCluster(t *testing.T) {
 	rs := Run(input(c))
 	require.Equal(t, []string{
 		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade", "NoOtherUpgrader",
-		"DefaultImageOnAllNodesReady", "NoVersionDrift", "ReplicaSchedulingAllowed", "VolumesHealthy",
+		"DefaultImageOnAllNodesReady", "NoVersionDrift", "ReplicaSchedulingAllowed", "FailedReplicasReusable", "VolumesHealthy",
 	}, checkNames(rs))
 	assert.Equal(t, Names(), checkNames(rs))
 	assert.Equal(t, []Result{
@@ -35,14 +35,16 @@ func TestRunHealthyCluster(t *testing.T) {
 		{DefaultImageOnAllNodesReady, true, ReasonChecksPassed, "instance-manager image im:v2 is present on every node to upgrade (3)"},
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
 		{ReplicaSchedulingAllowed, true, ReasonChecksPassed, "every node to upgrade that holds replicas of attached v2 volumes allows replica scheduling"},
+		{FailedReplicasReusable, true, ReasonChecksPassed, "Longhorn reuses the replicas the upgrade fails (fast-replica-rebuild-enabled is true for v2)"},
 		{VolumesHealthy, true, ReasonChecksPassed, "every attached v2 volume on the nodes to upgrade is healthy and has more than one replica (1)"},
 	}, rs)
 	assert.True(t, Passed(rs))
-	assert.Equal(t, "all 9 prechecks passed", Summary(rs))
+	assert.Equal(t, "all 10 prechecks passed", Summary(rs))
 }
 
 func TestRunReportsEveryProblemAtOnce(t *testing.T) {
-	// One v2 node without the target image nor replica scheduling, a single-replica volume, another
+	// One v2 node without the target image nor replica scheduling, a
+	// single-replica volume whose failed replica Longhorn would not reuse, another
 	// upgrade active, Longhorn's own upgrader on, a v1 request naming a
 	// ghost: each check finds its own
 	// problem, whatever the others found. NoVersionDrift needs two v2 nodes to
@@ -54,6 +56,7 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		Volumes:          []dataplane.Volume{vol("vol-1", "node-1", "node-1")},
 		Upgrader:         dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}},
 	}
+	c.Volumes[0].NoReplicaReuse = true
 	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"}}
 	assert.Equal(t, []Result{
 		{DataEngineSupported, false, ReasonUnsupportedDataEngine, `data engine "v1" is not supported: only "v2" can be upgraded live`},
@@ -66,10 +69,12 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		{ReplicaSchedulingAllowed, false, ReasonReplicaSchedulingDisabled, "nodes to upgrade do not allow replica scheduling (spec.allowScheduling is false) and hold replicas of attached v2 volumes: node-1 (replicas of vol-1); " +
 			"Longhorn would not reuse those replicas after the upgrade but rebuild each on another node once replica-replenishment-wait-interval has passed: " +
 			"allow scheduling on them, or set spec.allowNodesWithoutReplicaScheduling in a new manager"},
+		{FailedReplicasReusable, false, ReasonFastReplicaRebuildDisabled, "Longhorn's setting fast-replica-rebuild-enabled is not true for v2, so it would reuse none of the replicas the upgrade fails " +
+			`(attached v2 volumes vol-1) and would build each again on another node at once, a full copy that also reverts its target's move: set it to {"v1":"true","v2":"true"} (its default)`},
 		{VolumesHealthy, false, ReasonSingleReplica, "attached v2 volumes on the nodes to upgrade must be healthy and have more than one replica: vol-1 has a single replica"},
 	}, Run(in))
 	assert.False(t, Passed(Run(in)))
-	assert.Equal(t, "8 of 9 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, ReplicaSchedulingAllowed, VolumesHealthy", Summary(Run(in)))
+	assert.Equal(t, "9 of 10 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, ReplicaSchedulingAllowed, FailedReplicasReusable, VolumesHealthy", Summary(Run(in)))
 }
 
 func TestPassedAndSummary(t *testing.T) {

@@ -46,6 +46,35 @@ func CheckReplicaSchedulingAllowed(in Input) Result {
 		strings.Join(problems, "; "))
 }
 
+// CheckFailedReplicasReusable passes when Longhorn would reuse every
+// replica the upgrade fails: those of attached v2 volumes on the nodes to
+// upgrade. With fast-replica-rebuild-enabled not true for v2 (or a value
+// Longhorn cannot read), Longhorn neither reuses a failed v2 replica nor
+// waits for one: the moment a node's replicas are failed it builds each
+// again on another node, a full copy, and a rebuild starting while the
+// volume's target moves makes Longhorn revert the move. The fix is
+// Longhorn's setting; no spec field accepts it.
+func CheckFailedReplicasReusable(in Input) Result {
+	var vols []string
+	for _, name := range upgradeNodes(in) {
+		for _, v := range in.Cluster.Volumes {
+			if v.DataEngine == dataplane.DataEngineV2 && v.Attached() && v.NoReplicaReuse &&
+				slices.ContainsFunc(v.Replicas, func(r dataplane.Replica) bool { return r.Node == name }) {
+				vols = append(vols, v.Name)
+			}
+		}
+	}
+	slices.Sort(vols)
+	vols = slices.Compact(vols)
+	if len(vols) == 0 {
+		return pass(FailedReplicasReusable, "Longhorn reuses the replicas the upgrade fails (fast-replica-rebuild-enabled is true for v2)")
+	}
+	return fail(FailedReplicasReusable, ReasonFastReplicaRebuildDisabled,
+		"Longhorn's setting fast-replica-rebuild-enabled is not true for v2, so it would reuse none of the replicas the upgrade fails "+
+			"(attached v2 volumes %s) and would build each again on another node at once, a full copy that also reverts its target's move: "+
+			`set it to {"v1":"true","v2":"true"} (its default)`, strings.Join(vols, ", "))
+}
+
 // replicaVolumesOn names, sorted, the attached v2 volumes with a replica on
 // node.
 func replicaVolumesOn(vols []dataplane.Volume, node string) []string {

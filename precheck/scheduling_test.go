@@ -64,3 +64,34 @@ func TestCheckReplicaSchedulingAllowed(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckFailedReplicasReusable(t *testing.T) {
+	noReuse := func(v dataplane.Volume) dataplane.Volume { v.NoReplicaReuse = true; return v }
+	detached := noReuse(vol("detached", "", "node-2", "node-3"))
+	detached.TargetNode = ""
+	reused := Result{FailedReplicasReusable, true, ReasonChecksPassed, "Longhorn reuses the replicas the upgrade fails (fast-replica-rebuild-enabled is true for v2)"}
+	refused := func(vols string) Result {
+		return Result{FailedReplicasReusable, false, ReasonFastReplicaRebuildDisabled, "Longhorn's setting fast-replica-rebuild-enabled is not true for v2, " +
+			"so it would reuse none of the replicas the upgrade fails (attached v2 volumes " + vols + ") and would build each again on another node at once, " +
+			`a full copy that also reverts its target's move: set it to {"v1":"true","v2":"true"} (its default)`}
+	}
+	tests := []struct {
+		name      string
+		vols      []dataplane.Volume
+		requested []string
+		want      Result
+	}{
+		{"Longhorn reuses them", []dataplane.Volume{vol("a", "node-1", "node-1", "node-2")}, nil, reused},
+		{"it would not: every attached volume with a replica to fail named, sorted",
+			[]dataplane.Volume{noReuse(vol("b", "node-1", "node-1", "node-2")), noReuse(vol("a", "node-3", "node-3", "node-2"))}, nil, refused("a, b")},
+		{"a detached volume's replicas are not failed", []dataplane.Volume{detached}, nil, reused},
+		{"replicas only on nodes not upgraded", []dataplane.Volume{noReuse(vol("a", "node-1", "node-2", "node-3"))}, []string{"node-1"}, reused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := input(cluster(3, tt.vols...))
+			in.RequestedNodes = tt.requested
+			assert.Equal(t, tt.want, CheckFailedReplicasReusable(in))
+		})
+	}
+}

@@ -84,6 +84,10 @@ type Config struct {
 	// Longhorn's replica-replenishment-wait-interval. Zero rebuilds elsewhere
 	// at once when the node is not eligible; negative waits forever.
 	ReplicaReplenishWait time.Duration
+	// NoFastReplicaRebuild plays Longhorn's fast-replica-rebuild-enabled
+	// set to false for v2: a failed v2 replica is never reused, nor waited
+	// for, and a new replica is built elsewhere at once.
+	NoFastReplicaRebuild bool
 	// ReplicaStartLatency is how long a reused or new replica's instance
 	// takes to start before it joins its engine, where its rebuild begins.
 	ReplicaStartLatency time.Duration

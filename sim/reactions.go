@@ -205,7 +205,7 @@ func (v *volume) stillInEngine() bool {
 // reused some day, whatever its node's scheduling: Longhorn then waits
 // replica-replenishment-wait-interval before building a new one elsewhere.
 func (s *Sim) potentiallyReusable(v *volume) bool {
-	if !s.on(RuleReplenishmentWait) {
+	if !s.on(RuleReplenishmentWait) || !s.reuses(v) {
 		return false
 	}
 	for _, r := range v.replicas {
@@ -250,6 +250,14 @@ func (s *Sim) replenishAt(v *volume) time.Time {
 	return at.Add(s.ReplenishWait())
 }
 
+// reuses reports whether Longhorn would reuse v's failed replicas: a v2
+// volume's only with fast-replica-rebuild-enabled for v2
+// (`LM@v1.12.1:scheduler/replica_scheduler.go:958-973` in
+// CheckAndReuseFailedReplica, `:1064-1078` in the replenishment wait).
+func (s *Sim) reuses(v *volume) bool {
+	return v.engine != EngineV2 || !s.cfg.NoFastReplicaRebuild
+}
+
 // NeverReplenish is the replenishment wait a negative
 // Config.ReplicaReplenishWait stands for, as Longhorn's setting can say it
 // (its tests use MaxInt32 seconds for "never").
@@ -278,6 +286,9 @@ func (s *Sim) eligible(v *volume, n *node) bool {
 // replica of v serving there. With no healthy replica left (running 0),
 // only a replica that kept its data (in error) is salvaged.
 func (s *Sim) reusable(v *volume, running int) (*replica, *node) {
+	if !s.reuses(v) {
+		return nil, nil
+	}
 	var best *replica
 	for _, r := range v.replicas {
 		if !r.failed || (running == 0 && r.state != dataplane.ReplicaError) {

@@ -249,6 +249,7 @@ func (m *im) export() dataplane.InstanceManager {
 func (s *Sim) exportVolume(v *volume) dataplane.Volume {
 	out := v.export()
 	out.ReplenishAt = s.replenishAt(v)
+	out.NoReplicaReuse = !s.reuses(v)
 	if n := s.nodes[v.attached]; n != nil {
 		out.InitiatorMultipath = n.multipath
 	}

@@ -141,6 +141,25 @@ func TestRule_ReplenishmentWait(t *testing.T) {
 	}
 }
 
+// With fast-replica-rebuild-enabled false for v2 (Config.NoFastReplicaRebuild)
+// a failed v2 replica is not waited for: Longhorn builds a new one
+// elsewhere at once, where it would otherwise wait
+// replica-replenishment-wait-interval for the failed one's node; the
+// volume says it will not reuse.
+func TestNoReuseWithoutFastRebuild(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		s, _ := cluster3(t, Config{ReplicaReplenishWait: 10 * time.Minute, NoFastReplicaRebuild: !fast},
+			VolumeSpec{Name: "vol-1", ReplicasOn: three, AttachedTo: "node-1"})
+		require.NoError(t, s.AddNode("node-4"))
+		assert.Equal(t, !fast, vol(t, s, "vol-1").NoReplicaReuse)
+		require.NoError(t, s.SetReplicaScheduling(ctx, "node-3", false))
+		retire(t, s, "vol-1", "vol-1-r-3")
+		s.Advance(time.Minute)
+		_, onNode4 := replicaNodes(vol(t, s, "vol-1"))["node-4"]
+		assert.Equal(t, !fast, onNode4, "fast rebuild %t: a new replica elsewhere at once", fast)
+	}
+}
+
 // A replica stopped while its engine still holds it makes the volume's
 // I/O queue for the replica link's timeout (RuleReplicaLinkTimeout); one
 // failed first and stopped once out of the engine does not.

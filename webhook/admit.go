@@ -53,6 +53,9 @@ var admissionChecks = []admissionCheck{
 	// A node's scheduling setting is the operator's to change; the request
 	// can also accept it.
 	{precheck.ReplicaSchedulingAllowed, "spec.allowNodesWithoutReplicaScheduling", precheck.CheckReplicaSchedulingAllowed},
+	// Longhorn's setting is the operator's to change: refused at once,
+	// with what to set.
+	{precheck.FailedReplicasReusable, "", precheck.CheckFailedReplicasReusable},
 }
 
 // deferredChecks are the prechecks left to the controller at the start of

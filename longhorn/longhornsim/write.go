@@ -55,6 +55,7 @@ func (m *Manager) write(ctx context.Context) error {
 		m.writeSetting(ctx, longhorn.SettingDefaultInstanceManagerImage, image),
 		m.writeSetting(ctx, longhorn.SettingCurrentLonghornVersion, platform.LonghornVersion),
 		m.writeSetting(ctx, longhorn.SettingReplicaReplenishmentWaitInterval, strconv.FormatInt(int64(m.sim.ReplenishWait()/time.Second), 10)),
+		m.writeSetting(ctx, longhorn.SettingFastReplicaRebuildEnabled, fmt.Sprintf(`{"v1":"true","v2":"%t"}`, !m.sim.Config().NoFastReplicaRebuild)),
 		m.writeUpgraderSettings(ctx, upgrader.Settings),
 		m.writeUpgraderObjects(ctx, upgrader, image),
 		m.writeNodes(ctx, nodes),
