@@ -12,8 +12,8 @@ import (
 
 // The marks of the nodes still to come (dataplane.UpgradePendingTaintKey).
 // An upgrade that moves workloads marks every planned node once it is
-// planned, and unmarks each as its outcome is recorded, and all of them
-// once the upgrade ends or is cancelled: the pods moved off the node in
+// planned, unmarks each as it completes, and all of them once the upgrade
+// ends or is cancelled: the pods moved off the node in
 // flight then land, where they can, on nodes they will not have to leave
 // again. The marks are a projection of the manager's history, like the
 // records of targets away: a reaction lost to a restart is decided again

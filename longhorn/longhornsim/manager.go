@@ -14,7 +14,9 @@
 // robustness; and what Longhorn's own instance-manager upgrader shows (its
 // automatic-upgrade settings, and, once the simulator shows any, its
 // upgrade control and per-node upgrades, whose CRDs only a Longhorn with
-// that upgrader serves). Status is written only through the /status
+// that upgrader serves); on request, attachments as their tickets say and
+// RWX volumes' share-manager pods (Options.VolumeAttachments). Status is
+// written only through the /status
 // subresource. The simulator's I/O checker therefore judges an upgrade
 // driven through the longhorn adapter exactly as one driven through the
 // simulator.
@@ -51,7 +53,8 @@ type Options struct {
 	// object change and when a simulated latency ends); default 10ms.
 	Interval time.Duration
 	// VolumeAttachments plays Longhorn's VolumeAttachment controller
-	// (attachments.go): each volume gets its VolumeAttachment and is
+	// (attachments.go) and, for RWX volumes, its share-manager controller
+	// (sharemanagers.go): each volume gets its VolumeAttachment and is
 	// attached and detached as its tickets say, so a volume the simulator
 	// attached with no ticket is detached in the first round. For tests
 	// whose pods ask for their volumes (test/harness/kubelets).
