@@ -70,6 +70,7 @@ func (s *Sim) act(ctx context.Context, action, object, arg string, do func(now t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick()
+	s.accountAll(s.now())
 	changed, err := do(s.now())
 	s.record(action, object, arg, !changed && err == nil, err)
 	if changed {
@@ -103,7 +104,7 @@ func (s *Sim) SetReplicaScheduling(ctx context.Context, nodeName string, allow b
 
 // CreateSnapshot takes a snapshot named name; an existing name is a no-op.
 func (s *Sim) CreateSnapshot(ctx context.Context, volName, name string) error {
-	return s.act(ctx, "CreateSnapshot", volName, name, func(time.Time) (bool, error) {
+	return s.act(ctx, "CreateSnapshot", volName, name, func(now time.Time) (bool, error) {
 		v, err := s.volume(volName)
 		if err != nil {
 			return false, fmt.Errorf("create snapshot %q: %w", name, err)
@@ -112,6 +113,7 @@ func (s *Sim) CreateSnapshot(ctx context.Context, volName, name string) error {
 			return false, nil
 		}
 		v.snapshots = append(v.snapshots, name)
+		s.snapshotData(v, name, false, now)
 		s.snapshotsTaken++
 		return true, nil
 	})
@@ -129,6 +131,11 @@ func (s *Sim) DeleteSnapshot(ctx context.Context, volName, name string) error {
 			return false, nil
 		}
 		v.snapshots = slices.Delete(v.snapshots, i, i+1)
+		for _, r := range v.replicas {
+			if j := slices.IndexFunc(r.data.snaps, func(sn snap) bool { return sn.name == name }); j >= 0 {
+				r.data.removeSnapshot(j)
+			}
+		}
 		return true, nil
 	})
 }

@@ -133,6 +133,10 @@ type VolumeSpec struct {
 	// Frontend is spec.frontend; "" means blockdev (NVMe/TCP), NoFrontend
 	// none.
 	Frontend string
+	// Allocated is the bytes each replica holds at the start (in its
+	// head: no snapshot yet); WriteRate the bytes per second its workload
+	// writes while it is attached (data.go).
+	Allocated, WriteRate int64
 	// ShareManager makes it an RWX volume served by a share-manager pod
 	// (dataplane.Volume.ShareManager): Longhorn attaches it where that pod
 	// runs, which longhornsim plays (Options.VolumeAttachments).
@@ -156,13 +160,14 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		return fmt.Errorf("add volume %q: %w", spec.Name, err)
 	}
 	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
-		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager}
+		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager, writeRate: spec.WriteRate, wroteAt: s.now()}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++
 		v.replicas = append(v.replicas, &replica{
 			name:  fmt.Sprintf("%s-r-%d", v.name, v.replicaSeq),
 			node:  nodeName,
 			state: dataplane.ReplicaRunning,
+			data:  replicaData{head: spec.Allocated},
 		})
 		addIdx(s.replicasOn, nodeName, v.name)
 	}
@@ -174,6 +179,9 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		}
 	}
 	s.vols[v.name] = v
+	if v.writeRate > 0 {
+		s.writing[v.name] = struct{}{}
+	}
 	s.volNames = append(s.volNames, v.name)
 	s.volSorted = false
 	if spec.AttachedTo != "" {

@@ -84,6 +84,10 @@ type Config struct {
 	// Longhorn's replica-replenishment-wait-interval. Zero rebuilds elsewhere
 	// at once when the node is not eligible; negative waits forever.
 	ReplicaReplenishWait time.Duration
+	// RebuildBandwidth, in bytes per second, makes a rebuild last the
+	// bytes it copies (data.go) over it; zero: RebuildLatency, whatever it
+	// copies.
+	RebuildBandwidth int64
 	// NoFastReplicaRebuild plays Longhorn's fast-replica-rebuild-enabled
 	// set to false for v2: a failed v2 replica is never reused, nor waited
 	// for, and a new replica is built elsewhere at once.
@@ -144,6 +148,10 @@ type Sim struct {
 	podSeq int
 	// restarts counts each workload's evictions (Restarts).
 	restarts map[string]int
+	// rebuilds are the rebuilds counted in bytes (RebuildRecords);
+	// writing the volumes with a WriteRate.
+	rebuilds []RebuildRecord
+	writing  map[string]struct{}
 
 	// Per-node indexes keep single-object work independent of cluster size.
 	targetsOn   map[string]map[string]struct{} // node → volumes whose current target is there
@@ -264,6 +272,10 @@ type volume struct {
 	engine      string
 	numReplicas int
 	frontend    string
+	// writeRate is the bytes per second its workload writes while
+	// attached; wroteAt when they were last counted (data.go).
+	writeRate int64
+	wroteAt   time.Time
 	// shareManager: an RWX volume served by a share-manager pod, which
 	// runs where the volume is attached; smUID is that pod's uid.
 	shareManager bool
@@ -325,6 +337,8 @@ type replica struct {
 	gen      uint64
 	salvage  bool // rebuilt from its own data because no healthy source was left
 	byFault  bool // lost to an injected fault, for I/O failure attribution
+	// data is what it holds, in bytes (data.go).
+	data replicaData
 }
 
 // New returns an empty cluster; add nodes and volumes with the builder
@@ -363,6 +377,7 @@ func New(cfg Config) *Sim {
 		ims:           map[string]*im{},
 		pods:          map[string]*pod{},
 		restarts:      map[string]int{},
+		writing:       map[string]struct{}{},
 		imGone:        map[string]bool{},
 		vols:          map[string]*volume{},
 		volSorted:     true,

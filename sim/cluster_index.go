@@ -51,6 +51,7 @@ func (s *Sim) setTarget(v *volume, nodeName string) {
 }
 
 func (s *Sim) setAttached(v *volume, nodeName string) {
+	s.accountWrites(v, s.now())
 	defer s.rehost(v, v.targetHost())
 	if v.attached != "" {
 		delIdx(s.attachedOn, v.attached, v.name)

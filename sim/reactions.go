@@ -358,10 +358,14 @@ func (s *Sim) joinEngine(volName, replicaName string, gen uint64, now time.Time)
 	if r == nil || r.gen != gen || r.state != dataplane.ReplicaRebuilding || r.joined {
 		return false
 	}
+	rec := s.copyForRebuild(v, r, now)
 	r.joined, r.inEngine = true, true
 	s.markVolume(v.name)
 	s.checkRevert(v, now)
 	latency := s.cfg.RebuildLatency
+	if s.cfg.RebuildBandwidth > 0 {
+		latency = rec.Duration
+	}
 	if d, ok := s.faults.slow[v.name]; ok {
 		latency = d
 	}

@@ -114,6 +114,7 @@ func (s *Sim) step(timers bool) {
 		switch {
 		case timers && len(s.timers) > 0 && !s.timers[0].due.After(now):
 			t := heap.Pop(&s.timers).(*timer)
+			s.accountAll(now)
 			if s.fire(t, now) {
 				s.checkIO()
 			}
