@@ -91,6 +91,28 @@ func (s *Sim) AddPod(spec PodSpec) error {
 	return nil
 }
 
+// DeletePod removes a workload pod for good, as an operator deleting its
+// workload would: its volumes are detached from its node (an RWX volume
+// stays with its share-manager). A pod that is not there is an error.
+func (s *Sim) DeletePod(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pods[key]
+	if p == nil {
+		return fmt.Errorf("delete pod %s: %w", key, dataplane.ErrNotFound)
+	}
+	delete(s.pods, key)
+	for _, c := range p.spec.Claims {
+		if v := s.vols[c]; v != nil && v.attached == p.spec.Node && !v.shareManager {
+			s.detach(v)
+		}
+	}
+	s.checkIO()
+	s.react()
+	s.changes.Notify()
+	return nil
+}
+
 // AddPods gives every attached volume without a pod a ReplicaSet's pod of
 // its own on the volume's node, named after the volume: the workloads of a
 // generated cluster.
