@@ -5,8 +5,10 @@
 # next to this script (go.mod/go.sum: k8s.io/kubernetes v1.37.2 with every
 # k8s.io staging module replaced by its v0.37.2 release).
 #
-# Binaries already present are kept: a cold build takes ~12 min on 2 cores
-# (peak ~2.9 GB), a warm one (Go build cache kept) ~25 s.
+# Binaries already present are kept: a cold build takes ~14 min on 2 cores
+# (peak ~2.9 GB; kube-controller-manager and kube-scheduler add ~2.5 min to
+# the apiserver's, whose build cache they share), a warm one (Go build cache
+# kept) ~25 s.
 #
 # The build flags are fixed on purpose: -trimpath and the exact -ldflags are
 # part of the Go build cache key, so any change costs a full cold rebuild.
