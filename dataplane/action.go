@@ -159,12 +159,13 @@ func (f ActionsFunc) RestartShareManager(ctx context.Context, pod, uid string) e
 // WithActions is dp with its actions handed to f instead (a recorder or a
 // gate in front of dp's own, which f reaches through Action.Apply).
 func WithActions(dp DataPlane, f ActionsFunc) DataPlane {
-	return withActions{Reader: dp, TargetRecorder: dp, NodeMarker: dp, ActionsFunc: f}
+	return withActions{Reader: dp, TargetRecorder: dp, NodeMarker: dp, SnapshotHasher: dp, ActionsFunc: f}
 }
 
 type withActions struct {
 	Reader
 	TargetRecorder
 	NodeMarker
+	SnapshotHasher
 	ActionsFunc
 }

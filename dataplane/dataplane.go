@@ -180,6 +180,10 @@ type Replica struct {
 	// instance manager, whatever its health: what must stop before that
 	// instance manager goes.
 	Running bool
+	// RebuildProgress is the percentage of its rebuild done, as the
+	// volume's engine reports it (status.rebuildStatus); 0 when it is not
+	// being rebuilt.
+	RebuildProgress int
 }
 
 // Healthy reports whether the replica serves I/O.
@@ -312,6 +316,11 @@ type Volume struct {
 	// Tickets are its Longhorn VolumeAttachment's tickets; read only where
 	// a Workloads is.
 	Tickets []Ticket
+	// ActualSize is status.actualSize: the bytes its replicas hold, every
+	// snapshot and the head: what a rebuild that copies everything copies.
+	ActualSize int64
+	// Hashing is its snapshots' hashing.
+	Hashing SnapshotHashing
 }
 
 // TargetAway is the controller's record, kept on the volume, that the
@@ -452,6 +461,9 @@ type Reader interface {
 	LonghornUpgrader(ctx context.Context) (LonghornUpgrader, error)
 	// Workloads reads what moving node's workloads needs (see Workloads).
 	Workloads(ctx context.Context, node string) (Workloads, error)
+	// Snapshots lists the volume's snapshots, oldest first (ErrNotFound
+	// for a volume gone).
+	Snapshots(ctx context.Context, volume string) ([]Snapshot, error)
 }
 
 // Actions are what node steps do. Each is idempotent.
@@ -520,10 +532,12 @@ type NodeMarker interface {
 }
 
 // DataPlane is a whole cluster: reads, actions and the controller's
-// records of targets away and marks of nodes still to come.
+// records of targets away, marks of nodes still to come and requests to
+// hash snapshots.
 type DataPlane interface {
 	Reader
 	Actions
 	TargetRecorder
 	NodeMarker
+	SnapshotHasher
 }

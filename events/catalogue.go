@@ -1,5 +1,7 @@
 package events
 
+import "time"
+
 // Type is a versioned CloudEvents "type" attribute. The version suffix is part
 // of the name so that a changed schema becomes a new type and old history can
 // still be decoded (and upcast).
@@ -45,6 +47,10 @@ const (
 	TypeNodeTainted          Type = "io.switchback.node.tainted.v1"
 	TypeNodeUntainted        Type = "io.switchback.node.untainted.v1"
 	TypePodMoved             Type = "io.switchback.node.pod-moved.v1"
+	TypeHashingRequested     Type = "io.switchback.node.snapshot-hashing-requested.v1"
+	TypeRebuildPlanned       Type = "io.switchback.node.rebuild-planned.v1"
+	TypeRebuildStarted       Type = "io.switchback.node.rebuild-started.v1"
+	TypeRebuildFinished      Type = "io.switchback.node.rebuild-finished.v1"
 )
 
 // UpgradeRequested records the user's intent: a DataEngineUpgradeManager was
@@ -282,6 +288,57 @@ type PodMoved struct {
 	Restart bool     `json:"restart,omitempty"`
 }
 
+// HashingRequested records, before the controller asks Longhorn for it,
+// the on-demand hashing of the snapshots of a volume whose replica on the
+// node is about to be failed: once the upgrade's snapshot (Snapshot) is
+// hashed on every replica, the reused replica's rebuild skips it and
+// copies only what was written since. The controller writes At into the
+// volume's spec.snapshotHashingRequestedAt; the worker waits for its
+// completion until Deadline. Bytes is what the hashing is expected to read
+// on each replica (its unhashed user snapshots).
+type HashingRequested struct {
+	Volume   string    `json:"volume"`
+	Snapshot string    `json:"snapshot"`
+	At       time.Time `json:"at"`
+	Deadline time.Time `json:"deadline"`
+	Bytes    int64     `json:"bytes,omitempty"`
+}
+
+// RebuildPlanned records, before a volume's replica on the node is failed,
+// what its rebuild is expected to copy: ExpectedBytes with what the
+// snapshots' checksums let a reused replica skip, FullBytes a whole copy
+// (the volume's actual size). Hashed says its snapshots were hashed for
+// it; otherwise Reason and Message say why not.
+type RebuildPlanned struct {
+	Volume        string `json:"volume"`
+	Hashed        bool   `json:"hashed,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	Message       string `json:"message,omitempty"`
+	ExpectedBytes int64  `json:"expectedBytes"`
+	FullBytes     int64  `json:"fullBytes"`
+	// HashedBytes is what the hashing read, on each replica: the user
+	// snapshots it had to hash.
+	HashedBytes int64 `json:"hashedBytes,omitempty"`
+}
+
+// RebuildStarted records a volume's rebuild as first seen under way:
+// Replica (on Node) being rebuilt, at Progress percent as Longhorn
+// reported it, at At.
+type RebuildStarted struct {
+	Volume   string    `json:"volume"`
+	Replica  string    `json:"replica"`
+	Node     string    `json:"node"`
+	Progress int       `json:"progress"`
+	At       time.Time `json:"at"`
+}
+
+// RebuildFinished records a volume healthy again with no replica
+// rebuilding, at At: the rebuild the upgrade caused is over.
+type RebuildFinished struct {
+	Volume string    `json:"volume"`
+	At     time.Time `json:"at"`
+}
+
 // EventType implements Event.
 func (UpgradeRequested) EventType() Type { return TypeUpgradeRequested }
 
@@ -365,3 +422,15 @@ func (NodeUntainted) EventType() Type { return TypeNodeUntainted }
 
 // EventType implements Event.
 func (PodMoved) EventType() Type { return TypePodMoved }
+
+// EventType implements Event.
+func (HashingRequested) EventType() Type { return TypeHashingRequested }
+
+// EventType implements Event.
+func (RebuildPlanned) EventType() Type { return TypeRebuildPlanned }
+
+// EventType implements Event.
+func (RebuildStarted) EventType() Type { return TypeRebuildStarted }
+
+// EventType implements Event.
+func (RebuildFinished) EventType() Type { return TypeRebuildFinished }

@@ -47,6 +47,10 @@ func init() {
 	register[NodeTainted]()
 	register[NodeUntainted]()
 	register[PodMoved]()
+	register[HashingRequested]()
+	register[RebuildPlanned]()
+	register[RebuildStarted]()
+	register[RebuildFinished]()
 }
 
 func register[T Event]() {

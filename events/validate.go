@@ -140,6 +140,32 @@ func (e PodMoved) validate() error {
 	return required("pod", e.Pod)
 }
 
+func (e HashingRequested) validate() error {
+	if e.At.IsZero() || e.Deadline.Before(e.At) {
+		return errors.New("at must be set and the deadline not before it")
+	}
+	return required("volume", e.Volume, "snapshot", e.Snapshot)
+}
+
+func (e RebuildPlanned) validate() error {
+	if e.ExpectedBytes < 0 || e.FullBytes < 0 || e.HashedBytes < 0 {
+		return errors.New("byte counts must not be negative")
+	}
+	if !e.Hashed && e.Reason == "" {
+		return errors.New("reason must be set when the snapshots were not hashed")
+	}
+	return required("volume", e.Volume)
+}
+
+func (e RebuildStarted) validate() error {
+	if e.Progress < 0 || e.Progress > 100 {
+		return fmt.Errorf("progress %d is not a percentage", e.Progress)
+	}
+	return required("volume", e.Volume, "replica", e.Replica)
+}
+
+func (e RebuildFinished) validate() error { return required("volume", e.Volume) }
+
 func validateSnapshots(snapshot string, volumes []string) error {
 	if len(volumes) == 0 {
 		return errors.New("volumes must not be empty")

@@ -215,6 +215,21 @@ func replicaHeld(r *Replica, engines []*Engine) bool {
 	return false
 }
 
+// rebuildProgress is the progress the engine reports of the rebuild of r,
+// keyed by r's address (tcp://ip:port); 0 when none is under way.
+func rebuildProgress(r *Replica, rebuilds map[string]*RebuildStatus) int {
+	if r.Status.StorageIP == "" || r.Status.Port == 0 {
+		return 0
+	}
+	addr := fmt.Sprintf("%s:%d", r.Status.StorageIP, r.Status.Port)
+	for k, st := range rebuilds {
+		if st != nil && st.IsRebuilding && strings.TrimPrefix(k, "tcp://") == addr {
+			return min(max(st.Progress, 0), 100)
+		}
+	}
+	return 0
+}
+
 // instanceRunning reports whether a replica's instance runs or starts.
 func instanceRunning(r *Replica) bool {
 	return r.Status.CurrentState == StateRunning || r.Status.CurrentState == StateStarting
@@ -291,11 +306,14 @@ func eventTime(e *Event) metav1.Time {
 // as dataplane asks. A detached volume reports no switch-over (Longhorn may
 // leave a stale state there).
 // rebuildSettings are the settings that decide how Longhorn replenishes a
-// volume: replica-replenishment-wait-interval, and whether
-// fast-replica-rebuild-enabled holds for v2.
+// volume: replica-replenishment-wait-interval, whether
+// fast-replica-rebuild-enabled holds for v2, and the v2 value of
+// snapshot-data-integrity (whether its snapshots can be hashed, so that a
+// reused replica skips them).
 type rebuildSettings struct {
-	wait   time.Duration
-	fastV2 bool
+	wait        time.Duration
+	fastV2      bool
+	integrityV2 string
 }
 
 func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event, rs rebuildSettings) dataplane.Volume {
@@ -312,6 +330,8 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		StrictLocal:      v.Spec.DataLocality == DataLocalityStrictLocal,
 	}
 	out.NoReplicaReuse = out.DataEngine == dataplane.DataEngineV2 && !rs.fastV2
+	out.ActualSize = v.Status.ActualSize
+	out.Hashing = hashingOf(v, rs.integrityV2)
 	active := activeEngine(engines, out.AttachedNode)
 	out.TargetNode = targetNode(v, active)
 	if out.Attached() {
@@ -321,8 +341,9 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		out.SwitchoverError = switchoverError(v, events)
 	}
 	var modes map[string]string
+	var rebuilds map[string]*RebuildStatus
 	if active != nil {
-		modes = active.Status.ReplicaModeMap
+		modes, rebuilds = active.Status.ReplicaModeMap, active.Status.RebuildStatus
 	}
 	sorted := slices.Clone(replicas)
 	slices.SortFunc(sorted, func(a, b *Replica) int { return strings.Compare(a.Name, b.Name) })
@@ -331,12 +352,13 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 			continue
 		}
 		out.Replicas = append(out.Replicas, dataplane.Replica{
-			Name:     r.Name,
-			Node:     r.Spec.NodeID,
-			State:    replicaState(r, modes[r.Name], out.AttachedNode != ""),
-			Failed:   r.Spec.FailedAt != "",
-			InEngine: replicaHeld(r, engines),
-			Running:  instanceRunning(r),
+			Name:            r.Name,
+			Node:            r.Spec.NodeID,
+			State:           replicaState(r, modes[r.Name], out.AttachedNode != ""),
+			Failed:          r.Spec.FailedAt != "",
+			InEngine:        replicaHeld(r, engines),
+			Running:         instanceRunning(r),
+			RebuildProgress: rebuildProgress(r, rebuilds),
 		})
 	}
 	out.ReplenishAt = replenishAt(v, out, replicas, rs)

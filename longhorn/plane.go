@@ -51,7 +51,7 @@ type Plane struct {
 	log  *slog.Logger
 	opts Options
 
-	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, events, managers *watched
+	lhNodes, kubeNodes, volumes, engines, frontends, replicas, ims, settings, events, managers, snapshots *watched
 	// changes signals every informer event (Changed).
 	changes dataplane.Changes
 }
@@ -144,14 +144,14 @@ func New(ctx context.Context, dyn dynamic.Interface, opts Options) (*Plane, erro
 }
 
 func (p *Plane) all() []*watched {
-	return []*watched{p.lhNodes, p.kubeNodes, p.volumes, p.engines, p.frontends, p.replicas, p.ims, p.settings, p.events, p.managers}
+	return []*watched{p.lhNodes, p.kubeNodes, p.volumes, p.engines, p.frontends, p.replicas, p.ims, p.settings, p.events, p.managers, p.snapshots}
 }
 
 // checkAccess lists one object of each resource read through a cache.
 func (p *Plane) checkAccess(ctx context.Context) error {
 	for _, gvr := range []schema.GroupVersionResource{
 		NodesResource, VolumesResource, EnginesResource, EngineFrontendsResource, ReplicasResource,
-		InstanceManagersResource, SettingsResource, KubeNodesResource, EventsResource, PodsResource,
+		InstanceManagersResource, SettingsResource, KubeNodesResource, EventsResource, PodsResource, SnapshotsResource,
 	} {
 		if _, err := p.ri(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			return fmt.Errorf("longhorn: list %s in %s (is Longhorn installed, and does RBAC allow it?): %w",
@@ -194,6 +194,9 @@ func (p *Plane) buildInformers() error {
 	})
 	build(&p.ims, func() (*watched, error) {
 		return newWatched[InstanceManager](p.dyn, InstanceManagersResource, p.ns, cache.Indexers{byNode: imNode}, nil)
+	})
+	build(&p.snapshots, func() (*watched, error) {
+		return newWatched[Snapshot](p.dyn, SnapshotsResource, p.ns, cache.Indexers{byVolume: snapshotVolume}, nil)
 	})
 	build(&p.settings, func() (*watched, error) {
 		return newWatched[Setting](p.dyn, SettingsResource, p.ns, nil, nil)

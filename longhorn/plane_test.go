@@ -180,13 +180,13 @@ func TestActionsMapErrorsAndAreIdempotent(t *testing.T) {
 	require.NoError(t, c.plane.CreateSnapshot(ctx, "away", "pre-upgrade"), "same snapshot name, another volume")
 	assert.Len(t, c.list(longhorn.SnapshotsResource), 2)
 	eventually(t, 5*time.Second, "snapshot taken", func() bool {
-		snaps, _ := s.Snapshots("healthy")
+		snaps, _ := s.SnapshotNames("healthy")
 		return len(snaps) == 1 && snaps[0] == "pre-upgrade"
 	})
 	require.NoError(t, c.plane.DeleteSnapshot(ctx, "healthy", "pre-upgrade"))
 	require.NoError(t, c.plane.DeleteSnapshot(ctx, "healthy", "pre-upgrade"))
 	eventually(t, 5*time.Second, "snapshot removed", func() bool {
-		snaps, _ := s.Snapshots("healthy")
+		snaps, _ := s.SnapshotNames("healthy")
 		return len(snaps) == 0
 	})
 	_, err = c.dyn.Resource(longhorn.SnapshotsResource).Namespace(c.ns).Get(ctx, longhorn.SnapshotObjectName("away", "pre-upgrade"), metav1.GetOptions{})

@@ -194,7 +194,7 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 	out := toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
-		efs, evs, rebuildSettings{wait: p.replenishWait(), fastV2: p.fastReplicaRebuildV2()})
+		efs, evs, rebuildSettings{wait: p.replenishWait(), fastV2: p.fastReplicaRebuildV2(), integrityV2: p.snapshotIntegrityV2()})
 	if ln, ok := get[LonghornNode](p.lhNodes, key(p.ns, out.AttachedNode)); ok && out.Attached() {
 		out.InitiatorMultipath = dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation])
 	}

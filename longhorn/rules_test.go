@@ -106,7 +106,7 @@ func TestSnapshotsSurviveSwitchovers(t *testing.T) {
 			}}, metav1.CreateOptions{})
 			require.NoError(t, err)
 			eventually(t, 5*time.Second, "the user's snapshot taken", func() bool {
-				names, _ := s.Snapshots("vol-0")
+				names, _ := s.SnapshotNames("vol-0")
 				return slices.Contains(names, "user-snap") && slices.Contains(c.object(longhorn.SnapshotsResource, "user-snap").GetFinalizers(), "longhorn.io")
 			})
 			if tc.guard {
@@ -119,7 +119,7 @@ func TestSnapshotsSurviveSwitchovers(t *testing.T) {
 			})
 			c.mgr.Kick()
 			c.waitInStep("after the switch-over")
-			names, err := s.Snapshots("vol-0")
+			names, err := s.SnapshotNames("vol-0")
 			require.NoError(t, err)
 			assert.Equal(t, !tc.lost, slices.Contains(names, "user-snap"), "the snapshot in the volume's replicas: %v", names)
 			_, err = snaps.Get(c.ctx, "user-snap", metav1.GetOptions{})

@@ -377,11 +377,17 @@ type SnapshotSpec struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 }
 
-// SnapshotStatus reports whether the snapshot was taken.
+// SnapshotStatus reports whether the snapshot was taken, where it sits in
+// its volume's chain, its size and its checksum once hashed.
 type SnapshotStatus struct {
 	ReadyToUse   bool   `json:"readyToUse"`
 	CreationTime string `json:"creationTime,omitempty"`
 	Error        string `json:"error,omitempty"`
+	Parent       string `json:"parent,omitempty"`
+	MarkRemoved  bool   `json:"markRemoved,omitempty"`
+	UserCreated  bool   `json:"userCreated,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+	Checksum     string `json:"checksum,omitempty"`
 }
 
 // Event is a core Kubernetes Event, reduced to the fields used: Longhorn

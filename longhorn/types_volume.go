@@ -36,6 +36,12 @@ type VolumeSpec struct {
 	Migratable bool `json:"migratable,omitempty"`
 	// DataLocality is disabled, best-effort or strict-local.
 	DataLocality string `json:"dataLocality,omitempty"`
+	// SnapshotDataIntegrity is ignored (follow the setting
+	// snapshot-data-integrity), disabled, enabled or fast-check.
+	SnapshotDataIntegrity string `json:"snapshotDataIntegrity,omitempty"`
+	// SnapshotHashingRequestedAt asks for the on-demand hashing of every
+	// user snapshot taken before it (RFC 3339).
+	SnapshotHashingRequestedAt string `json:"snapshotHashingRequestedAt,omitempty"`
 }
 
 // Longhorn's spec.accessMode and spec.dataLocality values a mapping reads.
@@ -79,6 +85,11 @@ type VolumeStatus struct {
 	// LastDegradedAt is when the volume last became degraded (RFC 3339);
 	// "" while it is not.
 	LastDegradedAt string `json:"lastDegradedAt"`
+	// ActualSize is the bytes the volume's snapshots and head hold.
+	ActualSize int64 `json:"actualSize,omitempty"`
+	// LastOnDemandSnapshotHashingCompleteAt is set to
+	// spec.snapshotHashingRequestedAt once that request is done.
+	LastOnDemandSnapshotHashingCompleteAt string `json:"lastOnDemandSnapshotHashingCompleteAt,omitempty"`
 }
 
 // Engine is an engines.longhorn.io object, reduced to the fields used.
@@ -114,6 +125,17 @@ type EngineStatus struct {
 	StorageIP      string            `json:"storageIP"`
 	Port           int               `json:"port"`
 	ReplicaModeMap map[string]string `json:"replicaModeMap"`
+	// RebuildStatus is each rebuild under way, by the address of the
+	// replica being rebuilt (tcp://ip:port).
+	RebuildStatus map[string]*RebuildStatus `json:"rebuildStatus,omitempty"`
+}
+
+// RebuildStatus is one rebuild as an engine reports it.
+type RebuildStatus struct {
+	IsRebuilding bool   `json:"isRebuilding"`
+	Progress     int    `json:"progress"`
+	State        string `json:"state,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // EngineFrontend is an enginefrontends.longhorn.io object (the v2

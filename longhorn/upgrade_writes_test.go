@@ -65,11 +65,11 @@ func inPlaceLayout(t *testing.T) *sim.Sim {
 
 // writeLog is a slog handler keeping the adapter's write lines (resource,
 // object, action) in order; the snapshot writes of one phase, made at once,
-// sorted. The controller's writes of the records of targets away are
-// listed apart, sorted, at the end: it makes each as it sees the volume's
-// change in the history, while the worker goes on with other volumes (the
-// worker's move of a target waits for its record; the policy tests prove
-// a move without one is refused).
+// sorted. The controller's writes (the records of targets away, the
+// hashing requests) are listed apart, sorted, at the end: it makes each as
+// it sees the volume's change in the history, while the worker goes on
+// with other volumes (the worker's move of a target waits for its record;
+// the policy tests prove a move without one is refused).
 type writeLog struct {
 	goldentest.Lines
 	mu      sync.Mutex
@@ -84,7 +84,7 @@ func (w *writeLog) String() string {
 		return w.Lines.String()
 	}
 	records := slices.Sorted(slices.Values(w.records))
-	return w.Lines.String() + "# and the controller's records of targets away, sorted: each set before its target moves, removed once it is home\n" +
+	return w.Lines.String() + "# and the controller's writes, sorted: each record of a target away set before its target moves, removed once it is home; each hashing request before the volume's replica is failed; the snapshots removed once the last node completed\n" +
 		strings.Join(records, "\n") + "\n"
 }
 
@@ -121,6 +121,15 @@ func (w *writeLog) Handle(_ context.Context, r slog.Record) error {
 		line = fmt.Sprintf("create snapshots.longhorn.io %s: snapshot %s of %s", attrs["object"], attrs["snapshot"], attrs["volume"])
 	}
 	if strings.Contains(attrs["action"], " annotation "+longhorn.TargetAwayAnnotation) {
+		w.mu.Lock()
+		w.records = append(w.records, line)
+		w.mu.Unlock()
+		return nil
+	}
+	if strings.HasPrefix(attrs["action"], "set spec.snapshotHashingRequestedAt=") || (verb == "delete" && attrs["resource"] == "snapshots.longhorn.io") {
+		// The controller's too: the hashing requests (at the worker's
+		// time, left out) and the removal of the snapshots at the end.
+		line, _, _ = strings.Cut(line, "=")
 		w.mu.Lock()
 		w.records = append(w.records, line)
 		w.mu.Unlock()

@@ -74,6 +74,15 @@ var (
 		Help: "Calls moving pods off the nodes being upgraded, by outcome (evicted, restarted, refused by a disruption budget).",
 	}, []string{"outcome"})
 
+	// RebuildBytes counts the bytes the rebuilds the upgrade causes are
+	// expected to copy, as each was planned before its replica was failed
+	// (Longhorn reports no byte count): expected, with what the snapshots'
+	// checksums let a reused replica skip, and full, a whole copy.
+	RebuildBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "rebuild_bytes_total",
+		Help: "Bytes the rebuilds the upgrade causes are expected to copy (expected) and a whole copy of the same volumes (full), as planned.",
+	}, []string{"kind"})
+
 	// ProjectionLag is the time from an event's append to the status write
 	// that reflects it.
 	ProjectionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -135,7 +144,10 @@ func init() {
 	for _, agg := range []string{"manager", "node"} {
 		Conflicts.WithLabelValues(agg)
 	}
-	Registry.MustRegister(NodesByState, UpgradingNode, StalledNodes, StepDuration, WorkloadMoves, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
+	for _, kind := range []string{"expected", "full"} {
+		RebuildBytes.WithLabelValues(kind)
+	}
+	Registry.MustRegister(NodesByState, UpgradingNode, StalledNodes, StepDuration, WorkloadMoves, RebuildBytes, ProjectionLag, DeadLetters, Conflicts, DedupCollisions, NATSCalloutDecisions, EventsAppended, StreamLostEvents, LonghornProfile,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/switchback-dev/switchback/aggregate"
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/metrics"
 	"github.com/switchback-dev/switchback/workloadmove"
 )
@@ -17,10 +20,21 @@ import (
 // redoes at most what did not take.
 func (r *run) apply(ctx context.Context, p stepPlan) (outcome, error) {
 	out := outcome{done: p.done, block: p.block, fatal: p.fatal,
-		progressed: len(p.record)+len(p.volumes)+len(p.actions)+len(p.confirm) > 0}
+		progressed: len(p.record)+len(p.rebuilds)+len(p.volumes)+len(p.actions)+len(p.confirm) > 0}
 	for _, c := range p.record {
 		if err := r.exec(ctx, c); err != nil {
 			return outcome{}, err
+		}
+	}
+	if len(p.rebuilds) > 0 {
+		if err := r.exec(ctx, nodeupgrade.RecordRebuilds{Meta: aggregate.Meta{ID: r.id("rebuilds")}, Events: p.rebuilds}); err != nil {
+			return outcome{}, err
+		}
+		for _, e := range p.rebuilds {
+			if d, ok := e.(events.RebuildPlanned); ok {
+				metrics.RebuildBytes.WithLabelValues("expected").Add(float64(d.ExpectedBytes))
+				metrics.RebuildBytes.WithLabelValues("full").Add(float64(d.FullBytes))
+			}
 		}
 	}
 	for _, v := range p.volumes {

@@ -80,8 +80,7 @@ func TestGoldenActionLogs(t *testing.T) {
 		{"three-node-upgrade", func(t *testing.T, _ *sim.Sim, e *enginetest.Engine) {
 			m := ref("three")
 			e.Request(m, "n1", "n2", "n3")
-			st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
-			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+			e.Completes(m)
 		}},
 		{"stuck-volume-healed", func(t *testing.T, s *sim.Sim, e *enginetest.Engine) {
 			m := stalledOnVol0(t, s, e, "stuck")

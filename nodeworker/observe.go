@@ -89,6 +89,24 @@ func gather(ctx context.Context, dp dataplane.Reader, node string, step events.N
 			o.recorded[name] = v
 		}
 	}
+	if step == events.NodeFailingReplicas || step == events.NodeUpgradingInstanceManager {
+		for name, v := range o.recorded {
+			if !needsRebuildPlan(v, st, node) {
+				continue
+			}
+			snaps, err := dp.Snapshots(ctx, name)
+			switch {
+			case errors.Is(err, dataplane.ErrNotFound):
+				continue
+			case err != nil:
+				return o, fmt.Errorf("read the snapshots of volume %s: %w", name, err)
+			}
+			if o.snapshots == nil {
+				o.snapshots = map[string][]dataplane.Snapshot{}
+			}
+			o.snapshots[name] = snaps
+		}
+	}
 	if needsWorkloads(step, st, o, node) {
 		w, err := dp.Workloads(ctx, node)
 		if err != nil {

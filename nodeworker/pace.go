@@ -60,7 +60,7 @@ func pace(out outcome, stalled bool, p pacing, now time.Time, pol policy) turn {
 				message: fmt.Sprintf("%s (no progress for %s)", b.message, blocked.Round(time.Second))}
 			return t
 		}
-		if blocked >= pol.stallAfter {
+		if blocked >= pol.stallAfter && !now.Before(b.until) {
 			t.stall = b
 		}
 	}
@@ -72,6 +72,9 @@ func pace(out outcome, stalled bool, p pacing, now time.Time, pol policy) turn {
 		t.wait = min(t.wait, left)
 	}
 	if left := pol.failAfter - blocked; b.permanent && left > 0 {
+		t.wait = min(t.wait, left)
+	}
+	if left := b.until.Sub(now); left > 0 {
 		t.wait = min(t.wait, left)
 	}
 	return t

@@ -36,6 +36,10 @@ type block struct {
 	message string
 	// permanent causes (an IM in error) fail the node after FailAfter.
 	permanent bool
+	// until is when a bounded wait ends by itself (a deadline the step
+	// keeps, zero for none): the step observes again then, and is not
+	// reported stalled before it.
+	until time.Time
 }
 
 func waiting(volume, reason, format string, args ...any) *block {
@@ -59,11 +63,12 @@ func (r *run) dp() dataplane.DataPlane { return r.w.cfg.DataPlane }
 // settings are this run's inputs to the step decisions.
 func (r *run) settings() settings {
 	return settings{
-		node:          r.w.cfg.Node,
-		image:         r.cmd.InstanceManagerImage,
-		snapshot:      r.snapshotName(),
-		keepSnapshots: r.w.cfg.KeepSnapshots,
-		idPrefix:      r.id(""),
+		node:      r.w.cfg.Node,
+		image:     r.cmd.InstanceManagerImage,
+		snapshot:  r.snapshotName(),
+		idPrefix:  r.id(""),
+		hashRate:  r.w.cfg.HashRate,
+		hashFloor: r.w.cfg.HashFloor,
 	}
 }
 

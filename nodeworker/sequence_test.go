@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -206,9 +207,12 @@ func (nd *node) round(ctx context.Context) (bool, time.Duration) {
 	default:
 		p = q.decide(step, o, nd.st, nd.c)
 	}
-	progressed := len(p.record)+len(p.volumes)+len(p.actions)+len(p.confirm) > 0
+	progressed := len(p.record)+len(p.rebuilds)+len(p.volumes)+len(p.actions)+len(p.confirm) > 0
 	for _, c := range p.record {
 		nd.exec(c)
+	}
+	if len(p.rebuilds) > 0 {
+		nd.exec(nodeupgrade.RecordRebuilds{Meta: aggregate.Meta{ID: nd.nextID()}, Events: p.rebuilds})
 	}
 	if len(p.volumes) > 0 {
 		nd.exec(nodeupgrade.SetVolumeStates{Meta: aggregate.Meta{ID: nd.nextID()}, Changes: p.volumes})
@@ -297,6 +301,7 @@ func (nd *node) exec(cmd nodeupgrade.Command) {
 	nd.st, err = nodeupgrade.FoldStopping(nd.st, envs)
 	require.NoError(q.t, err)
 	nd.projectTargetsAway(envs)
+	nd.requestHashing(envs)
 	switch {
 	case nd.st.State != was.State:
 		q.log = append(q.log, fmt.Sprintf("# %s: %s", nd.name, nd.st.State))
@@ -320,6 +325,20 @@ func (nd *node) projectTargetsAway(envs []events.Envelope) {
 		}
 		if want, write, _ := orchestrator.TargetAwayRecord(nd.name, nd.st.Volumes[d.Volume], v); write {
 			require.NoError(q.t, q.s.RecordTargetAway(context.Background(), d.Volume, want))
+		}
+	}
+}
+
+// requestHashing plays the controller's part in the hashing of snapshots:
+// each request recorded among envs written at once (one refused because
+// another is in progress is left, as the controller leaves it).
+func (nd *node) requestHashing(envs []events.Envelope) {
+	for _, e := range envs {
+		if d, ok := e.Data.(events.HashingRequested); ok {
+			err := nd.q.s.RequestSnapshotHashing(context.Background(), d.Volume, d.At)
+			if !errors.Is(err, dataplane.ErrRefused) {
+				require.NoError(nd.q.t, err)
+			}
 		}
 	}
 }

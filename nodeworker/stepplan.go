@@ -37,6 +37,10 @@ type observation struct {
 	// workloads are the pods and volumes around the node; read only when
 	// its upgrade moves them (see needsWorkloads).
 	workloads *dataplane.Workloads
+	// snapshots are the snapshot chains of the recorded volumes whose
+	// replica on the node is about to be failed (needsRebuildPlan), by
+	// volume.
+	snapshots map[string][]dataplane.Snapshot
 	// defaultImage is Longhorn's default instance-manager image now, read
 	// by the steps that may delete an IM (or touch anything first).
 	defaultImage string
@@ -51,10 +55,12 @@ type settings struct {
 	image string
 	// snapshot names the upgrade's snapshots of this node's volumes.
 	snapshot string
-	// keepSnapshots keeps them once the node completed (SnapshotRetention).
-	keepSnapshots bool
 	// idPrefix starts the ids of the commands a plan records (run.id).
 	idPrefix string
+	// hashRate and hashFloor budget the wait for a volume's snapshots to
+	// be hashed (plan.HashDeadline).
+	hashRate  int64
+	hashFloor time.Duration
 }
 
 // id names one kind of recording decision; the executor makes it unique
@@ -66,6 +72,10 @@ type stepPlan struct {
 	// record are appended to the node's history before anything else, so a
 	// crash after acting never loses what must be restored.
 	record []nodeupgrade.Command
+	// rebuilds are what the step saw and decided of its volumes' rebuilds
+	// (nodeupgrade.RecordRebuilds), recorded together after record, also
+	// before acting (a replica is failed only once its rebuild is planned).
+	rebuilds []events.Event
 	// volumes are the volume transitions to record, also before acting (a
 	// switch-over's destination is known before it is asked for).
 	volumes []nodeupgrade.SetVolumeState

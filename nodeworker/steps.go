@@ -227,18 +227,32 @@ func decideFailReplicas(o observation, st nodeupgrade.State, c settings) stepPla
 	p := stepPlan{done: true}
 	p.keepSchedulingOff(o, st, c)
 	p.recordLate(o, st, c)
-	for _, v := range o.sortedRecorded() {
-		p.retireReplicas(v, c)
-	}
+	p.retireAll(o, st, c)
 	if !p.done && p.block == nil && len(p.actions) == 0 {
 		p.block = waiting("", "ReplicasStopping", "waiting for the node's replicas of attached v2 volumes to stop")
 	}
 	return p
 }
 
+// retireAll retires the replicas of every recorded volume, failing none
+// until the rebuild of each is planned (prepareRebuild): the hashing of
+// every volume's snapshots runs at once, and the replicas are failed
+// together once it is over, in name order.
+func (p *stepPlan) retireAll(o observation, st nodeupgrade.State, c settings) {
+	vols := o.sortedRecorded()
+	ready, queued := true, map[string]int64{}
+	for _, v := range vols {
+		ready = p.prepareRebuild(o, st, v, c, queued) && ready
+	}
+	for _, v := range vols {
+		p.retireReplicas(v, c, ready)
+	}
+}
+
 // retireReplicas moves v's replicas on the node one step on towards
-// stopped: failed, then, out of the engine, stopped.
-func (p *stepPlan) retireReplicas(v dataplane.Volume, c settings) {
+// stopped: failed (only once mayFail: its rebuild is planned), then, out
+// of the engine, stopped.
+func (p *stepPlan) retireReplicas(v dataplane.Volume, c settings, mayFail bool) {
 	if !v.Attached() || v.DataEngine != dataplane.DataEngineV2 {
 		return
 	}
@@ -254,6 +268,9 @@ func (p *stepPlan) retireReplicas(v dataplane.Volume, c settings) {
 				continue
 			}
 			p.done = false
+			if !mayFail {
+				continue
+			}
 			p.act(dataplane.CallFailReplica, v.Name, r.Name)
 		case r.Failed && r.Running && r.InEngine:
 			p.wait(waiting(v.Name, "ReplicaLeavingEngine",
@@ -286,9 +303,7 @@ func decideUpgradeInstanceManager(o observation, st nodeupgrade.State, c setting
 	p := stepPlan{}
 	p.keepSchedulingOff(o, st, c)
 	p.recordLate(o, st, c)
-	for _, v := range o.sortedRecorded() {
-		p.retireReplicas(v, c)
-	}
+	p.retireAll(o, st, c)
 	p.switchAway(o, st, c, false)
 	// The invariant the whole upgrade exists for, checked on live state over
 	// every volume on the node, not only the recorded ones, right before an
@@ -358,6 +373,7 @@ func decideWaitHealthy(o observation, st nodeupgrade.State, c settings) stepPlan
 		why = fmt.Sprintf(" (node %s does not allow replica scheduling, as before the upgrade: Longhorn rebuilds its replicas elsewhere or not at all)", c.node)
 	}
 	for _, v := range o.sortedRecorded() {
+		p.observeRebuild(o, st, v, c)
 		if v.Attached() && (v.Robustness != dataplane.RobustnessHealthy || v.Rebuilding()) {
 			p.wait(waiting(v.Name, "VolumeNotHealthy", "volume %s: %s, %d of %d replicas healthy, waiting for the rebuild%s",
 				v.Name, v.Robustness, v.HealthyReplicas(), v.NumberOfReplicas, why))
@@ -366,19 +382,12 @@ func decideWaitHealthy(o observation, st nodeupgrade.State, c settings) stepPlan
 	return p
 }
 
-// decideFinalize removes the upgrade's snapshots of the node's volumes
-// (unless kept), and marks every volume completed.
+// decideFinalize marks every volume completed. The upgrade's snapshots of
+// the node's volumes stay: the nodes after it rebuild against them, and
+// the controller removes them once the whole upgrade completed.
 func decideFinalize(o observation, st nodeupgrade.State, c settings) stepPlan {
 	p := stepPlan{done: true}
 	p.restoreScheduling(o, st, c)
-	if s := st.Snapshots; s != nil && !s.Removed && !c.keepSnapshots {
-		for _, name := range s.Volumes {
-			if _, ok := o.recorded[name]; ok {
-				p.act(dataplane.CallDeleteSnapshot, name, s.Name)
-			}
-		}
-		p.confirm = append(p.confirm, nodeupgrade.ConfirmSnapshotsRemoved{Meta: aggregate.Meta{ID: c.id("snapshots-removed")}})
-	}
 	for _, name := range st.VolumesWhere(func(v nodeupgrade.Volume) bool { return v.State != events.VolumeCompleted }) {
 		p.volume(name, events.VolumeCompleted, "", "volume done")
 	}

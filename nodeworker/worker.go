@@ -55,11 +55,13 @@ type Config struct {
 	// FailAfter: a step blocked this long on a permanent cause (an IM that
 	// keeps failing to start) fails the node; default 10m.
 	FailAfter time.Duration
-	// KeepSnapshots keeps the snapshots the upgrade takes of a node's
-	// attached volumes once the node completed; by default they are removed
-	// then (Longhorn caps snapshots per volume). They are always kept when
-	// the node is cancelled or fails, for recovery.
-	KeepSnapshots bool
+	// HashRate is the rate, in bytes per second of each replica, at which
+	// Longhorn is expected to hash a volume's snapshots, and HashFloor the
+	// least time given: before failing a volume's replica the worker waits
+	// for the hashing until HashFloor plus what there is to hash at
+	// HashRate, then fails it unhashed. Defaults 64 MiB/s and 2m.
+	HashRate  int64
+	HashFloor time.Duration
 	// Sysfs is where the worker reads its host's kernel (nvme_core's
 	// multipath parameter) to report it through a dataplane.HostReporter;
 	// "" reads nothing.
@@ -98,6 +100,8 @@ func New(cfg Config) (*Worker, error) {
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 250*time.Millisecond)
 	cfg.StallAfter = cmp.Or(cfg.StallAfter, 2*time.Minute)
 	cfg.FailAfter = cmp.Or(cfg.FailAfter, 10*time.Minute)
+	cfg.HashRate = cmp.Or(cfg.HashRate, 64<<20)
+	cfg.HashFloor = cmp.Or(cfg.HashFloor, 2*time.Minute)
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
 	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x, nodeEvents: make(chan struct{}, 1)}, nil

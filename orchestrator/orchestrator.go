@@ -42,6 +42,16 @@ type Config struct {
 	// default: Cluster, when it is a dataplane.NodeMarker. Without one
 	// nothing is marked, and a moved workload may move again.
 	Marks dataplane.NodeMarker
+	// Hasher asks for the hashing of a volume's snapshots (hashing.go);
+	// default: Cluster, when it is a dataplane.SnapshotHasher. Without one
+	// nothing is hashed, and each volume's rebuild plan waits out its
+	// deadline.
+	Hasher dataplane.SnapshotHasher
+	// Snapshots removes the upgrade's snapshots once it completed
+	// (snapshots.go); default: Cluster, when it is a SnapshotRemover.
+	// Without one, or with KeepSnapshots, they are kept.
+	Snapshots     SnapshotRemover
+	KeepSnapshots bool
 	// ActiveUpgrades lists the other managers still in progress (namespace/name);
 	// default: folded from the stream.
 	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
@@ -70,6 +80,8 @@ type Orchestrator struct {
 
 	targets dataplane.TargetRecorder
 	marks   dataplane.NodeMarker
+	hasher  dataplane.SnapshotHasher
+	snaps   SnapshotRemover
 }
 
 // NewOrchestrator validates cfg.
@@ -103,6 +115,14 @@ func New(cfg Config) (*Orchestrator, error) {
 	o.marks = cfg.Marks
 	if m, ok := cfg.Cluster.(dataplane.NodeMarker); ok && o.marks == nil {
 		o.marks = m
+	}
+	o.snaps = cfg.Snapshots
+	if r, ok := cfg.Cluster.(SnapshotRemover); ok && o.snaps == nil {
+		o.snaps = r
+	}
+	o.hasher = cfg.Hasher
+	if h, ok := cfg.Cluster.(dataplane.SnapshotHasher); ok && o.hasher == nil {
+		o.hasher = h
 	}
 	return o, nil
 }

@@ -54,6 +54,10 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 			err = o.runPrechecks(ctx, ref, r.manager, e)
 		case effectRecordTarget:
 			err = o.recordTargetAway(ctx, e, r.node)
+		case effectRequestHashing:
+			err = o.requestHashing(ctx, e, r.node)
+		case effectRemoveSnapshots:
+			err = o.removeSnapshots(ctx, r.manager)
 		case effectMarkNodes:
 			err = o.markNodes(ctx, r.manager, f)
 		case effectGate, effectGateAdvisory:

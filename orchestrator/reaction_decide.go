@@ -53,6 +53,12 @@ const (
 	// effectRecordTarget brings the event's volume's record of its target
 	// away in line with the node's history (targets.go).
 	effectRecordTarget
+	// effectRequestHashing asks Longhorn to hash the snapshots of the
+	// event's volume, as the node's history requests (hashing.go).
+	effectRequestHashing
+	// effectRemoveSnapshots removes every node's snapshots once the last
+	// node completed (snapshots.go).
+	effectRemoveSnapshots
 	// effectMarkNodes brings the marks of the nodes still to come in line
 	// with the manager's history (marks.go): node's (ended: its outcome
 	// is about to be recorded), or every planned node's when node is "".
@@ -87,6 +93,10 @@ func (f effect) String() string {
 		return "gate (advisory)"
 	case effectRecordTarget:
 		return "record target away"
+	case effectRequestHashing:
+		return "request hashing"
+	case effectRemoveSnapshots:
+		return "remove snapshots"
 	case effectMarkNodes:
 		switch {
 		case f.node == "":
@@ -120,6 +130,10 @@ func readsOf(e events.Envelope) reads {
 		if awayReaction(d.To) {
 			return reads{node: eventNode}
 		}
+	case events.HashingRequested:
+		return reads{node: eventNode}
+	case events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished:
+		return reads{} // nothing to do: the worker's own records
 	}
 	return reads{manager: true}
 }
@@ -194,8 +208,14 @@ func decideEffects(e events.Envelope, r reading) []effect {
 		record := mgr(manager.RecordNodeOutcome{Meta: aggregate.Meta{ID: id(e)}, Node: node, State: events.NodeCompleted, Message: d.Message})
 		// Before the next node starts (which recording this outcome does),
 		// Longhorn's own upgrader is checked again.
-		if _, more := st.NextNode(); more && !st.Terminal() && !st.CancelRequested && st.UpgradingNode == node {
+		_, more := st.NextNode()
+		switch running := !st.Terminal() && !st.CancelRequested && st.UpgradingNode == node; {
+		case running && more:
 			return []effect{{kind: effectGateAdvisory}, record}
+		case running:
+			// The last node: the upgrade's snapshots go before it is
+			// recorded completed, so that completed means nothing is left.
+			return []effect{{kind: effectRemoveSnapshots}, record}
 		}
 		return []effect{record}
 	case events.NodeUpgradeFailed:
@@ -211,6 +231,11 @@ func decideEffects(e events.Envelope, r reading) []effect {
 			return nil
 		}
 		return []effect{{kind: effectRecordTarget, node: node}}
+	case events.HashingRequested:
+		if rb := r.node.Rebuilds[d.Volume]; !r.node.Exists || r.node.Terminal() || rb.Planned != nil {
+			return nil // decided without it since
+		}
+		return []effect{{kind: effectRequestHashing, node: node}}
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestReact(t *testing.T) {
 		{"a node's cancel request, the node ended: nothing", ev("n1", events.NodeCancelRequested{}), reading{manager: cancelling, node: ended}, nil},
 		{"a node completed with more to come: the gate, then the outcome", ev("n1", events.NodeUpgradeCompleted{}), reading{manager: planned},
 			[]string{"gate (advisory)", "manager manager.RecordNodeOutcome"}},
-		{"the last node completed: the outcome", ev("n1", events.NodeUpgradeCompleted{}), reading{manager: lastNode}, []string{"manager manager.RecordNodeOutcome"}},
+		{"the last node completed: the snapshots removed, then the outcome", ev("n1", events.NodeUpgradeCompleted{}), reading{manager: lastNode}, []string{"remove snapshots", "manager manager.RecordNodeOutcome"}},
 		{"a node failed: the outcome", ev("n1", events.NodeUpgradeFailed{Step: events.NodeSwitchingOver}), reading{}, []string{"manager manager.RecordNodeOutcome"}},
 		{"a node cancelled: confirmed", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: cancelling}, []string{"manager manager.ConfirmCancelled"}},
 		{"a node cancelled after the end: nothing", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: done}, nil},

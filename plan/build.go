@@ -46,6 +46,13 @@ type NodePlan struct {
 	// Holds are what would keep the node's upgrade waiting as the cluster
 	// is now (see Holds); none when its IM already runs the target image.
 	Holds []Hold `json:"holds,omitempty"`
+	// FullCopyBytes is what rebuilding Replicas copies as whole copies
+	// (their volumes' actual size): without delta rebuilds. With them a
+	// reused replica copies only what is written while the node is away,
+	// once HashBytes (on each replica of the volumes no earlier node of the
+	// plan holds, whose snapshots are not hashed yet) were read.
+	FullCopyBytes int64 `json:"fullCopyBytes,omitempty"`
+	HashBytes     int64 `json:"hashBytes,omitempty"`
 }
 
 // Switchover is one attached volume whose target leaves the node while its
@@ -118,6 +125,7 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 	v := newView(c)
 	vols := v2Volumes(c.Volumes)
 	p := Plan{TargetImage: targetImage, Platform: c.Platform}
+	hashed := map[string]bool{}
 	for _, name := range v.order(c, requested) {
 		np := NodePlan{Node: name, Image: c.InstanceManagerImage(name)}
 		_, known := c.Node(name)
@@ -150,6 +158,11 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 			for _, r := range vol.Replicas {
 				if r.Node == name {
 					np.Replicas = append(np.Replicas, ReplicaRef{Volume: vol.Name, Replica: r.Name})
+					np.FullCopyBytes += vol.ActualSize
+					if !hashed[vol.Name] && !vol.NoReplicaReuse && !vol.Hashing.Disabled {
+						np.HashBytes += vol.ActualSize
+						hashed[vol.Name] = true
+					}
 				}
 			}
 		}

@@ -77,6 +77,10 @@ func (f fakeReader) Workloads(_ context.Context, node string) (dataplane.Workloa
 	return dataplane.Workloads{Node: node}, f.err("workloads")
 }
 
+func (f fakeReader) Snapshots(context.Context, string) ([]dataplane.Snapshot, error) {
+	return nil, f.err("snapshots")
+}
+
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
 	want.Upgrader = dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "false"}}

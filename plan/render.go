@@ -85,6 +85,17 @@ func (p Plan) String() string {
 	if len(replicas) > 0 {
 		b.WriteString("\nReplicas to fail and rebuild (attached v2 volumes only):\n" + strings.Join(replicas, ""))
 	}
+	if hasBytes(p) {
+		b.WriteString("\nRebuild bytes (delta rebuilds: a reused replica copies only what is written while its node is away, once the volume's snapshots are hashed):\n")
+		w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ORDER\tNODE\tWHOLE COPIES\tHASHED FIRST (ON EACH REPLICA)")
+		for i, n := range p.Nodes {
+			if len(n.Replicas) > 0 {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", i+1, n.Node, Bytes(n.FullCopyBytes), Bytes(n.HashBytes))
+			}
+		}
+		_ = w.Flush()
+	}
 	if len(notLive) > 0 {
 		b.WriteString("\nNot live on this Longhorn (the upgrade stalls there, touching nothing, until fixed):\n" + strings.Join(notLive, ""))
 	}
@@ -95,6 +106,16 @@ func (p Plan) String() string {
 		b.WriteString("\nServed from a single healthy replica while the node is upgraded:\n" + strings.Join(single, ""))
 	}
 	return b.String()
+}
+
+// hasBytes reports whether the cluster reported what its volumes hold.
+func hasBytes(p Plan) bool {
+	for _, n := range p.Nodes {
+		if n.FullCopyBytes > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func hasSwitchovers(p Plan) bool {

@@ -135,3 +135,20 @@ Held as the cluster is now (the upgrade waits there, touching nothing, until fix
 `
 	assert.Equal(t, want, Build(c, nil, newIM).String())
 }
+
+// With the volumes' sizes reported, the plan shows per node what whole
+// copies would be and what the hashing reads first: each volume is hashed
+// on the first node holding one of its replicas only.
+func TestPlanStringRebuildBytes(t *testing.T) {
+	a := attached("a", "node-1", "node-1", "node-2")
+	a.ActualSize = 100 << 30
+	b := attached("b", "node-2", "node-2", "node-3")
+	b.ActualSize = 10 << 30
+	b.Hashing.Disabled = true
+	p := Build(cluster3(a, b), nil, newIM) // node-3, node-1, node-2
+	assert.Equal(t, []int64{10 << 30, 100 << 30, 110 << 30}, []int64{p.Nodes[0].FullCopyBytes, p.Nodes[1].FullCopyBytes, p.Nodes[2].FullCopyBytes})
+	assert.Equal(t, []int64{0, 100 << 30, 0}, []int64{p.Nodes[0].HashBytes, p.Nodes[1].HashBytes, p.Nodes[2].HashBytes},
+		"a hashed on its first node only; b cannot hash")
+	assert.Contains(t, p.String(), "ORDER  NODE    WHOLE COPIES  HASHED FIRST (ON EACH REPLICA)\n"+
+		"1      node-3  10.0 GiB      0 B\n2      node-1  100 GiB       100 GiB\n3      node-2  110 GiB       0 B\n")
+}

@@ -3,9 +3,11 @@ package replay
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
 )
 
 // TimeFormat is how a timeline line gives its time: date, time to the
@@ -104,6 +106,19 @@ func Describe(e events.Envelope) Line {
 			how = "share-manager restarted elsewhere"
 		}
 		l.What, l.Message = "pod moved", fmt.Sprintf("%s %s, holding %s", d.Pod, how, strings.Join(d.Volumes, ", "))
+	case events.HashingRequested:
+		l.What, l.Message = "snapshot hashing requested", fmt.Sprintf("%s: %s of %s to read on each replica, until %s",
+			d.Volume, plan.Bytes(d.Bytes), d.Snapshot, d.Deadline.Format(time.RFC3339))
+	case events.RebuildPlanned:
+		how := "hashed"
+		if !d.Hashed {
+			how = "not hashed: " + d.Reason + ": " + d.Message
+		}
+		l.What, l.Message = "rebuild planned", fmt.Sprintf("%s: %s to copy of %s (%s)", d.Volume, plan.Bytes(d.ExpectedBytes), plan.Bytes(d.FullBytes), how)
+	case events.RebuildStarted:
+		l.What, l.Message = "rebuild seen", fmt.Sprintf("%s: replica %s on %s at %d%%", d.Volume, d.Replica, d.Node, d.Progress)
+	case events.RebuildFinished:
+		l.What, l.Message = "rebuild over", d.Volume+" healthy again"
 	default:
 		l.What = string(e.Type())
 	}

@@ -68,13 +68,13 @@ func TestActions_Idempotent(t *testing.T) {
 			func(t *testing.T, s *Sim) { require.False(t, nodeOf(t, s, "node-2").AllowScheduling) }},
 		{"CreateSnapshot", Config{}, func(s *Sim) error { return s.CreateSnapshot(ctx, "vol-1", "pre-upgrade") },
 			func(t *testing.T, s *Sim) {
-				snaps, err := s.Snapshots("vol-1")
+				snaps, err := s.SnapshotNames("vol-1")
 				require.NoError(t, err)
 				require.Equal(t, []string{"old", "pre-upgrade"}, snaps)
 			}},
 		{"DeleteSnapshot", Config{}, func(s *Sim) error { return s.DeleteSnapshot(ctx, "vol-1", "old") },
 			func(t *testing.T, s *Sim) {
-				snaps, err := s.Snapshots("vol-1")
+				snaps, err := s.SnapshotNames("vol-1")
 				require.NoError(t, err)
 				require.Empty(t, snaps)
 			}},

@@ -141,6 +141,9 @@ type VolumeSpec struct {
 	// (dataplane.Volume.ShareManager): Longhorn attaches it where that pod
 	// runs, which longhornsim plays (Options.VolumeAttachments).
 	ShareManager bool
+	// IntegrityDisabled plays snapshot data integrity disabled for it: an
+	// on-demand hashing request is ignored and never completes.
+	IntegrityDisabled bool
 }
 
 // NoFrontend is VolumeSpec.Frontend for a volume without a frontend.
@@ -160,7 +163,8 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 		return fmt.Errorf("add volume %q: %w", spec.Name, err)
 	}
 	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
-		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager, writeRate: spec.WriteRate, wroteAt: s.now()}
+		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager, writeRate: spec.WriteRate, wroteAt: s.now(),
+		integrityDisabled: spec.IntegrityDisabled}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++
 		v.replicas = append(v.replicas, &replica{

@@ -92,6 +92,11 @@ type Config struct {
 	// set to false for v2: a failed v2 replica is never reused, nor waited
 	// for, and a new replica is built elsewhere at once.
 	NoFastReplicaRebuild bool
+	// HashBandwidth, in bytes per second, makes an on-demand hashing
+	// request last what it reads over it (every user snapshot of every
+	// serving replica, read on their nodes at once); zero: done at the next
+	// read.
+	HashBandwidth int64
 	// ReplicaStartLatency is how long a reused or new replica's instance
 	// takes to start before it joins its engine, where its rebuild begins.
 	ReplicaStartLatency time.Duration
@@ -151,6 +156,13 @@ type Sim struct {
 	// rebuilds are the rebuilds counted in bytes (RebuildRecords);
 	// writing the volumes with a WriteRate.
 	rebuilds []RebuildRecord
+	// hashGen tells a hashing request's timer from a later request's;
+	// hashRead counts the bytes every finished request read.
+	hashGen  uint64
+	hashRead int64
+	// hashBusy is, by node, until when its Longhorn manager hashes the
+	// requests already queued there (one at a time).
+	hashBusy map[string]time.Time
 	writing  map[string]struct{}
 
 	// Per-node indexes keep single-object work independent of cluster size.
@@ -312,6 +324,12 @@ type volume struct {
 	// recheckAt is when a timer looks at the replicas again (the
 	// replenishment wait), zero when none is armed.
 	recheckAt time.Time
+	// hashRequested and hashCompleted are the on-demand hashing request
+	// and its completion (dataplane.SnapshotHashing), zero when unset;
+	// integrityDisabled is snapshot data integrity disabled for it.
+	hashRequested, hashCompleted time.Time
+	integrityDisabled            bool
+	hashGen                      uint64
 }
 
 // replica is one replica: its health (state), and what Longhorn's objects
@@ -339,6 +357,10 @@ type replica struct {
 	byFault  bool // lost to an injected fault, for I/O failure attribution
 	// data is what it holds, in bytes (data.go).
 	data replicaData
+	// rebuildFrom and rebuildFor are when its rebuild's copy began and how
+	// long it takes (its progress), zero when none is under way.
+	rebuildFrom time.Time
+	rebuildFor  time.Duration
 }
 
 // New returns an empty cluster; add nodes and volumes with the builder

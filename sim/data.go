@@ -233,21 +233,6 @@ func (s *Sim) RebuildRecords() []RebuildRecord {
 	return slices.Clone(s.rebuilds)
 }
 
-// HashSnapshots plays an on-demand hashing request of volName's snapshots
-// finishing (see hashSnapshots): it reports whether the volume could hash
-// them, and the bytes that read.
-func (s *Sim) HashSnapshots(volName string) (bool, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, err := s.volume(volName)
-	if err != nil {
-		return false, 0, fmt.Errorf("hash snapshots: %w", err)
-	}
-	s.accountWrites(v, s.now())
-	ok, read := s.hashSnapshots(v)
-	return ok, read, nil
-}
-
 // Allocated returns, per replica of volName, the bytes it holds.
 func (s *Sim) Allocated(volName string) (map[string]int64, error) {
 	s.mu.Lock()
@@ -262,4 +247,22 @@ func (s *Sim) Allocated(volName string) (map[string]int64, error) {
 		out[r.name] = r.data.allocated()
 	}
 	return out, nil
+}
+
+// Write plays volName's workload writing n bytes now, on top of its
+// WriteRate: they reach the heads of the replicas its engine writes to.
+func (s *Sim) Write(volName string, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, err := s.volume(volName)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	s.accountWrites(v, s.now())
+	for _, r := range v.replicas {
+		if writesTo(r) {
+			r.data.head += n
+		}
+	}
+	return nil
 }

@@ -76,27 +76,18 @@ func TestRebuildTimeFollowsBytes(t *testing.T) {
 	assert.Equal(t, "running", string(replicaNamed(t, vol(t, s, "vol-1"), "vol-1-r-2").State), "done once its bytes are copied")
 }
 
-// TestHashingNeedsTwoServingReplicas: on-demand hashing does nothing with
-// a single serving replica, as Longhorn skips it.
-func TestHashingNeedsTwoServingReplicas(t *testing.T) {
-	s, _ := cluster3(t, Config{}, VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1"}, AttachedTo: "node-1", Allocated: gib})
-	takeSnapshot(t, s, "safety")
-	ok, read, err := s.HashSnapshots("vol-1")
-	require.NoError(t, err)
-	assert.False(t, ok)
-	assert.Zero(t, read)
-}
-
 func takeSnapshot(t *testing.T, s *Sim, name string) {
 	t.Helper()
 	require.NoError(t, s.CreateSnapshot(ctx, "vol-1", name))
 }
 
+// hash requests the hashing of vol-1's snapshots and waits for it.
 func hash(t *testing.T, s *Sim) {
 	t.Helper()
-	ok, _, err := s.HashSnapshots("vol-1")
-	require.NoError(t, err)
-	require.True(t, ok, "hashed")
+	at := s.now().Add(time.Second)
+	require.NoError(t, s.RequestSnapshotHashing(ctx, "vol-1", at))
+	s.Advance(0)
+	require.True(t, vol(t, s, "vol-1").Hashing.CompletedSince(at.Truncate(time.Second)), "hashed")
 }
 
 // rebuildOnce fails replica r-2 and lets Longhorn reuse and rebuild it.

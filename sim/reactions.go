@@ -369,6 +369,7 @@ func (s *Sim) joinEngine(volName, replicaName string, gen uint64, now time.Time)
 	if d, ok := s.faults.slow[v.name]; ok {
 		latency = d
 	}
+	r.rebuildFrom, r.rebuildFor = now, latency
 	s.schedule(&timer{due: now.Add(latency), kind: timerRebuild, obj: v.name, sub: r.name, gen: r.gen})
 	return true
 }

@@ -168,8 +168,9 @@ func (s *Sim) LonghornUpgrader(ctx context.Context) (dataplane.LonghornUpgrader,
 	return cloneUpgrader(s.upgrader), nil
 }
 
-// Snapshots returns the names of a volume's snapshots in creation order.
-func (s *Sim) Snapshots(name string) ([]string, error) {
+// SnapshotNames returns the names of a volume's user snapshots in
+// creation order.
+func (s *Sim) SnapshotNames(name string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, err := s.volume(name)
@@ -250,6 +251,11 @@ func (s *Sim) exportVolume(v *volume) dataplane.Volume {
 	out := v.export()
 	out.ReplenishAt = s.replenishAt(v)
 	out.NoReplicaReuse = !s.reuses(v)
+	out.ActualSize = v.actualSize()
+	out.Hashing = v.hashing()
+	for i, r := range v.replicas {
+		out.Replicas[i].RebuildProgress = r.rebuildProgress(s.now())
+	}
 	if n := s.nodes[v.attached]; n != nil {
 		out.InitiatorMultipath = n.multipath
 	}
@@ -286,6 +292,18 @@ func (v *volume) export() dataplane.Volume {
 			Failed: r.failed, InEngine: r.inEngine && engineRuns, Running: r.instance}
 	}
 	return out
+}
+
+// rebuildProgress is the percentage of r's rebuild done at now (below 100
+// until it ends).
+func (r *replica) rebuildProgress(now time.Time) int {
+	if r.state != dataplane.ReplicaRebuilding || !r.joined || r.rebuildFrom.IsZero() {
+		return 0
+	}
+	if r.rebuildFor <= 0 {
+		return 99
+	}
+	return min(99, int(100*now.Sub(r.rebuildFrom)/r.rebuildFor))
 }
 
 // IMInstances are the instances an IM runs, for a simulated Longhorn

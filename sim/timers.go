@@ -24,6 +24,7 @@ const (
 	timerPodGone                       // a deleted IM's pod is gone
 	timerIOTimeout                     // a volume's queued I/O reaches the initiator's ctrl-loss-tmo
 	timerRecheckIM                     // Longhorn's node controller looks at a node's IMs again
+	timerHash                          // an on-demand hashing request finishes reading
 )
 
 // timer is a pending completion. gen identifies the state it was scheduled
@@ -163,6 +164,8 @@ func (s *Sim) fire(t *timer, now time.Time) bool {
 		return s.retryIM(t.obj, t.sub, t.gen, now)
 	case timerPodGone:
 		return s.podGone(t.obj, t.sub, now)
+	case timerHash:
+		return s.finishHashing(t.obj, t.gen)
 	case timerRecheckIM:
 		s.imCheck[t.obj] = struct{}{}
 		return false

@@ -15,14 +15,16 @@ import (
 //
 // Reports about a step the node already left are stale and produce nothing;
 // reports about a step it has not reached are refused. A terminal node upgrade
-// decides nothing: there is nothing left to do.
+// decides nothing: there is nothing left to do, but the removal of a
+// completed node's snapshots, which the controller makes once the whole
+// upgrade completed.
 func Decide(s State, cmd Command) ([]events.Event, error) {
 	_, opens := cmd.(Start)
 	o := offer(s, cmd)
 	if err := o.Screen(opens || s.Exists, "the node upgrade was not started"); err != nil {
 		return nil, err
 	}
-	if !opens && s.Terminal() {
+	if _, removal := cmd.(ConfirmSnapshotsRemoved); !opens && s.Terminal() && (!removal || s.State != events.NodeCompleted) {
 		return nil, nil
 	}
 	return o.Accept(decide(s, cmd))
@@ -84,6 +86,8 @@ func decide(s State, cmd Command) ([]events.Event, error) {
 			return []events.Event{events.SnapshotsRemoved{Snapshot: s.Snapshots.Name, Volumes: slices.Clone(s.Snapshots.Volumes)}}, nil
 		}
 		return nil, nil
+	case RecordRebuilds:
+		return decideRebuilds(s, c)
 	default:
 		return nil, refuse(s, cmd, nil, "unknown command %T", cmd)
 	}

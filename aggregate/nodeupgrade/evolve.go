@@ -119,6 +119,8 @@ func apply(s *State, e events.Envelope, owned bool) error {
 			return illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
 		}
 		s.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
+	case events.HashingRequested, events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished:
+		return applyRebuild(s, e)
 	case events.NodeCancelRequested:
 		if s.CancelRequested {
 			return illegal(s, e, "cancel was already requested")

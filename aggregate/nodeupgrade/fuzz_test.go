@@ -262,7 +262,7 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		}
 		return fuzzNodeStates[r.Pick(len(fuzzNodeStates))]
 	}
-	switch r.Pick(11) {
+	switch r.Pick(13) {
 	case 0:
 		c := cmdStart
 		c.ID, c.At = id, at
@@ -287,6 +287,22 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		return RecordTaint{Meta: aggregate.Meta{ID: id, At: at}, Key: fuzzTaint}
 	case 8:
 		return ConfirmUntainted{Meta: aggregate.Meta{ID: id, At: at}}
+	case 10:
+		var evs []events.Event
+		for range 1 + r.Pick(3) {
+			vol := fuzzVolumes[r.Pick(len(fuzzVolumes))]
+			switch r.Pick(4) {
+			case 0:
+				evs = append(evs, events.HashingRequested{Volume: vol, Snapshot: "snap", At: at, Deadline: at.Add(time.Minute)})
+			case 1:
+				evs = append(evs, events.RebuildPlanned{Volume: vol, Hashed: r.Coin(), Reason: r.OrEmpty("Skipped"), ExpectedBytes: int64(r.Pick(3)), FullBytes: 4})
+			case 2:
+				evs = append(evs, events.RebuildStarted{Volume: vol, Replica: "r", Progress: r.Pick(101), At: at})
+			default:
+				evs = append(evs, events.RebuildFinished{Volume: vol, At: at})
+			}
+		}
+		return RecordRebuilds{Meta: aggregate.Meta{ID: id, At: at}, Events: evs}
 	case 9:
 		return RecordPodMoved{Meta: aggregate.Meta{ID: id, At: at}, Pod: fuzzPods[r.Pick(len(fuzzPods))], UID: fmt.Sprint("uid-", r.Pick(2)),
 			Volumes: []string{fuzzVolumes[r.Pick(len(fuzzVolumes))]}, Restart: r.Coin()}

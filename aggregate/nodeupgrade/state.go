@@ -41,6 +41,9 @@ type State struct {
 	Snapshots *Snapshots `json:"snapshots,omitempty"`
 	// Volumes holds every v2 volume concerned by the node.
 	Volumes map[string]Volume `json:"volumes,omitempty"`
+	// Rebuilds are the rebuilds of the volumes whose replica on the node
+	// the upgrade failed, by volume (see Rebuild).
+	Rebuilds map[string]Rebuild `json:"rebuilds,omitempty"`
 	// Stalled is set while the current step makes no progress; the other
 	// Stall fields say what blocks and StalledAt since when.
 	Stalled      bool             `json:"stalled,omitempty"`
@@ -174,7 +177,13 @@ func stepIndex(st events.NodeState) int { return slices.Index(events.NodeSteps, 
 // refusals report it. It reads s through a pointer: evolve asks it of every
 // event, and a State is large to copy.
 func (s *State) subject() aggregate.Subject {
-	return aggregate.Subject{Machine: Machine, Exists: s.Exists, Terminal: s.Terminal(), State: string(s.State), Opener: events.TypeNodeUpgradeStarted}
+	sub := aggregate.Subject{Machine: Machine, Exists: s.Exists, Terminal: s.Terminal(), State: string(s.State), Opener: events.TypeNodeUpgradeStarted}
+	if s.State == events.NodeCompleted {
+		// The controller removes a completed node's snapshots once the
+		// whole upgrade completed.
+		sub.AfterEnd = events.TypeSnapshotsRemoved
+	}
+	return sub
 }
 
 func (s State) stateName() string { return s.subject().Name() }

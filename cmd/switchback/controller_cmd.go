@@ -41,6 +41,7 @@ type controllerOptions struct {
 
 	historyVolumes    string
 	historyOnLonghorn bool
+	keepSnapshots     bool
 
 	calloutDir, calloutSA string
 	calloutTTL            time.Duration
@@ -62,6 +63,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookAddr, "webhook-addr", fmt.Sprintf(":%d", webhook.DefaultPort), "admission webhook address (empty = no webhook)")
 	fs.StringVar(&o.certDir, "webhook-cert-dir", "/etc/switchback/webhook", "directory with the webhook's tls.crt and tls.key (reloaded on change)")
 	fs.StringVar(&o.historyVolumes, "history-volumes", historystorage.DefaultSelector, "label selector of the bundled NATS servers' volume claims in --namespace, refused on Longhorn's storage at start (empty = no check, e.g. an external NATS)")
+	fs.BoolVar(&o.keepSnapshots, "keep-snapshots", false, "keep the snapshots the upgrade takes of the attached volumes once it completed (default: removed then; always kept on cancel and error)")
 	fs.BoolVar(&o.historyOnLonghorn, "allow-history-on-longhorn", false, "start even when the NATS servers' volumes are Longhorn's: the upgrade's history then lives on the storage it upgrades")
 	fs.BoolVar(&o.guard, "guard-longhorn", true, "serve the guard that refuses new v2 attachments and engine moves onto a node being upgraded (deploy/webhook/guard.yaml sends it the writes)")
 	fs.Var(&o.trusted, "guard-trusted-user", "a user whose writes the guard lets through, besides the workers' service account system:serviceaccount:<namespace>:switchback-worker (repeat)")

@@ -263,7 +263,7 @@ func (c *controller) lead(ctx context.Context, stepDown func()) {
 			}
 		})
 	}
-	orch, err := orchestrator.New(orchestrator.Config{Store: c.conn.store, Queue: c.conn.queue, Cluster: c.cluster, Log: c.log})
+	orch, err := orchestrator.New(orchestrator.Config{Store: c.conn.store, Queue: c.conn.queue, Cluster: c.cluster, KeepSnapshots: c.o.keepSnapshots, Log: c.log})
 	if err != nil {
 		c.log.Error("orchestrator", "error", err)
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 
 	"github.com/switchback-dev/switchback/hostkernel"
@@ -31,7 +32,10 @@ type workerOptions struct {
 
 	node, tokenFile, sysfs        string
 	stallAfter, failAfter, resync time.Duration
-	keepSnapshots                 bool
+	keepSnapshots                 bool // deprecated, unused
+	hashRate                      string
+	hashRateBytes                 int64
+	hashFloor                     time.Duration
 }
 
 func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
@@ -48,7 +52,11 @@ func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("poll-interval", "a waiting step wakes on the cluster's changes now: use --resync-interval, the safety re-read")
 	fs.StringVar(&o.sysfs, "sysfs", hostkernel.DefaultSysfs, "with --data-plane longhorn: where the worker reads its node's kernel, nvme_core.multipath, and reports it on the node's Longhorn node "+
 		"(a container's read-only /sys shows the host's module parameters); empty reads nothing")
-	fs.BoolVar(&o.keepSnapshots, "keep-snapshots", false, "keep the snapshot the upgrade takes of each attached volume once its node completed (default: removed then; always kept on cancel and error)")
+	fs.BoolVar(&o.keepSnapshots, "keep-snapshots", false, "unused: the controller removes the upgrade's snapshots once it completed")
+	_ = fs.MarkDeprecated("keep-snapshots", "the controller removes the upgrade's snapshots once the whole upgrade completed: use switchback controller --keep-snapshots")
+	fs.StringVar(&o.hashRate, "hash-rate", "64Mi", "the rate, per second and replica, at which Longhorn is expected to hash a volume's snapshots before its replica is failed (a quantity: 64Mi, 1Gi): "+
+		"the wait for the hashing lasts --hash-floor plus what there is to hash at this rate, then the replica is failed unhashed (its rebuild copies it whole)")
+	fs.DurationVar(&o.hashFloor, "hash-floor", 2*time.Minute, "the least time given to the hashing of a volume's snapshots (see --hash-rate)")
 	o.health.register(fs)
 	o.log.register(fs)
 }
@@ -67,6 +75,11 @@ func (o *workerOptions) validate() error {
 	case o.tokenFile != "" && (nf.nkey != "" || nf.creds != "" || nf.user != "" || nf.passwordFile != ""):
 		return fmt.Errorf("--nats-token-file and another NATS credential: give one (the token, through the auth callout, in the default install): %w", errUsage)
 	}
+	q, err := resource.ParseQuantity(o.hashRate)
+	if err != nil || q.Sign() <= 0 {
+		return fmt.Errorf("--hash-rate %q: a positive quantity, such as 64Mi: %w", o.hashRate, errUsage)
+	}
+	o.hashRateBytes = q.Value()
 	if nf.user == "" && nf.passwordFile != "" {
 		// The generated user name encodes the node name (dots are not
 		// subject tokens), which a DaemonSet's $(NODE_NAME) cannot.
@@ -115,7 +128,7 @@ func (o *workerOptions) run(ctx context.Context, stderr io.Writer) error {
 	}
 	w, err := nodeworker.New(nodeworker.Config{
 		Node: o.node, Store: c.store, Queue: c.queue, DataPlane: plane, Sysfs: host,
-		StallAfter: o.stallAfter, FailAfter: o.failAfter, Resync: o.resync, KeepSnapshots: o.keepSnapshots, Log: log,
+		StallAfter: o.stallAfter, FailAfter: o.failAfter, Resync: o.resync, HashRate: o.hashRateBytes, HashFloor: o.hashFloor, Log: log,
 	})
 	if err != nil {
 		return err

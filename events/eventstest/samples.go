@@ -49,6 +49,10 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{nodeAgg, events.NodeTainted{Key: "upgrade.switchback.io/moving-workloads"}},
 		{nodeAgg, events.NodeUntainted{Key: "upgrade.switchback.io/moving-workloads"}},
 		{nodeAgg, events.PodMoved{Pod: "app/web-1", Volumes: []string{"pvc-1"}}},
+		{nodeAgg, events.HashingRequested{Volume: "pvc-1", Snapshot: "switchback-uid-n1", At: at.Truncate(time.Second), Deadline: at.Add(5 * time.Minute)}},
+		{nodeAgg, events.RebuildPlanned{Volume: "pvc-1", Hashed: true, ExpectedBytes: 1 << 30, FullBytes: 100 << 30, HashedBytes: 99 << 30}},
+		{nodeAgg, events.RebuildStarted{Volume: "pvc-1", Replica: "pvc-1-r-1", Node: node, Progress: 12, At: at}},
+		{nodeAgg, events.RebuildFinished{Volume: "pvc-1", At: at.Add(time.Minute)}},
 	}
 	out := make([]events.Envelope, len(list))
 	for i, s := range list {

@@ -178,6 +178,9 @@ var goals = []goal{
 	{what: "demo scale, 200 vs 50 nodes × 20 volumes, 1 ms latency (upgrade time ratio, linear = 4)", bench: "perf BenchmarkScale", unit: "ratio-large/small", op: "<=", limit: 4.4},
 	{what: "demo peak RSS, 200 nodes × 4000 volumes, 1 ms latency", bench: "perf BenchmarkScale", unit: "peak-rss-MiB@200", op: "<", limit: 1024},
 	{what: "cost per volume, 100 vs 20 volumes/node, zero latency (ratio)", bench: "perf BenchmarkPerVolumeCost", unit: "ratio100/20", op: "<=", limit: 1.2},
+	// The simulator's byte model (sim/RULES.md): 20 attached volumes of
+	// 100 GiB with a replica on the node, 1% of each written meanwhile.
+	{what: "bytes rebuilt per node upgrade, delta rebuilds vs whole copies (ratio)", bench: "perf BenchmarkRebuildBytes", unit: "delta/full", op: "<=", limit: 0.05},
 }
 
 // evaluate returns g's measured median and whether it meets the limit; ok

@@ -222,7 +222,12 @@ func volume(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longh
 			NodeID: v.AttachedNode, EngineNodeID: v.EngineNode, NumberOfReplicas: v.NumberOfReplicas,
 			DataEngine: dataEngine(v), Frontend: v.Frontend, DisableFrontend: v.Frontend == "",
 		},
-		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown)},
+		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown),
+			ActualSize: v.ActualSize, LastOnDemandSnapshotHashingCompleteAt: v.Hashing.CompletedAt},
+	}
+	out.Spec.SnapshotDataIntegrity = longhorn.SnapshotDataIntegrityIgnored
+	if v.Hashing.Disabled {
+		out.Spec.SnapshotDataIntegrity = longhorn.SnapshotDataIntegrityDisabled
 	}
 	if v.ShareManager {
 		out.Spec.AccessMode = longhorn.AccessModeRWX
@@ -271,6 +276,12 @@ func engines(v dataplane.Volume, vi sim.VolumeInstances, r render, namespace str
 		case rep.State == dataplane.ReplicaRebuilding:
 			cur.Spec.ReplicaAddressMap = add(cur.Spec.ReplicaAddressMap, rep.Name, replicaAddress(rep.Node))
 			modes[rep.Name] = longhorn.ModeWO
+			if v.Attached() {
+				if cur.Status.RebuildStatus == nil {
+					cur.Status.RebuildStatus = map[string]*longhorn.RebuildStatus{}
+				}
+				cur.Status.RebuildStatus["tcp://"+replicaAddress(rep.Node)] = &longhorn.RebuildStatus{IsRebuilding: true, Progress: rep.RebuildProgress, State: "in_progress"}
+			}
 		}
 	}
 	if v.Attached() {

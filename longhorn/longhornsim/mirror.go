@@ -72,8 +72,12 @@ func (m *Manager) mirror(ctx context.Context) error {
 		if !m.pending(longhorn.VolumesResource.Resource, v.Name, v.Generation) {
 			continue
 		}
-		if sv, err := m.sim.Volume(ctx, v.Name); err == nil && sv.EngineNode != v.Spec.EngineNodeID {
+		sv, err := m.sim.Volume(ctx, v.Name)
+		if err == nil && sv.EngineNode != v.Spec.EngineNodeID {
 			m.act("SetEngineNode", v.Name, m.sim.SetEngineNode(ctx, v.Name, v.Spec.EngineNodeID))
+		}
+		if err == nil && v.Spec.SnapshotHashingRequestedAt != sv.Hashing.RequestedAt {
+			m.mirrorHashingRequest(ctx, v)
 		}
 		m.applied[longhorn.VolumesResource.Resource+"/"+v.Name] = v.Generation
 	}
@@ -197,17 +201,65 @@ func (m *Manager) deleteSnapshot(ctx context.Context, s *longhorn.Snapshot, vi s
 	}
 	// From the object, not from what this round remembers taking: a
 	// snapshot taken before its status was written goes too.
-	m.act("DeleteSnapshot", s.Name, m.sim.DeleteSnapshot(ctx, s.Spec.Volume, snapshotName(s)))
+	m.act("DeleteSnapshot", s.Name, m.sim.DeleteSnapshot(ctx, s.Spec.Volume, longhorn.SnapshotName(s)))
 	delete(m.snapped, s.Name)
 	return m.remove(ctx, longhorn.SnapshotsResource, s.Name, true)
 }
 
-// snapshotName is the name of the snapshot a Snapshot object stands for.
-func snapshotName(s *longhorn.Snapshot) string {
-	if name := s.Annotations[longhorn.SnapshotNameAnnotation]; name != "" {
-		return name
+// mirrorHashingRequest passes a volume's on-demand hashing request on
+// (the simulator plays its hashing); one Longhorn could not parse is
+// ignored, as Longhorn fails its sync (LM@v1.12.1
+// controller/volume_controller.go:7405-7410).
+func (m *Manager) mirrorHashingRequest(ctx context.Context, v *longhorn.Volume) {
+	at, err := time.Parse(time.RFC3339, v.Spec.SnapshotHashingRequestedAt)
+	if err != nil {
+		m.act("RequestSnapshotHashing", v.Name, fmt.Errorf("spec.snapshotHashingRequestedAt %q: %w", v.Spec.SnapshotHashingRequestedAt, err))
+		return
 	}
-	return s.Name
+	m.act("RequestSnapshotHashing", v.Name, m.sim.RequestSnapshotHashing(ctx, v.Name, at))
+}
+
+// writeSnapshotStatus reports, in each Snapshot object of the volume
+// mirrored here, what the snapshot chain says of it: its parent (the
+// object's name when it has one), size and checksum, as Longhorn's engine
+// controller syncs them (LM@v1.12.1 controller/engine_controller.go:1572-1631).
+// The rebuilds' system snapshots get no object here.
+func (m *Manager) writeSnapshotStatus(ctx context.Context, volume string) error {
+	var objs []*longhorn.Snapshot
+	for _, s := range all[longhorn.Snapshot](m.snapshots) {
+		// Only once the cache shows the status mirrorSnapshot wrote: a
+		// status written from an older copy would take it back.
+		if _, ok := m.snapped[s.Name]; ok && s.Spec.Volume == volume && s.DeletionTimestamp == nil && s.Status.ReadyToUse {
+			objs = append(objs, s)
+		}
+	}
+	if len(objs) == 0 {
+		return nil
+	}
+	chain, err := m.sim.Snapshots(ctx, volume)
+	if err != nil {
+		return nil // the volume went: its objects go with it
+	}
+	objectOf := map[string]string{}
+	for _, s := range objs {
+		objectOf[longhorn.SnapshotName(s)] = s.Name
+	}
+	var errs []error
+	for _, s := range objs {
+		i := slices.IndexFunc(chain, func(c dataplane.Snapshot) bool { return c.Name == longhorn.SnapshotName(s) })
+		if i < 0 {
+			continue
+		}
+		want := s.Status
+		want.UserCreated, want.Size, want.Checksum, want.Parent = chain[i].UserCreated, chain[i].Size, chain[i].Checksum, chain[i].Parent
+		if obj, ok := objectOf[want.Parent]; ok {
+			want.Parent = obj
+		}
+		if want != s.Status {
+			errs = append(errs, m.putStatus(ctx, longhorn.SnapshotsResource, s.Name, want))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // mirrorSnapshot takes the snapshot a Snapshot object asks for, once, and
@@ -217,7 +269,7 @@ func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) erro
 	if _, done := m.snapped[s.Name]; done || !s.Spec.CreateSnapshot || s.DeletionTimestamp != nil {
 		return nil
 	}
-	name := snapshotName(s)
+	name := longhorn.SnapshotName(s)
 	// The finalizer before the snapshot: Longhorn's webhook gives it at
 	// creation, so a snapshot it took is never left behind by an object
 	// deleted before the finalizer was on it.
@@ -227,7 +279,7 @@ func (m *Manager) mirrorSnapshot(ctx context.Context, s *longhorn.Snapshot) erro
 		}
 		return fmt.Errorf("snapshot %s: %w", s.Name, err)
 	}
-	status := longhorn.SnapshotStatus{ReadyToUse: true, CreationTime: time.Now().UTC().Format(time.RFC3339)}
+	status := longhorn.SnapshotStatus{ReadyToUse: true, UserCreated: true, CreationTime: time.Now().UTC().Format(time.RFC3339Nano)}
 	if err := m.sim.CreateSnapshot(ctx, s.Spec.Volume, name); err != nil {
 		status = longhorn.SnapshotStatus{Error: err.Error()}
 	}

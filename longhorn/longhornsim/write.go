@@ -317,7 +317,7 @@ func (m *Manager) writeVolumes(ctx context.Context, vols []dataplane.Volume, ims
 	want := map[string]bool{}
 	for _, v := range vols {
 		vi := byVolume[v.Name]
-		errs = append(errs, m.writeVolume(ctx, v, vi, haveVols[v.Name]))
+		errs = append(errs, m.writeVolume(ctx, v, vi, haveVols[v.Name]), m.writeSnapshotStatus(ctx, v.Name))
 		for _, e := range engines(v, vi, m.render, m.ns) {
 			want[longhorn.EnginesResource.Resource+"/"+e.Name] = true
 			errs = append(errs, m.writeWhole(ctx, engineWhole(e), engineWhole(haveEngines[e.Name])))

@@ -24,6 +24,8 @@ type request struct {
 	Away *dataplane.TargetAway `json:"away,omitempty"`
 	// Mark is the mark of MarkUpgradePending.
 	Mark string `json:"mark,omitempty"`
+	// At is the time of RequestSnapshotHashing.
+	At time.Time `json:"at,omitzero"`
 	// Action is the change of an "act" call.
 	Action *dataplane.Action `json:"action,omitempty"`
 }
@@ -123,6 +125,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
 		"workloads": func(ctx context.Context, r request) (any, error) { return dp.Workloads(ctx, r.Node) },
+		"snapshots": func(ctx context.Context, r request) (any, error) { return dp.Snapshots(ctx, r.Volume) },
 		"act": func(ctx context.Context, r request) (any, error) {
 			if r.Action == nil {
 				return nil, fmt.Errorf("%w: an act call without its action", dataplane.ErrRefused)
@@ -134,6 +137,9 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		},
 		"markPending": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.MarkUpgradePending(ctx, r.Node, r.Mark)
+		},
+		"hashRequest": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.RequestSnapshotHashing(ctx, r.Volume, r.At)
 		},
 	}
 }
@@ -255,6 +261,16 @@ func (c *Client) Workloads(ctx context.Context, node string) (out dataplane.Work
 // RecordTargetAway implements dataplane.TargetRecorder.
 func (c *Client) RecordTargetAway(ctx context.Context, volume string, away *dataplane.TargetAway) error {
 	return c.call(ctx, "targetAway", request{Volume: volume, Away: away}, nil)
+}
+
+// Snapshots implements dataplane.Reader.
+func (c *Client) Snapshots(ctx context.Context, volume string) (out []dataplane.Snapshot, err error) {
+	return out, c.call(ctx, "snapshots", request{Volume: volume}, &out)
+}
+
+// RequestSnapshotHashing implements dataplane.SnapshotHasher.
+func (c *Client) RequestSnapshotHashing(ctx context.Context, volume string, at time.Time) error {
+	return c.call(ctx, "hashRequest", request{Volume: volume, At: at}, nil)
 }
 
 // MarkUpgradePending implements dataplane.NodeMarker.

@@ -41,6 +41,10 @@ func (c *switchableCluster) Workloads(ctx context.Context, node string) (datapla
 	return c.cur.Load().Workloads(ctx, node)
 }
 
+func (c *switchableCluster) Snapshots(ctx context.Context, volume string) ([]dataplane.Snapshot, error) {
+	return c.cur.Load().Snapshots(ctx, volume)
+}
+
 func (c *switchableCluster) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	return c.cur.Load().Nodes(ctx)
 }

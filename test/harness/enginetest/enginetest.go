@@ -325,6 +325,14 @@ func Transitions(h []events.Envelope) map[string]int {
 		case events.PodMoved:
 			// One per pod: the same pod (uid) moved twice is a duplicate.
 			key = fmt.Sprintf("%s moved %s %s", e.Aggregate.Node, d.Pod, d.UID)
+		case events.HashingRequested:
+			key = fmt.Sprintf("%s hashing %s", e.Aggregate.Node, d.Volume)
+		case events.RebuildPlanned:
+			key = fmt.Sprintf("%s rebuild planned %s", e.Aggregate.Node, d.Volume)
+		case events.RebuildStarted:
+			key = fmt.Sprintf("%s rebuild started %s", e.Aggregate.Node, d.Volume)
+		case events.RebuildFinished:
+			key = fmt.Sprintf("%s rebuild finished %s", e.Aggregate.Node, d.Volume)
 		case events.NodeStalled, events.NodeResumed:
 			continue // may legitimately repeat
 		default:

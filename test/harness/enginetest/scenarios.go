@@ -66,5 +66,17 @@ func (e *Engine) Completes(m events.ManagerRef) manager.State {
 	e.t.Helper()
 	st := e.WaitManager(m, 30*time.Second, "a terminal state", manager.State.Terminal)
 	require.Equal(e.t, events.ManagerCompleted, st.State, st.Message)
+	e.SnapshotsRemoved(st)
 	return st
+}
+
+// SnapshotsRemoved waits until the controller removed the snapshots of
+// every node of the completed upgrade st.
+func (e *Engine) SnapshotsRemoved(st manager.State) {
+	e.t.Helper()
+	for _, n := range st.Plan {
+		e.WaitNode(st.Ref, n, 30*time.Second, "its snapshots removed", func(ns nodeupgrade.State) bool {
+			return ns.Snapshots == nil || ns.Snapshots.Removed
+		})
+	}
 }
