@@ -32,10 +32,10 @@ func TestEstimateRebuild(t *testing.T) {
 			snaps: []dataplane.Snapshot{user("s1", 90, "sum")}, want: plan.RebuildCost{Expected: 10, Full: 100}},
 		{name: "a system snapshot below a hashed one: the purge merges it in and clears its checksum", actual: 100, reuse: true,
 			snaps: []dataplane.Snapshot{user("s1", 80, "sum"), system("rebuild-1", 5), user("s2", 10, "sum")},
-			want: plan.RebuildCost{Expected: 5 + 10 + 5, Full: 100}},
+			want:  plan.RebuildCost{Expected: 5 + 10 + 5, Full: 100}},
 		{name: "a system snapshot on top: merged into the head", actual: 100, reuse: true,
 			snaps: []dataplane.Snapshot{user("s1", 90, "sum"), system("rebuild-1", 4)},
-			want: plan.RebuildCost{Expected: 4 + 6, Full: 100}},
+			want:  plan.RebuildCost{Expected: 4 + 6, Full: 100}},
 		{name: "no reuse: a whole copy", actual: 100, reuse: false,
 			snaps: []dataplane.Snapshot{user("s1", 90, "sum")}, want: plan.RebuildCost{Expected: 100, Full: 100}},
 	}
