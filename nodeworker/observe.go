@@ -91,7 +91,7 @@ func gather(ctx context.Context, dp dataplane.Reader, node string, step events.N
 	}
 	if step == events.NodeFailingReplicas || step == events.NodeUpgradingInstanceManager {
 		for name, v := range o.recorded {
-			if !needsRebuildPlan(v, st, node) {
+			if !needsSnapshots(v, st, node, now) {
 				continue
 			}
 			snaps, err := dp.Snapshots(ctx, name)

@@ -373,7 +373,7 @@ func decideWaitHealthy(o observation, st nodeupgrade.State, c settings) stepPlan
 		why = fmt.Sprintf(" (node %s does not allow replica scheduling, as before the upgrade: Longhorn rebuilds its replicas elsewhere or not at all)", c.node)
 	}
 	for _, v := range o.sortedRecorded() {
-		p.observeRebuild(o, st, v, c)
+		p.observeRebuild(o, st, v)
 		if v.Attached() && (v.Robustness != dataplane.RobustnessHealthy || v.Rebuilding()) {
 			p.wait(waiting(v.Name, "VolumeNotHealthy", "volume %s: %s, %d of %d replicas healthy, waiting for the rebuild%s",
 				v.Name, v.Robustness, v.HealthyReplicas(), v.NumberOfReplicas, why))

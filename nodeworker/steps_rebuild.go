@@ -42,6 +42,17 @@ const (
 	ReasonSnapshotHashing = "SnapshotHashing"
 )
 
+// needsSnapshots reports whether a round at now deciding v's rebuild plan
+// reads its snapshots: not while its hashing is under way, when the round
+// only waits.
+func needsSnapshots(v dataplane.Volume, st nodeupgrade.State, node string, now time.Time) bool {
+	if !needsRebuildPlan(v, st, node) {
+		return false
+	}
+	h := st.Rebuilds[v.Name].Hashing
+	return h == nil || v.Hashing.CompletedSince(h.At) || !now.Before(h.Deadline)
+}
+
 // needsRebuildPlan reports whether v's replica on node is about to be
 // failed by the upgrade, with no rebuild plan recorded yet.
 func needsRebuildPlan(v dataplane.Volume, st nodeupgrade.State, node string) bool {
@@ -65,10 +76,10 @@ func (p *stepPlan) prepareRebuild(o observation, st nodeupgrade.State, v datapla
 		return true
 	}
 	snaps := o.snapshots[v.Name]
+	unhashed := plan.EstimateRebuild(v, snaps, false)
 	skip := func(reason, format string, args ...any) bool {
-		cost := plan.EstimateRebuild(v, snaps, false)
 		p.planRebuild(events.RebuildPlanned{Volume: v.Name, Reason: reason, Message: fmt.Sprintf(format, args...),
-			ExpectedBytes: cost.Expected, FullBytes: cost.Full})
+			ExpectedBytes: unhashed.Expected, FullBytes: unhashed.Full})
 		return true
 	}
 	switch {
@@ -90,30 +101,30 @@ func (p *stepPlan) prepareRebuild(o observation, st nodeupgrade.State, v datapla
 			return skip(HashSkipTooFewReplicas, "volume %s has %d healthy replica(s): Longhorn hashes snapshots only with two", v.Name, v.HealthyReplicas())
 		}
 		at := dataplane.HashRequestTime(o.now)
-		bytes := plan.EstimateRebuild(v, snaps, false).Hash
-		queued[v.AttachedNode] += bytes
+		queued[v.AttachedNode] += unhashed.Hash
 		deadline := at.Add(plan.HashDeadline(queued[v.AttachedNode], c.hashRate, c.hashFloor))
-		p.rebuilds = append(p.rebuilds, events.HashingRequested{Volume: v.Name, Snapshot: st.Snapshots.Name, At: at, Deadline: deadline.UTC(), Bytes: bytes})
+		p.rebuilds = append(p.rebuilds, events.HashingRequested{Volume: v.Name, Snapshot: st.Snapshots.Name, At: at, Deadline: deadline.UTC(), Bytes: unhashed.Hash})
 		p.wait(&block{volume: v.Name, reason: ReasonSnapshotHashing, until: deadline,
 			message: fmt.Sprintf("volume %s: hashing its snapshots before its replica on %s is failed (requested for %s, until %s)",
 				v.Name, c.node, at.Format("15:04:05"), deadline.Format("15:04:05"))})
 		return false
 	}
 	h := rb.Hashing
+	foreign := v.Hashing.InProgress() && v.Hashing.RequestedAt != h.At.Format(time.RFC3339)
 	switch {
 	case v.Hashing.CompletedSince(h.At):
 		p.planRebuild(events.RebuildPlanned{Volume: v.Name, Hashed: true, ExpectedBytes: cost.Expected, FullBytes: cost.Full, HashedBytes: h.Bytes})
 		return true
 	case !o.now.Before(h.Deadline):
 		other := ""
-		if v.Hashing.InProgress() && v.Hashing.RequestedAt != h.At.Format(time.RFC3339) {
+		if foreign {
 			other = fmt.Sprintf("; another request (%s) was in progress", v.Hashing.RequestedAt)
 		}
 		return skip(HashSkipTimedOut, "the hashing requested for %s did not complete by %s%s",
 			h.At.Format("15:04:05"), h.Deadline.Format("15:04:05"), other)
 	}
 	why := "waiting for Longhorn to hash them"
-	if v.Hashing.InProgress() && v.Hashing.RequestedAt != h.At.Format(time.RFC3339) {
+	if foreign {
 		why = fmt.Sprintf("another hashing request (%s) is in progress; ours follows it", v.Hashing.RequestedAt)
 	}
 	p.wait(&block{volume: v.Name, reason: ReasonSnapshotHashing, until: h.Deadline,
@@ -141,7 +152,7 @@ func (p *stepPlan) planRebuild(plan events.RebuildPlanned) { p.rebuilds = append
 
 // observeRebuild records v's rebuild as the step sees it: first seen
 // under way, then over (healthy, nothing rebuilding).
-func (p *stepPlan) observeRebuild(o observation, st nodeupgrade.State, v dataplane.Volume, c settings) {
+func (p *stepPlan) observeRebuild(o observation, st nodeupgrade.State, v dataplane.Volume) {
 	rb, ok := st.Rebuilds[v.Name]
 	if !ok || rb.Planned == nil || rb.Finished != nil {
 		return

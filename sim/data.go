@@ -77,14 +77,19 @@ func writesTo(r *replica) bool {
 // heads its engine writes to.
 func (s *Sim) accountWrites(v *volume, now time.Time) {
 	if v.writeRate > 0 && v.attached != "" && now.After(v.wroteAt) {
-		n := int64(float64(v.writeRate) * now.Sub(v.wroteAt).Seconds())
-		for _, r := range v.replicas {
-			if writesTo(r) {
-				r.data.head += n
-			}
-		}
+		v.write(int64(float64(v.writeRate) * now.Sub(v.wroteAt).Seconds()))
 	}
 	v.wroteAt = now
+}
+
+// write adds n written bytes to the heads of the replicas v's engine
+// writes to.
+func (v *volume) write(n int64) {
+	for _, r := range v.replicas {
+		if writesTo(r) {
+			r.data.head += n
+		}
+	}
 }
 
 // accountAll counts the writes of every volume with a WriteRate.
@@ -259,10 +264,6 @@ func (s *Sim) Write(volName string, n int64) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	s.accountWrites(v, s.now())
-	for _, r := range v.replicas {
-		if writesTo(r) {
-			r.data.head += n
-		}
-	}
+	v.write(n)
 	return nil
 }
