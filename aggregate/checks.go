@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/switchback-dev/switchback/events"
 )
@@ -20,9 +21,9 @@ type Subject struct {
 	State string
 	// Opener is the one event type that opens an aggregate with no history.
 	Opener events.Type
-	// AfterEnd is the one event type a terminal state still admits ("" for
-	// none): a record of cleanup made once the history ended.
-	AfterEnd events.Type
+	// AfterEnd are the event types a terminal state still admits: records
+	// of cleanup made once the history ended.
+	AfterEnd []events.Type
 }
 
 // Name is the state's name in errors: Absent for an aggregate with no
@@ -71,7 +72,7 @@ func (s Subject) Admit(e events.Envelope, foreign string) error {
 	switch {
 	case !s.Exists && e.Type() != s.Opener:
 		return s.Illegal(e, "the %s has no history; only %s can open it", s.Machine, s.Opener)
-	case s.Terminal && (s.AfterEnd == "" || e.Type() != s.AfterEnd):
+	case s.Terminal && !slices.Contains(s.AfterEnd, e.Type()):
 		return s.Illegal(e, "state %s is terminal", s.State)
 	}
 	return nil

@@ -159,7 +159,7 @@ func (f ActionsFunc) RestartShareManager(ctx context.Context, pod, uid string) e
 // WithActions is dp with its actions handed to f instead (a recorder or a
 // gate in front of dp's own, which f reaches through Action.Apply).
 func WithActions(dp DataPlane, f ActionsFunc) DataPlane {
-	return withActions{Reader: dp, TargetRecorder: dp, NodeMarker: dp, SnapshotHasher: dp, ActionsFunc: f}
+	return withActions{Reader: dp, TargetRecorder: dp, NodeMarker: dp, SnapshotHasher: dp, ReplicaCounter: dp, ActionsFunc: f}
 }
 
 type withActions struct {
@@ -167,5 +167,6 @@ type withActions struct {
 	TargetRecorder
 	NodeMarker
 	SnapshotHasher
+	ReplicaCounter
 	ActionsFunc
 }

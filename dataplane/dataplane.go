@@ -313,6 +313,11 @@ type Volume struct {
 	// StrictLocal reports spec.dataLocality strict-local: its only replica
 	// is on its node, and it cannot be attached anywhere else.
 	StrictLocal bool
+	// ReplicaAutoBalance and DataLocality are spec.replicaAutoBalance and
+	// spec.dataLocality as set ("" when not reported): what a temporary
+	// replica's raise turns off and its end restores.
+	ReplicaAutoBalance string
+	DataLocality       string
 	// Tickets are its Longhorn VolumeAttachment's tickets; read only where
 	// a Workloads is.
 	Tickets []Ticket
@@ -512,6 +517,36 @@ type Actions interface {
 	RestartShareManager(ctx context.Context, pod, uid string) error
 }
 
+// ReplicaCounter changes a volume's replica count for a temporary replica
+// (spec.replicaPolicy add-first). Only the controller holds one: the
+// change adds a replica on, and its end deletes one from, a node that is
+// not the upgrading node.
+type ReplicaCounter interface {
+	// SetReplicaCount sets the volume's spec.numberOfReplicas,
+	// spec.replicaAutoBalance and spec.dataLocality (an empty one is left
+	// as it is). Setting what the volume has is a no-op; a volume gone is
+	// an error matching ErrNotFound.
+	SetReplicaCount(ctx context.Context, volume string, spec ReplicaSpec) error
+	// DeleteReplica deletes the volume's replica; one gone is success.
+	DeleteReplica(ctx context.Context, volume, replica string) error
+}
+
+// ReplicaSpec is what ReplicaCounter sets on a volume.
+type ReplicaSpec struct {
+	NumberOfReplicas   int
+	ReplicaAutoBalance string
+	DataLocality       string
+}
+
+// The values of spec.replicaAutoBalance and spec.dataLocality a temporary
+// replica needs: Longhorn's volume controller moves and deletes no replica
+// of a volume with both, whatever its count (LM@v1.12.1
+// controller/volume_controller.go:1321-1356, cleanupExtraHealthyReplicas).
+const (
+	AutoBalanceDisabled  = "disabled"
+	DataLocalityDisabled = "disabled"
+)
+
 // TargetRecorder keeps the controller's records of targets away
 // (Volume.Away). Only the controller writes them; the node steps read them.
 type TargetRecorder interface {
@@ -540,4 +575,5 @@ type DataPlane interface {
 	TargetRecorder
 	NodeMarker
 	SnapshotHasher
+	ReplicaCounter
 }

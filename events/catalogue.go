@@ -31,26 +31,30 @@ const (
 
 // Node aggregate event types.
 const (
-	TypeNodeUpgradeStarted   Type = "io.switchback.node.upgrade-started.v1"
-	TypeNodeStateChanged     Type = "io.switchback.node.state-changed.v1"
-	TypeVolumeStateChanged   Type = "io.switchback.node.volume-state-changed.v1"
-	TypeNodeStalled          Type = "io.switchback.node.stalled.v1"
-	TypeNodeResumed          Type = "io.switchback.node.resumed.v1"
-	TypeNodeUpgradeCompleted Type = "io.switchback.node.completed.v1"
-	TypeNodeUpgradeFailed    Type = "io.switchback.node.failed.v1"
-	TypeNodeCancelRequested  Type = "io.switchback.node.cancel-requested.v1"
-	TypeNodeUpgradeCancelled Type = "io.switchback.node.cancelled.v1"
-	TypeSchedulingRecorded   Type = "io.switchback.node.scheduling-recorded.v1"
-	TypeSchedulingRestored   Type = "io.switchback.node.scheduling-restored.v1"
-	TypeSnapshotsTaken       Type = "io.switchback.node.snapshots-taken.v1"
-	TypeSnapshotsRemoved     Type = "io.switchback.node.snapshots-removed.v1"
-	TypeNodeTainted          Type = "io.switchback.node.tainted.v1"
-	TypeNodeUntainted        Type = "io.switchback.node.untainted.v1"
-	TypePodMoved             Type = "io.switchback.node.pod-moved.v1"
-	TypeHashingRequested     Type = "io.switchback.node.snapshot-hashing-requested.v1"
-	TypeRebuildPlanned       Type = "io.switchback.node.rebuild-planned.v1"
-	TypeRebuildStarted       Type = "io.switchback.node.rebuild-started.v1"
-	TypeRebuildFinished      Type = "io.switchback.node.rebuild-finished.v1"
+	TypeNodeUpgradeStarted        Type = "io.switchback.node.upgrade-started.v1"
+	TypeNodeStateChanged          Type = "io.switchback.node.state-changed.v1"
+	TypeVolumeStateChanged        Type = "io.switchback.node.volume-state-changed.v1"
+	TypeNodeStalled               Type = "io.switchback.node.stalled.v1"
+	TypeNodeResumed               Type = "io.switchback.node.resumed.v1"
+	TypeNodeUpgradeCompleted      Type = "io.switchback.node.completed.v1"
+	TypeNodeUpgradeFailed         Type = "io.switchback.node.failed.v1"
+	TypeNodeCancelRequested       Type = "io.switchback.node.cancel-requested.v1"
+	TypeNodeUpgradeCancelled      Type = "io.switchback.node.cancelled.v1"
+	TypeSchedulingRecorded        Type = "io.switchback.node.scheduling-recorded.v1"
+	TypeSchedulingRestored        Type = "io.switchback.node.scheduling-restored.v1"
+	TypeSnapshotsTaken            Type = "io.switchback.node.snapshots-taken.v1"
+	TypeSnapshotsRemoved          Type = "io.switchback.node.snapshots-removed.v1"
+	TypeNodeTainted               Type = "io.switchback.node.tainted.v1"
+	TypeNodeUntainted             Type = "io.switchback.node.untainted.v1"
+	TypePodMoved                  Type = "io.switchback.node.pod-moved.v1"
+	TypeHashingRequested          Type = "io.switchback.node.snapshot-hashing-requested.v1"
+	TypeRebuildPlanned            Type = "io.switchback.node.rebuild-planned.v1"
+	TypeRebuildStarted            Type = "io.switchback.node.rebuild-started.v1"
+	TypeRebuildFinished           Type = "io.switchback.node.rebuild-finished.v1"
+	TypeTemporaryReplicaRequested Type = "io.switchback.node.temporary-replica-requested.v1"
+	TypeReplicaCountRaised        Type = "io.switchback.node.replica-count-raised.v1"
+	TypeTemporaryReplicaAdded     Type = "io.switchback.node.temporary-replica-added.v1"
+	TypeReplicaCountRestored      Type = "io.switchback.node.replica-count-restored.v1"
 )
 
 // UpgradeRequested records the user's intent: a DataEngineUpgradeManager was
@@ -69,6 +73,9 @@ type UpgradeRequested struct {
 	// InitiatorPolicy is spec.initiatorPolicy ("" in a history written
 	// before it existed: InitiatorPolicyWait).
 	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// ReplicaPolicy is spec.replicaPolicy ("" in a history written before
+	// it existed: ReplicaPolicyRebuild).
+	ReplicaPolicy string `json:"replicaPolicy,omitempty"`
 }
 
 // PrecheckPassed records one pre-upgrade requirement that holds. Check is the
@@ -167,7 +174,18 @@ type NodeUpgradeStarted struct {
 	// ("" and InitiatorPolicyWait: it waits for them to go;
 	// InitiatorPolicyMoveWorkloads: it moves the pods that hold them).
 	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// ReplicaPolicy is the manager's spec.replicaPolicy: whether the node
+	// first adds a temporary replica to each volume its failed replica
+	// would leave short of its numberOfReplicas ("" and
+	// ReplicaPolicyRebuild: it does not; ReplicaPolicyAddFirst: it does).
+	ReplicaPolicy string `json:"replicaPolicy,omitempty"`
 }
+
+// The replica policies (spec.replicaPolicy).
+const (
+	ReplicaPolicyRebuild  = "rebuild"
+	ReplicaPolicyAddFirst = "add-first"
+)
 
 // The initiator policies (spec.initiatorPolicy).
 const (
@@ -339,6 +357,63 @@ type RebuildFinished struct {
 	At     time.Time `json:"at"`
 }
 
+// TemporaryReplicaRequested records, under spec.replicaPolicy add-first,
+// that failing the volume's replica on the node would leave it with fewer
+// healthy replicas than it asks for: the controller raises its
+// numberOfReplicas by one for Longhorn to build a temporary replica on
+// another node first. NumberOfReplicas, ReplicaAutoBalance and
+// DataLocality are its spec as the worker read it, and Replicas the names
+// of its replicas then: a replica of another name that appears afterwards
+// is the temporary one. Until Deadline the wait for it is not a stall.
+type TemporaryReplicaRequested struct {
+	Volume             string    `json:"volume"`
+	NumberOfReplicas   int       `json:"numberOfReplicas"`
+	ReplicaAutoBalance string    `json:"replicaAutoBalance,omitempty"`
+	DataLocality       string    `json:"dataLocality,omitempty"`
+	Replicas           []string  `json:"replicas"`
+	At                 time.Time `json:"at"`
+	Deadline           time.Time `json:"deadline"`
+}
+
+// ReplicaCountRaised records, before the controller writes it, the
+// volume's spec as the upgrade found it before its first temporary
+// replica: NumberOfReplicas, ReplicaAutoBalance and DataLocality are what
+// the end of the upgrade restores. Raised is what numberOfReplicas is set
+// to, with auto-balance and data locality disabled so that Longhorn moves
+// and deletes no replica meanwhile. FirstNode is set when an earlier
+// node's request raised it: the record then tells this node the volume's
+// count without a second raise, and the restore is recorded on FirstNode.
+type ReplicaCountRaised struct {
+	Volume             string `json:"volume"`
+	NumberOfReplicas   int    `json:"numberOfReplicas"`
+	ReplicaAutoBalance string `json:"replicaAutoBalance,omitempty"`
+	DataLocality       string `json:"dataLocality,omitempty"`
+	Raised             int    `json:"raised"`
+	FirstNode          string `json:"firstNode,omitempty"`
+}
+
+// TemporaryReplicaAdded records the temporary replica Longhorn built for
+// the raise, Replica on Node, when first seen: exactly it is deleted at
+// the end of the upgrade.
+type TemporaryReplicaAdded struct {
+	Volume  string `json:"volume"`
+	Replica string `json:"replica"`
+	Node    string `json:"node"`
+}
+
+// ReplicaCountRestored records that the controller wrote back the spec
+// ReplicaCountRaised recorded: numberOfReplicas lowered first, then the
+// temporary replica (Replica) deleted, then auto-balance and data
+// locality restored. Replica is "" when none was deleted, and Message
+// says why (none was built, or deleting it would have left the volume
+// short of replicas).
+type ReplicaCountRestored struct {
+	Volume           string `json:"volume"`
+	NumberOfReplicas int    `json:"numberOfReplicas"`
+	Replica          string `json:"replica,omitempty"`
+	Message          string `json:"message,omitempty"`
+}
+
 // EventType implements Event.
 func (UpgradeRequested) EventType() Type { return TypeUpgradeRequested }
 
@@ -434,3 +509,15 @@ func (RebuildStarted) EventType() Type { return TypeRebuildStarted }
 
 // EventType implements Event.
 func (RebuildFinished) EventType() Type { return TypeRebuildFinished }
+
+// EventType implements Event.
+func (TemporaryReplicaRequested) EventType() Type { return TypeTemporaryReplicaRequested }
+
+// EventType implements Event.
+func (ReplicaCountRaised) EventType() Type { return TypeReplicaCountRaised }
+
+// EventType implements Event.
+func (TemporaryReplicaAdded) EventType() Type { return TypeTemporaryReplicaAdded }
+
+// EventType implements Event.
+func (ReplicaCountRestored) EventType() Type { return TypeReplicaCountRestored }

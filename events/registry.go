@@ -51,6 +51,10 @@ func init() {
 	register[RebuildPlanned]()
 	register[RebuildStarted]()
 	register[RebuildFinished]()
+	register[TemporaryReplicaRequested]()
+	register[ReplicaCountRaised]()
+	register[TemporaryReplicaAdded]()
+	register[ReplicaCountRestored]()
 }
 
 func register[T Event]() {

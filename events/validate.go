@@ -19,7 +19,7 @@ func required(pairs ...string) error {
 }
 
 func (e UpgradeRequested) validate() error {
-	if err := validatePolicy(e.InitiatorPolicy); err != nil {
+	if err := validatePolicies(e.InitiatorPolicy, e.ReplicaPolicy); err != nil {
 		return err
 	}
 	return required("namespace", e.Namespace, "name", e.Name, "uid", e.UID, "dataEngine", e.DataEngine)
@@ -65,20 +65,27 @@ func (e NodeUpgradeStarted) validate() error {
 	if e.Attempt < 1 {
 		return fmt.Errorf("attempt %d must be >= 1", e.Attempt)
 	}
-	if err := validatePolicy(e.InitiatorPolicy); err != nil {
+	if err := validatePolicies(e.InitiatorPolicy, e.ReplicaPolicy); err != nil {
 		return err
 	}
 	return required("node", e.Node, "dataEngine", e.DataEngine, "instanceManagerImage", e.InstanceManagerImage)
 }
 
-// validatePolicy accepts an initiator policy, or none (a history written
-// before there were any).
-func validatePolicy(p string) error {
-	switch p {
+// validatePolicies accepts an initiator and a replica policy, or none (a
+// history written before there were any).
+func validatePolicies(initiators, replicas string) error {
+	var errs []error
+	switch initiators {
 	case "", InitiatorPolicyWait, InitiatorPolicyMoveWorkloads:
-		return nil
+	default:
+		errs = append(errs, fmt.Errorf("initiatorPolicy %q must be %s or %s", initiators, InitiatorPolicyWait, InitiatorPolicyMoveWorkloads))
 	}
-	return fmt.Errorf("initiatorPolicy %q must be %s or %s", p, InitiatorPolicyWait, InitiatorPolicyMoveWorkloads)
+	switch replicas {
+	case "", ReplicaPolicyRebuild, ReplicaPolicyAddFirst:
+	default:
+		errs = append(errs, fmt.Errorf("replicaPolicy %q must be %s or %s", replicas, ReplicaPolicyRebuild, ReplicaPolicyAddFirst))
+	}
+	return errors.Join(errs...)
 }
 
 func (e NodeStateChanged) validate() error {
@@ -165,6 +172,37 @@ func (e RebuildStarted) validate() error {
 }
 
 func (e RebuildFinished) validate() error { return required("volume", e.Volume) }
+
+func (e TemporaryReplicaRequested) validate() error {
+	if e.At.IsZero() || e.Deadline.Before(e.At) {
+		return errors.New("at must be set and the deadline not before it")
+	}
+	if e.NumberOfReplicas < 1 {
+		return fmt.Errorf("numberOfReplicas %d must be >= 1", e.NumberOfReplicas)
+	}
+	return required("volume", e.Volume)
+}
+
+func (e ReplicaCountRaised) validate() error {
+	if e.NumberOfReplicas < 1 || e.Raised != e.NumberOfReplicas+1 {
+		return fmt.Errorf("numberOfReplicas %d raised to %d: want >= 1 raised by one", e.NumberOfReplicas, e.Raised)
+	}
+	return required("volume", e.Volume)
+}
+
+func (e TemporaryReplicaAdded) validate() error {
+	return required("volume", e.Volume, "replica", e.Replica, "node", e.Node)
+}
+
+func (e ReplicaCountRestored) validate() error {
+	if e.NumberOfReplicas < 1 {
+		return fmt.Errorf("numberOfReplicas %d must be >= 1", e.NumberOfReplicas)
+	}
+	if e.Replica == "" && e.Message == "" {
+		return errors.New("message must say why no replica was deleted")
+	}
+	return required("volume", e.Volume)
+}
 
 func validateSnapshots(snapshot string, volumes []string) error {
 	if len(volumes) == 0 {

@@ -328,6 +328,9 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 		ShareManager:     v.Spec.AccessMode == AccessModeRWX && !v.Spec.Migratable,
 		Migratable:       v.Spec.Migratable,
 		StrictLocal:      v.Spec.DataLocality == DataLocalityStrictLocal,
+
+		ReplicaAutoBalance: v.Spec.ReplicaAutoBalance,
+		DataLocality:       v.Spec.DataLocality,
 	}
 	out.NoReplicaReuse = out.DataEngine == dataplane.DataEngineV2 && !rs.fastV2
 	out.ActualSize = v.Status.ActualSize

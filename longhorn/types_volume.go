@@ -36,6 +36,9 @@ type VolumeSpec struct {
 	Migratable bool `json:"migratable,omitempty"`
 	// DataLocality is disabled, best-effort or strict-local.
 	DataLocality string `json:"dataLocality,omitempty"`
+	// ReplicaAutoBalance is ignored (follow the setting
+	// replica-auto-balance), disabled, least-effort or best-effort.
+	ReplicaAutoBalance string `json:"replicaAutoBalance,omitempty"`
 	// SnapshotDataIntegrity is ignored (follow the setting
 	// snapshot-data-integrity), disabled, enabled or fast-check.
 	SnapshotDataIntegrity string `json:"snapshotDataIntegrity,omitempty"`

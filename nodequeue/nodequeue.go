@@ -53,8 +53,11 @@ type Command struct {
 	InstanceManagerImage string            `json:"instanceManagerImage"`
 	// InitiatorPolicy is the manager's spec.initiatorPolicy, which the node
 	// upgrade starts with.
-	InitiatorPolicy string    `json:"initiatorPolicy,omitempty"`
-	IssuedAt        time.Time `json:"issuedAt"`
+	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// ReplicaPolicy is the manager's spec.replicaPolicy, which the node
+	// upgrade starts with.
+	ReplicaPolicy string    `json:"replicaPolicy,omitempty"`
+	IssuedAt      time.Time `json:"issuedAt"`
 }
 
 // Validate reports missing fields.

@@ -69,6 +69,7 @@ func (r *run) settings() settings {
 		idPrefix:  r.id(""),
 		hashRate:  r.w.cfg.HashRate,
 		hashFloor: r.w.cfg.HashFloor,
+		copyRate:  r.w.cfg.CopyRate,
 	}
 }
 
@@ -161,7 +162,7 @@ func (w *Worker) process(ctx context.Context, cmd nodequeue.Command) (err error)
 		}
 		if err := r.exec(ctx, nodeupgrade.Start{Meta: aggregate.Meta{ID: r.id("start")},
 			Node: w.cfg.Node, DataEngine: cmd.DataEngine, InstanceManagerImage: cmd.InstanceManagerImage, Attempt: cmd.Attempt,
-			LonghornProfile: string(platform.Profile), InitiatorPolicy: cmd.InitiatorPolicy,
+			LonghornProfile: string(platform.Profile), InitiatorPolicy: cmd.InitiatorPolicy, ReplicaPolicy: cmd.ReplicaPolicy,
 		}); err != nil {
 			return err
 		}

@@ -441,6 +441,9 @@ func TestEveryRuleHasItsCase(t *testing.T) {
 		// A new IM beside a lingering pod fails (its overlap is what the
 		// foreground case finds either way).
 		sim.RuleIMOverlapFails: true,
+		// The order of a temporary replica's restore, the controller's:
+		// orchestrator TestAddFirstKeepsRedundancy.
+		sim.RuleExtraReplicaCleanup: true,
 	}
 	for _, rc := range ruleCases {
 		for _, r := range rc.rules {

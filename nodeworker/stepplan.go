@@ -58,9 +58,11 @@ type settings struct {
 	// idPrefix starts the ids of the commands a plan records (run.id).
 	idPrefix string
 	// hashRate and hashFloor budget the wait for a volume's snapshots to
-	// be hashed (plan.HashDeadline).
+	// be hashed (plan.WaitBudget).
 	hashRate  int64
 	hashFloor time.Duration
+	// copyRate budgets, with hashFloor, the wait for a temporary replica.
+	copyRate int64
 }
 
 // id names one kind of recording decision; the executor makes it unique

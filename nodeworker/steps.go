@@ -235,14 +235,15 @@ func decideFailReplicas(o observation, st nodeupgrade.State, c settings) stepPla
 }
 
 // retireAll retires the replicas of every recorded volume, failing none
-// until the rebuild of each is planned (prepareRebuild): the hashing of
+// until each has the replicas it asks for elsewhere (prepareRedundancy)
+// and the rebuild of each is planned (prepareRebuild): the hashing of
 // every volume's snapshots runs at once, and the replicas are failed
 // together once it is over, in name order.
 func (p *stepPlan) retireAll(o observation, st nodeupgrade.State, c settings) {
 	vols := o.sortedRecorded()
 	ready, queued := true, map[string]int64{}
 	for _, v := range vols {
-		ready = p.prepareRebuild(o, st, v, c, queued) && ready
+		ready = p.prepareRedundancy(o, st, v, c) && p.prepareRebuild(o, st, v, c, queued) && ready
 	}
 	for _, v := range vols {
 		p.retireReplicas(v, c, ready)

@@ -46,7 +46,7 @@ const (
 // reads its snapshots: not while its hashing is under way, when the round
 // only waits.
 func needsSnapshots(v dataplane.Volume, st nodeupgrade.State, node string, now time.Time) bool {
-	if !needsRebuildPlan(v, st, node) {
+	if !needsRebuildPlan(v, st, node) || awaitingTemporary(v, st, node) {
 		return false
 	}
 	h := st.Rebuilds[v.Name].Hashing
@@ -102,7 +102,7 @@ func (p *stepPlan) prepareRebuild(o observation, st nodeupgrade.State, v datapla
 		}
 		at := dataplane.HashRequestTime(o.now)
 		queued[v.AttachedNode] += unhashed.Hash
-		deadline := at.Add(plan.HashDeadline(queued[v.AttachedNode], c.hashRate, c.hashFloor))
+		deadline := at.Add(plan.WaitBudget(queued[v.AttachedNode], c.hashRate, c.hashFloor))
 		p.rebuilds = append(p.rebuilds, events.HashingRequested{Volume: v.Name, Snapshot: st.Snapshots.Name, At: at, Deadline: deadline.UTC(), Bytes: unhashed.Hash})
 		p.wait(&block{volume: v.Name, reason: ReasonSnapshotHashing, until: deadline,
 			message: fmt.Sprintf("volume %s: hashing its snapshots before its replica on %s is failed (requested for %s, until %s)",

@@ -62,6 +62,11 @@ type Config struct {
 	// HashRate, then fails it unhashed. Defaults 64 MiB/s and 2m.
 	HashRate  int64
 	HashFloor time.Duration
+	// CopyRate is the rate, in bytes per second, at which Longhorn is
+	// expected to build a temporary replica (spec.replicaPolicy
+	// add-first): the wait for one is not a stall until HashFloor plus
+	// the volume's actual size at CopyRate. Default 100 MiB/s.
+	CopyRate int64
 	// Sysfs is where the worker reads its host's kernel (nvme_core's
 	// multipath parameter) to report it through a dataplane.HostReporter;
 	// "" reads nothing.
@@ -102,6 +107,7 @@ func New(cfg Config) (*Worker, error) {
 	cfg.FailAfter = cmp.Or(cfg.FailAfter, 10*time.Minute)
 	cfg.HashRate = cmp.Or(cfg.HashRate, 64<<20)
 	cfg.HashFloor = cmp.Or(cfg.HashFloor, 2*time.Minute)
+	cfg.CopyRate = cmp.Or(cfg.CopyRate, 100<<20)
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
 	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x, nodeEvents: make(chan struct{}, 1)}, nil

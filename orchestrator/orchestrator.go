@@ -52,6 +52,11 @@ type Config struct {
 	// Without one, or with KeepSnapshots, they are kept.
 	Snapshots     SnapshotRemover
 	KeepSnapshots bool
+	// Replicas raises and restores a volume's replica count for a
+	// temporary replica (replicas.go); default: Cluster, when it is a
+	// dataplane.ReplicaCounter. Without one no temporary replica is
+	// built, and an add-first node waits for one until told otherwise.
+	Replicas dataplane.ReplicaCounter
 	// ActiveUpgrades lists the other managers still in progress (namespace/name);
 	// default: folded from the stream.
 	ActiveUpgrades func(ctx context.Context, except events.ManagerRef) ([]string, error)
@@ -78,10 +83,11 @@ type Orchestrator struct {
 
 	active *activeUpgrades
 
-	targets dataplane.TargetRecorder
-	marks   dataplane.NodeMarker
-	hasher  dataplane.SnapshotHasher
-	snaps   SnapshotRemover
+	targets  dataplane.TargetRecorder
+	marks    dataplane.NodeMarker
+	hasher   dataplane.SnapshotHasher
+	snaps    SnapshotRemover
+	replicas dataplane.ReplicaCounter
 }
 
 // NewOrchestrator validates cfg.
@@ -123,6 +129,10 @@ func New(cfg Config) (*Orchestrator, error) {
 	o.hasher = cfg.Hasher
 	if h, ok := cfg.Cluster.(dataplane.SnapshotHasher); ok && o.hasher == nil {
 		o.hasher = h
+	}
+	o.replicas = cfg.Replicas
+	if c, ok := cfg.Cluster.(dataplane.ReplicaCounter); ok && o.replicas == nil {
+		o.replicas = c
 	}
 	return o, nil
 }

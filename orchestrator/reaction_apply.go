@@ -58,6 +58,10 @@ func (o *Orchestrator) React(ctx context.Context, e events.Envelope) error {
 			err = o.requestHashing(ctx, e, r.node)
 		case effectRemoveSnapshots:
 			err = o.removeSnapshots(ctx, r.manager)
+		case effectRaiseReplicas:
+			err = o.raiseReplicas(ctx, e, r.manager, r.node)
+		case effectRestoreReplicas:
+			err = o.restoreReplicas(ctx, r.manager)
 		case effectMarkNodes:
 			err = o.markNodes(ctx, r.manager, f)
 		case effectGate, effectGateAdvisory:
@@ -123,7 +127,7 @@ func (o *Orchestrator) publish(ctx context.Context, st manager.State, node strin
 	cmd := nodequeue.Command{
 		ID:   fmt.Sprintf("%s/%s/%s/%d/%s", why, st.Ref.UID, events.EncodeToken(node), attempt, step),
 		Kind: nodequeue.Advance, Manager: st.Ref, Node: node, Attempt: attempt, Step: step,
-		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, InitiatorPolicy: st.InitiatorPolicy, IssuedAt: o.cfg.Now(),
+		DataEngine: st.DataEngine, InstanceManagerImage: st.InstanceManagerImage, InitiatorPolicy: st.InitiatorPolicy, ReplicaPolicy: st.ReplicaPolicy, IssuedAt: o.cfg.Now(),
 	}
 	dup, err := o.cfg.Queue.Publish(ctx, cmd)
 	if err == nil {

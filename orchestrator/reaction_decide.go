@@ -59,6 +59,12 @@ const (
 	// effectRemoveSnapshots removes every node's snapshots once the last
 	// node completed (snapshots.go).
 	effectRemoveSnapshots
+	// effectRaiseReplicas answers a node's request for a temporary
+	// replica (replicas.go).
+	effectRaiseReplicas
+	// effectRestoreReplicas restores every volume raised for a temporary
+	// replica, once the upgrade ended (replicas.go).
+	effectRestoreReplicas
 	// effectMarkNodes brings the marks of the nodes still to come in line
 	// with the manager's history (marks.go): node's (ended: its outcome
 	// is about to be recorded), or every planned node's when node is "".
@@ -97,6 +103,10 @@ func (f effect) String() string {
 		return "request hashing"
 	case effectRemoveSnapshots:
 		return "remove snapshots"
+	case effectRaiseReplicas:
+		return "raise replicas"
+	case effectRestoreReplicas:
+		return "restore replicas"
 	case effectMarkNodes:
 		switch {
 		case f.node == "":
@@ -132,7 +142,10 @@ func readsOf(e events.Envelope) reads {
 		}
 	case events.HashingRequested:
 		return reads{node: eventNode}
-	case events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished:
+	case events.TemporaryReplicaRequested:
+		return reads{manager: true, node: eventNode}
+	case events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished,
+		events.ReplicaCountRaised, events.TemporaryReplicaAdded, events.ReplicaCountRestored:
 		return reads{} // nothing to do: the worker's own records
 	}
 	return reads{manager: true}
@@ -174,9 +187,10 @@ func decideEffects(e events.Envelope, r reading) []effect {
 		return []effect{{kind: effectPublish, node: d.Node, attempt: d.Attempt, step: events.NodePending, why: "start"}}
 	case events.UpgradeFailed:
 		// A node still mid-step when the upgrade failed (because of another
-		// cause, such as a dead-lettered command) is brought to its safe point.
+		// cause, such as a dead-lettered command) is brought to its safe
+		// point, and the temporary replicas restored once it is there.
 		if st.UpgradingNode == "" || !r.node.Exists || r.node.Terminal() {
-			return nil
+			return restoreReplicas(st)
 		}
 		return []effect{{kind: effectCancelNode, node: st.UpgradingNode}}
 	case events.CancelRequested:
@@ -215,17 +229,19 @@ func decideEffects(e events.Envelope, r reading) []effect {
 		case running:
 			// The last node: the upgrade's snapshots go before it is
 			// recorded completed, so that completed means nothing is left.
-			return []effect{{kind: effectRemoveSnapshots}, record}
+			return append(restoreReplicas(st), effect{kind: effectRemoveSnapshots}, record)
 		}
 		return []effect{record}
 	case events.NodeUpgradeFailed:
-		return []effect{mgr(manager.RecordNodeOutcome{Meta: aggregate.Meta{ID: id(e)}, Node: node, State: events.NodeError,
-			Message: fmt.Sprintf("node %s failed at %s: %s", node, d.Step, d.Message)})}
+		return append(restoreReplicas(st), mgr(manager.RecordNodeOutcome{Meta: aggregate.Meta{ID: id(e)}, Node: node, State: events.NodeError,
+			Message: fmt.Sprintf("node %s failed at %s: %s", node, d.Step, d.Message)}))
 	case events.NodeUpgradeCancelled:
+		// The node is at its safe point: the temporary replicas go, or
+		// are kept where deleting one would leave its volume short.
 		if st.Terminal() {
-			return nil
+			return restoreReplicas(st)
 		}
-		return []effect{mgr(manager.ConfirmCancelled{Meta: aggregate.Meta{ID: id(e)}, Node: node, Message: d.Message})}
+		return append(restoreReplicas(st), mgr(manager.ConfirmCancelled{Meta: aggregate.Meta{ID: id(e)}, Node: node, Message: d.Message}))
 	case events.VolumeStateChanged:
 		if !awayReaction(d.To) || !r.node.Exists {
 			return nil
@@ -236,6 +252,22 @@ func decideEffects(e events.Envelope, r reading) []effect {
 			return nil // decided without it since
 		}
 		return []effect{{kind: effectRequestHashing, node: node}}
+	case events.TemporaryReplicaRequested:
+		if !r.node.Exists || r.node.Terminal() || st.Terminal() {
+			return nil
+		}
+		return []effect{{kind: effectRaiseReplicas, node: node}}
+	case events.UpgradeCancelled:
+		return restoreReplicas(st)
 	}
 	return nil
+}
+
+// restoreReplicas is the restore of the temporary replicas, for an
+// upgrade that may have made some (spec.replicaPolicy add-first).
+func restoreReplicas(st manager.State) []effect {
+	if st.ReplicaPolicy != events.ReplicaPolicyAddFirst {
+		return nil
+	}
+	return []effect{{kind: effectRestoreReplicas}}
 }

@@ -37,6 +37,12 @@ func TestReact(t *testing.T) {
 	movingCancelled.CancelRequested = true
 	movingDone := done
 	movingDone.InitiatorPolicy, movingDone.Plan = events.InitiatorPolicyMoveWorkloads, []string{"n1", "n2"}
+	adding := planned
+	adding.ReplicaPolicy = events.ReplicaPolicyAddFirst
+	addingLast, addingCancelling, addingDone := adding, adding, done
+	addingLast.Plan = []string{"n1"}
+	addingCancelling.CancelRequested = true
+	addingDone.ReplicaPolicy = events.ReplicaPolicyAddFirst
 	running := nodeupgrade.State{Exists: true, State: events.NodeSwitchingOver, Attempt: 2}
 	ended := nodeupgrade.State{Exists: true, State: events.NodeCompleted, Attempt: 2}
 	for _, tc := range []struct {
@@ -70,6 +76,16 @@ func TestReact(t *testing.T) {
 		{"a node failed: the outcome", ev("n1", events.NodeUpgradeFailed{Step: events.NodeSwitchingOver}), reading{}, []string{"manager manager.RecordNodeOutcome"}},
 		{"a node cancelled: confirmed", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: cancelling}, []string{"manager manager.ConfirmCancelled"}},
 		{"a node cancelled after the end: nothing", ev("n1", events.NodeUpgradeCancelled{}), reading{manager: done}, nil},
+		{"add-first, the last node completed: the replicas restored, the snapshots removed, then the outcome", ev("n1", events.NodeUpgradeCompleted{}),
+			reading{manager: addingLast}, []string{"restore replicas", "remove snapshots", "manager manager.RecordNodeOutcome"}},
+		{"add-first, a node failed: the replicas restored, then the outcome", ev("n1", events.NodeUpgradeFailed{Step: events.NodeSwitchingOver}),
+			reading{manager: adding}, []string{"restore replicas", "manager manager.RecordNodeOutcome"}},
+		{"add-first, a node cancelled: the replicas restored, then confirmed", ev("n1", events.NodeUpgradeCancelled{}),
+			reading{manager: addingCancelling}, []string{"restore replicas", "manager manager.ConfirmCancelled"}},
+		{"add-first, cancelled before a node started: the replicas restored", ev("", events.UpgradeCancelled{}), reading{manager: addingDone}, []string{"restore replicas"}},
+		{"rebuild, cancelled: nothing", ev("", events.UpgradeCancelled{}), reading{manager: done}, nil},
+		{"a temporary replica asked for: the raise", ev("n1", events.TemporaryReplicaRequested{Volume: "v"}), reading{manager: adding, node: running}, []string{"raise replicas"}},
+		{"a temporary replica asked for by an ended node: nothing", ev("n1", events.TemporaryReplicaRequested{Volume: "v"}), reading{manager: adding, node: ended}, nil},
 		{"a volume change: nothing", ev("n1", events.VolumeStateChanged{Volume: "v"}), reading{manager: planned}, nil},
 		{"a volume switching over: its record of the target away", ev("n1", events.VolumeStateChanged{Volume: "v", To: events.VolumeSwitchingOver}),
 			reading{node: running}, []string{"record target away"}},

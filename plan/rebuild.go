@@ -56,10 +56,11 @@ func EstimateRebuild(v dataplane.Volume, snaps []dataplane.Snapshot, hashed bool
 	return c
 }
 
-// HashDeadline is how long waiting for the hashing of snapshots holding
-// bytes may take at rate bytes per second, at least floor: Longhorn
-// reports no progress of it, only its completion.
-func HashDeadline(bytes, rate int64, floor time.Duration) time.Duration {
+// WaitBudget is how long waiting for Longhorn to read or copy bytes at
+// rate bytes per second may take, at least floor: the hashing of
+// snapshots (Longhorn reports no progress of it, only its completion),
+// or the copy of a temporary replica.
+func WaitBudget(bytes, rate int64, floor time.Duration) time.Duration {
 	if rate <= 0 {
 		return floor
 	}

@@ -47,9 +47,9 @@ func TestEstimateRebuild(t *testing.T) {
 	}
 }
 
-func TestHashDeadline(t *testing.T) {
-	assert.Equal(t, 2*time.Minute+100*time.Second, plan.HashDeadline(100<<20*100, 100<<20, 2*time.Minute))
-	assert.Equal(t, time.Minute, plan.HashDeadline(1<<40, 0, time.Minute), "no rate: the floor alone")
+func TestWaitBudget(t *testing.T) {
+	assert.Equal(t, 2*time.Minute+100*time.Second, plan.WaitBudget(100<<20*100, 100<<20, 2*time.Minute))
+	assert.Equal(t, time.Minute, plan.WaitBudget(1<<40, 0, time.Minute), "no rate: the floor alone")
 }
 
 func TestBytes(t *testing.T) {

@@ -35,14 +35,18 @@ func ReplayObjects(ctx context.Context, store *eventstore.Store, ref events.Mana
 }
 
 // managerSpec is the spec m was requested with, as the apiserver serves it
-// (the initiator policy defaulted).
+// (the policies defaulted).
 func managerSpec(m manager.State) v1beta2.DataEngineUpgradeManagerSpec {
 	policy := v1beta2.InitiatorPolicy(m.InitiatorPolicy)
 	if policy == "" {
 		policy = v1beta2.InitiatorPolicyWait
 	}
+	replicas := v1beta2.ReplicaPolicy(m.ReplicaPolicy)
+	if replicas == "" {
+		replicas = v1beta2.ReplicaPolicyRebuild
+	}
 	return v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineType(m.DataEngine), Nodes: m.RequestedNodes,
-		AllowNodesWithoutReplicaScheduling: m.AllowNodesWithoutReplicaScheduling, InitiatorPolicy: policy}
+		AllowNodesWithoutReplicaScheduling: m.AllowNodesWithoutReplicaScheduling, InitiatorPolicy: policy, ReplicaPolicy: replicas}
 }
 
 func (v *view) objects() Objects {

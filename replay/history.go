@@ -119,6 +119,22 @@ func Describe(e events.Envelope) Line {
 		l.What, l.Message = "rebuild seen", fmt.Sprintf("%s: replica %s on %s at %d%%", d.Volume, d.Replica, d.Node, d.Progress)
 	case events.RebuildFinished:
 		l.What, l.Message = "rebuild over", d.Volume+" healthy again"
+	case events.TemporaryReplicaRequested:
+		l.What, l.Message = "temporary replica asked for", fmt.Sprintf("%s: numberOfReplicas %d, replicas %s, until %s",
+			d.Volume, d.NumberOfReplicas, strings.Join(d.Replicas, ", "), d.Deadline.Format(time.RFC3339))
+	case events.ReplicaCountRaised:
+		l.What, l.Message = "replica count raised", fmt.Sprintf("%s: numberOfReplicas %d to %d (auto-balance %q, data locality %q kept to restore)",
+			d.Volume, d.NumberOfReplicas, d.Raised, d.ReplicaAutoBalance, d.DataLocality)
+		if d.FirstNode != "" {
+			l.Message = fmt.Sprintf("%s: raised for %s already, numberOfReplicas %d", d.Volume, d.FirstNode, d.NumberOfReplicas)
+		}
+	case events.TemporaryReplicaAdded:
+		l.What, l.Message = "temporary replica", fmt.Sprintf("%s: %s on %s", d.Volume, d.Replica, d.Node)
+	case events.ReplicaCountRestored:
+		l.What, l.Message = "replica count restored", fmt.Sprintf("%s: numberOfReplicas %d, %s deleted", d.Volume, d.NumberOfReplicas, d.Replica)
+		if d.Replica == "" {
+			l.Message = fmt.Sprintf("%s: numberOfReplicas %d; %s", d.Volume, d.NumberOfReplicas, d.Message)
+		}
 	default:
 		l.What = string(e.Type())
 	}

@@ -193,25 +193,6 @@ func (s *Sim) ForceStopReplica(volName, replicaName string) error {
 	})
 }
 
-// DeleteReplica deletes a replica object, as a user (or Longhorn's API)
-// would: Longhorn takes it out of the engine first and stops its instance
-// once the engine no longer holds it (at most 60 s later); the simulator
-// does both at once. Deleting it again is a no-op. Not part of dataplane:
-// the upgrade fails replicas instead, so that Longhorn can reuse their data.
-func (s *Sim) DeleteReplica(ctx context.Context, volName, replicaName string) error {
-	return s.act(ctx, "DeleteReplica", volName, replicaName, func(now time.Time) (bool, error) {
-		v, r, err := s.replica(volName, replicaName)
-		if err != nil || r == nil {
-			return false, err
-		}
-		r.inEngine = false
-		s.failReplica(v, r, now)
-		s.stopReplica(v, r, now)
-		s.removeReplica(v, r)
-		return true, nil
-	})
-}
-
 // replica finds a replica; a nil replica with a nil error means it was
 // deleted already, which makes repeated calls no-ops.
 func (s *Sim) replica(volName, replicaName string) (*volume, *replica, error) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -144,6 +145,10 @@ type VolumeSpec struct {
 	// IntegrityDisabled plays snapshot data integrity disabled for it: an
 	// on-demand hashing request is ignored and never completes.
 	IntegrityDisabled bool
+	// ReplicaAutoBalance and DataLocality are spec.replicaAutoBalance and
+	// spec.dataLocality; "" means Longhorn's defaults, ignored (the
+	// global setting: disabled) and disabled.
+	ReplicaAutoBalance, DataLocality string
 }
 
 // NoFrontend is VolumeSpec.Frontend for a volume without a frontend.
@@ -164,7 +169,8 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 	}
 	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
 		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager, writeRate: spec.WriteRate, wroteAt: s.now(),
-		integrityDisabled: spec.IntegrityDisabled}
+		integrityDisabled: spec.IntegrityDisabled, redundancy: min(spec.NumberOfReplicas, len(spec.ReplicasOn)),
+		autoBalance: cmp.Or(spec.ReplicaAutoBalance, defaultAutoBalance), dataLocality: cmp.Or(spec.DataLocality, defaultDataLocality)}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++
 		v.replicas = append(v.replicas, &replica{

@@ -124,6 +124,11 @@ type Config struct {
 	Disable []Rule
 	// Faults are armed when the simulator is created (see Arm).
 	Faults []Fault
+	// FullRedundancy makes Unsafe hold every attached volume to the
+	// healthy replicas it was built with, on as many nodes (the
+	// no-degradation policy, spec.replicaPolicy add-first); without it,
+	// to one.
+	FullRedundancy bool
 	// IOLogLimit bounds the I/O failure log (episodes kept); 0 means 1000.
 	IOLogLimit int
 	// ActionLogLimit bounds the action log; 0 means 100000.
@@ -330,6 +335,13 @@ type volume struct {
 	hashRequested, hashCompleted time.Time
 	integrityDisabled            bool
 	hashGen                      uint64
+	// autoBalance and dataLocality are spec.replicaAutoBalance and
+	// spec.dataLocality (replicacount.go).
+	autoBalance, dataLocality string
+	// redundancy is the healthy replicas it was built with, at most its
+	// numberOfReplicas: what the redundancy invariant holds it to
+	// (Config.FullRedundancy).
+	redundancy int
 }
 
 // replica is one replica: its health (state), and what Longhorn's objects

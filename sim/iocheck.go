@@ -80,6 +80,11 @@ type IOStats struct {
 	// oldest first, those still lasting included (with End zero), at most
 	// Config.IOLogLimit.
 	Stalls []IOStall
+	// Breaches are, with Config.FullRedundancy, the moments an attached
+	// volume served from fewer nodes than the healthy replicas it was
+	// built with (UnsafeRedundancy), one per episode, checked at every
+	// change of the cluster; at most Config.IOLogLimit.
+	Breaches []Unsafe
 	// At is when the stats were taken: the end of a lasting stall.
 	At time.Time
 }
@@ -143,6 +148,10 @@ type ioChecker struct {
 	stalls []IOStall
 	// phase labels the stalls that begin (SetPhase).
 	phase string
+	// breaching are the volumes short of redundancy now; breaches the
+	// episodes (Config.FullRedundancy).
+	breaching map[string]bool
+	breaches  []Unsafe
 }
 
 // smallMap is the size under which emptied maps are cleared in place.
@@ -207,6 +216,9 @@ func (s *Sim) checkIO() int {
 				delete(c.queued, name)
 			}
 			c.setFailing(name, f, now)
+			if s.cfg.FullRedundancy {
+				s.checkRedundancy(name, now)
+			}
 		}
 		c.dirty = drained(c.dirty)
 		c.shrinkFailing()
@@ -227,6 +239,27 @@ func (s *Sim) checkIO() int {
 	}
 	c.queuedIOs += uint64(len(c.queued) - min(len(c.queued), c.timedOutCount(now)))
 	return len(c.failing)
+}
+
+// checkRedundancy records the start of an episode of the volume named
+// serving from fewer nodes than it was built with.
+func (s *Sim) checkRedundancy(name string, now time.Time) {
+	c := &s.io
+	v := s.vols[name]
+	short := v != nil && v.attached != "" && s.servingNodes(v) < v.redundancy
+	switch {
+	case !short:
+		delete(c.breaching, name)
+	case !c.breaching[name]:
+		if c.breaching == nil {
+			c.breaching = map[string]bool{}
+		}
+		c.breaching[name] = true
+		if len(c.breaches) < c.limit {
+			c.breaches = append(c.breaches, Unsafe{Kind: UnsafeRedundancy, Volume: name, Injected: s.replicasLostToFault(v),
+				Detail: fmt.Sprintf("%s: healthy replicas on %d node(s), built with %d (%s)", now.Format(time.RFC3339Nano), s.servingNodes(v), v.redundancy, describeReplicas(v))})
+		}
+	}
 }
 
 // setFailing records what a volume's I/O does now: f nil succeeds (or
@@ -303,6 +336,7 @@ func (s *Sim) IOStats() IOStats {
 		st.Failures[i] = *f
 	}
 	st.Stalls = slices.Clone(s.io.stalls)
+	st.Breaches = slices.Clone(s.io.breaches)
 	for _, name := range sortedKeys(s.io.queued) {
 		if q := s.io.queued[name]; q.Duration(now) > StallThreshold {
 			st.Stalls = append(st.Stalls, *q)
@@ -317,7 +351,7 @@ func (s *Sim) IOStats() IOStats {
 func (s *Sim) ResetIOStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.io.issued, s.io.failed, s.io.failedInjected, s.io.queuedIOs, s.io.dropped, s.io.log, s.io.stalls = 0, 0, 0, 0, 0, nil, nil
+	s.io.issued, s.io.failed, s.io.failedInjected, s.io.queuedIOs, s.io.dropped, s.io.log, s.io.stalls, s.io.breaches = 0, 0, 0, 0, 0, nil, nil, nil
 	for name := range s.io.failing {
 		delete(s.io.failing, name)
 		s.markVolume(name)
@@ -469,6 +503,18 @@ func (s *Sim) replicasLostToFault(v *volume) bool {
 	return false
 }
 
+// servingNodes counts the nodes holding a replica of v that serves its
+// I/O.
+func (s *Sim) servingNodes(v *volume) int {
+	var nodes []string
+	for _, r := range v.replicas {
+		if s.replicaServes(v, r) && !slices.Contains(nodes, r.node) {
+			nodes = append(nodes, r.node)
+		}
+	}
+	return len(nodes)
+}
+
 func describeReplicas(v *volume) string {
 	if len(v.replicas) == 0 {
 		return "no replicas"
@@ -510,6 +556,9 @@ const (
 	// UnsafeSwitchover: a switch-over is under way on a volume whose
 	// engine's home is not the node being upgraded.
 	UnsafeSwitchover UnsafeKind = "switchover"
+	// UnsafeRedundancy: with Config.FullRedundancy, an attached volume
+	// serves from fewer nodes than the healthy replicas it was built with.
+	UnsafeRedundancy UnsafeKind = "redundancy"
 )
 
 // Unsafe is one unsafe condition of the cluster.
@@ -555,9 +604,13 @@ func (s *Sim) Unsafe(inFlight string) []Unsafe {
 			if f := s.targetDown(v); f != nil {
 				out = append(out, Unsafe{Kind: UnsafeTargetDown, Volume: name, Node: f.Node, Detail: f.Reason, Injected: f.Injected})
 			}
-			if !slices.ContainsFunc(v.replicas, func(r *replica) bool { return s.replicaServes(v, r) }) {
+			serving := s.servingNodes(v)
+			if serving == 0 {
 				inj := s.replicasLostToFault(v)
 				out = append(out, Unsafe{Kind: UnsafeNoHealthyReplica, Volume: name, Detail: failure(inj, "", "", "no healthy replica reachable (%s)", describeReplicas(v)).Reason, Injected: inj})
+			} else if s.cfg.FullRedundancy && serving < v.redundancy {
+				out = append(out, Unsafe{Kind: UnsafeRedundancy, Volume: name, Injected: s.replicasLostToFault(v) || attachedLost,
+					Detail: fmt.Sprintf("healthy replicas on %d node(s), built with %d (%s)", serving, v.redundancy, describeReplicas(v))})
 			}
 			if v.sw != nil && (inFlight == "" || home != inFlight) {
 				out = append(out, Unsafe{Kind: UnsafeSwitchover, Volume: name, Node: v.sw.dest, Injected: attachedLost,

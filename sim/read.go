@@ -264,18 +264,20 @@ func (s *Sim) exportVolume(v *volume) dataplane.Volume {
 
 func (v *volume) export() dataplane.Volume {
 	out := dataplane.Volume{
-		Name:             v.name,
-		DataEngine:       v.engine,
-		NumberOfReplicas: v.numReplicas,
-		AttachedNode:     v.attached,
-		TargetNode:       v.target,
-		EngineNode:       v.engineNode,
-		TargetReady:      v.engine == EngineV2 && v.attached != "" && v.sw == nil && v.targetIM.valid(),
-		SwitchoverError:  v.swError,
-		Frontend:         v.frontend,
-		ShareManager:     v.shareManager,
-		Robustness:       v.robustness(),
-		Replicas:         make([]dataplane.Replica, len(v.replicas)),
+		Name:               v.name,
+		DataEngine:         v.engine,
+		NumberOfReplicas:   v.numReplicas,
+		ReplicaAutoBalance: v.autoBalance,
+		DataLocality:       v.dataLocality,
+		AttachedNode:       v.attached,
+		TargetNode:         v.target,
+		EngineNode:         v.engineNode,
+		TargetReady:        v.engine == EngineV2 && v.attached != "" && v.sw == nil && v.targetIM.valid(),
+		SwitchoverError:    v.swError,
+		Frontend:           v.frontend,
+		ShareManager:       v.shareManager,
+		Robustness:         v.robustness(),
+		Replicas:           make([]dataplane.Replica, len(v.replicas)),
 	}
 	if v.away != nil {
 		a := *v.away

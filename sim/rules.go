@@ -70,6 +70,10 @@ const (
 	// so a switch-over of a blockdev volume attached there leaves the
 	// volume's device without a usable path once the old one goes.
 	RuleNoSecondPathWithoutMultipath Rule = "no-second-path-without-multipath"
+	// RuleExtraReplicaCleanup: a volume with more healthy replicas than
+	// its numberOfReplicas loses one only with data locality or replica
+	// auto-balance on.
+	RuleExtraReplicaCleanup Rule = "extra-replica-cleanup"
 )
 
 // RuleInfo describes one rule: what Longhorn does and where its code says so.
@@ -116,6 +120,8 @@ var Rules = []RuleInfo{
 		"LM@v1.12.0:controller/volume_controller.go:2568-2569, 5620-5621, 5698, 5712; LM@v1.12.1:controller/volume_controller.go:2986-2987, 6533-6534, 6611, 6625", "longhornsim"},
 	{RuleNoSecondPathWithoutMultipath, "without native NVMe multipath (nvme_core.multipath=N) each path to a namespace is a device of its own: the path a switch-over adds does not serve the volume's device, which has no usable path once the old one is inaccessible",
 		"linux:drivers/nvme/host/multipath.c (module_param multipath, 0444), drivers/nvme/host/core.c (nvme_alloc_ns: a disk per controller without multipath); LM@v1.12.1:controller/monitor/environment_check_monitor.go:327-344 (checks multipathd only)", "sim"},
+	{RuleExtraReplicaCleanup, "with more healthy replicas than spec.numberOfReplicas, one is deleted only when data locality is not disabled (the smallest-named healthy one off the engine's node) or replica auto-balance is not disabled (ignored follows the global setting, disabled by default; its choice is by node, zone and disk); with both disabled none is, whatever the count",
+		"LM@v1.12.1:controller/volume_controller.go:1321-1356, 1643-1704, 1706-1739, 3636-3638", "sim"},
 }
 
 // On reports whether the simulated Longhorn plays rule (Config.Disable

@@ -29,6 +29,8 @@ type RequestUpgrade struct {
 	AllowNodesWithoutReplicaScheduling bool
 	// InitiatorPolicy is spec.initiatorPolicy.
 	InitiatorPolicy string
+	// ReplicaPolicy is spec.replicaPolicy.
+	ReplicaPolicy string
 }
 
 // RecordPrechecks records the precheck results and, if all passed, the plan.

@@ -66,6 +66,7 @@ func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
 
 			AllowNodesWithoutReplicaScheduling: c.AllowNodesWithoutReplicaScheduling,
 			InitiatorPolicy:                    c.InitiatorPolicy,
+			ReplicaPolicy:                      c.ReplicaPolicy,
 		}}, nil
 	}
 	if c.Ref != s.Ref {
@@ -74,7 +75,7 @@ func decideRequest(s State, c RequestUpgrade) ([]events.Event, error) {
 	// spec is immutable: the same spec is a retry, another one is a bug or a
 	// bypassed admission check, never a new intent.
 	if c.DataEngine != s.DataEngine || !slices.Equal(cloneStrings(c.Nodes), s.RequestedNodes) ||
-		c.AllowNodesWithoutReplicaScheduling != s.AllowNodesWithoutReplicaScheduling || c.InitiatorPolicy != s.InitiatorPolicy {
+		c.AllowNodesWithoutReplicaScheduling != s.AllowNodesWithoutReplicaScheduling || c.InitiatorPolicy != s.InitiatorPolicy || c.ReplicaPolicy != s.ReplicaPolicy {
 		return nil, refuse(s, c, ErrConflict, "spec is immutable: recorded dataEngine %q nodes %v, got %q %v",
 			s.DataEngine, s.RequestedNodes, c.DataEngine, c.Nodes)
 	}

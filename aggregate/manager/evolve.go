@@ -99,6 +99,7 @@ func applyRequested(s State, e events.Envelope, d events.UpgradeRequested) (Stat
 
 		AllowNodesWithoutReplicaScheduling: d.AllowNodesWithoutReplicaScheduling,
 		InitiatorPolicy:                    d.InitiatorPolicy,
+		ReplicaPolicy:                      d.ReplicaPolicy,
 		State:                              events.ManagerPending,
 		UpdatedAt:                          s.UpdatedAt,
 		Transitions:                        s.Transitions,

@@ -26,6 +26,9 @@ type State struct {
 	// InitiatorPolicy is spec.initiatorPolicy, which every node upgrade
 	// starts with.
 	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// ReplicaPolicy is spec.replicaPolicy, which every node upgrade starts
+	// with.
+	ReplicaPolicy string `json:"replicaPolicy,omitempty"`
 	// State is the manager's lifecycle state.
 	State events.ManagerState `json:"state,omitempty"`
 	// Message is the last progress or error message (status.message).

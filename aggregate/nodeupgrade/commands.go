@@ -26,6 +26,8 @@ type Start struct {
 	LonghornProfile string
 	// InitiatorPolicy is the manager's spec.initiatorPolicy.
 	InitiatorPolicy string
+	// ReplicaPolicy is the manager's spec.replicaPolicy.
+	ReplicaPolicy string
 }
 
 // CompleteStep reports that step From is done; the node moves to the next

@@ -16,18 +16,34 @@ import (
 // Reports about a step the node already left are stale and produce nothing;
 // reports about a step it has not reached are refused. A terminal node upgrade
 // decides nothing: there is nothing left to do, but the removal of a
-// completed node's snapshots, which the controller makes once the whole
-// upgrade completed.
+// completed node's snapshots and the restore of its volumes' replica
+// counts, which the controller makes once the whole upgrade ended.
 func Decide(s State, cmd Command) ([]events.Event, error) {
 	_, opens := cmd.(Start)
 	o := offer(s, cmd)
 	if err := o.Screen(opens || s.Exists, "the node upgrade was not started"); err != nil {
 		return nil, err
 	}
-	if _, removal := cmd.(ConfirmSnapshotsRemoved); !opens && s.Terminal() && (!removal || s.State != events.NodeCompleted) {
+	if !opens && s.Terminal() && !afterEnd(s, cmd) {
 		return nil, nil
 	}
 	return o.Accept(decide(s, cmd))
+}
+
+// afterEnd reports whether cmd is one of the cleanups a terminal s still
+// records: a completed node's snapshots removed, and the restore of the
+// volumes whose temporary replica its history raised.
+func afterEnd(s State, cmd Command) bool {
+	switch c := cmd.(type) {
+	case ConfirmSnapshotsRemoved:
+		return s.State == events.NodeCompleted
+	case RecordRebuilds:
+		return len(c.Events) > 0 && !slices.ContainsFunc(c.Events, func(e events.Event) bool {
+			_, ok := e.(events.ReplicaCountRestored)
+			return !ok
+		})
+	}
+	return false
 }
 
 // decide dispatches cmd to the rule of its kind.
@@ -101,6 +117,7 @@ func decideStart(s State, c Start) ([]events.Event, error) {
 		Attempt:              c.Attempt,
 		LonghornProfile:      c.LonghornProfile,
 		InitiatorPolicy:      c.InitiatorPolicy,
+		ReplicaPolicy:        c.ReplicaPolicy,
 	}
 	if !s.Exists {
 		return []events.Event{started}, nil

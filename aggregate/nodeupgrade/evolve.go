@@ -119,7 +119,8 @@ func apply(s *State, e events.Envelope, owned bool) error {
 			return illegal(s, e, "no recorded snapshot %s is waiting to be removed", d.Snapshot)
 		}
 		s.Snapshots = &Snapshots{Name: s.Snapshots.Name, Volumes: s.Snapshots.Volumes, Removed: true}
-	case events.HashingRequested, events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished:
+	case events.HashingRequested, events.RebuildPlanned, events.RebuildStarted, events.RebuildFinished,
+		events.TemporaryReplicaRequested, events.ReplicaCountRaised, events.TemporaryReplicaAdded, events.ReplicaCountRestored:
 		return applyRebuild(s, e)
 	case events.NodeCancelRequested:
 		if s.CancelRequested {
@@ -175,6 +176,7 @@ func applyStarted(s *State, e events.Envelope, d events.NodeUpgradeStarted) erro
 		Attempt:              d.Attempt,
 		LonghornProfile:      d.LonghornProfile,
 		InitiatorPolicy:      d.InitiatorPolicy,
+		ReplicaPolicy:        d.ReplicaPolicy,
 		Transitions:          s.Transitions,
 	}
 	return nil

@@ -106,7 +106,7 @@ func genEvent(c *fuzzinput.Choices, s State, i int) events.Envelope {
 	switch r.Pick(13) {
 	case 0:
 		return mk(events.NodeUpgradeStarted{Node: id.Node, DataEngine: r.OrEmpty("v2"), InstanceManagerImage: r.OrEmpty(image), Attempt: r.Pick(3),
-			InitiatorPolicy: r.OrEmpty(events.InitiatorPolicyMoveWorkloads)})
+			InitiatorPolicy: r.OrEmpty(events.InitiatorPolicyMoveWorkloads), ReplicaPolicy: r.OrEmpty(events.ReplicaPolicyAddFirst)})
 	case 1:
 		from := r.nodeState(s)
 		to, _ := from.Next()
@@ -291,7 +291,15 @@ func genCommand(c *fuzzinput.Choices, s State, i int) Command {
 		var evs []events.Event
 		for range 1 + r.Pick(3) {
 			vol := fuzzVolumes[r.Pick(len(fuzzVolumes))]
-			switch r.Pick(4) {
+			switch r.Pick(8) {
+			case 4:
+				evs = append(evs, events.TemporaryReplicaRequested{Volume: vol, NumberOfReplicas: 2, Replicas: []string{"r"}, At: at, Deadline: at.Add(time.Minute)})
+			case 5:
+				evs = append(evs, events.ReplicaCountRaised{Volume: vol, NumberOfReplicas: 2, Raised: 3, FirstNode: r.OrEmpty("n0")})
+			case 6:
+				evs = append(evs, events.TemporaryReplicaAdded{Volume: vol, Replica: "r-t", Node: "n3"})
+			case 7:
+				evs = append(evs, events.ReplicaCountRestored{Volume: vol, NumberOfReplicas: 2, Replica: r.OrEmpty("r-t"), Message: "kept"})
 			case 0:
 				evs = append(evs, events.HashingRequested{Volume: vol, Snapshot: "snap", At: at, Deadline: at.Add(time.Minute)})
 			case 1:

@@ -20,7 +20,24 @@ type Rebuild struct {
 	// Started and Finished are the rebuild as seen, nil until then.
 	Started  *events.RebuildStarted  `json:"started,omitempty"`
 	Finished *events.RebuildFinished `json:"finished,omitempty"`
+	// Temporary is the temporary replica added first under
+	// spec.replicaPolicy add-first, nil when none was asked for.
+	Temporary *Temporary `json:"temporary,omitempty"`
 }
+
+// Temporary is what the node upgrade recorded of a volume's temporary
+// replica: the worker's request, the controller's raise (with the spec to
+// restore), the replica Longhorn built, and the restore.
+type Temporary struct {
+	Requested *events.TemporaryReplicaRequested `json:"requested,omitempty"`
+	Raised    *events.ReplicaCountRaised        `json:"raised,omitempty"`
+	Added     *events.TemporaryReplicaAdded     `json:"added,omitempty"`
+	Restored  *events.ReplicaCountRestored      `json:"restored,omitempty"`
+}
+
+// Owns reports whether this node's history holds the volume's raise
+// itself (not an earlier node's): its restore is recorded here.
+func (t *Temporary) Owns() bool { return t != nil && t.Raised != nil && t.Raised.FirstNode == "" }
 
 // Duration is how long the rebuild was seen under way: from its first
 // sighting to the volume healthy again (zero unless both were recorded).
@@ -35,7 +52,10 @@ func (r Rebuild) Duration() time.Duration {
 // decided of the rebuilds of its volumes: each event one of
 // events.HashingRequested (before the controller asks for the hashing),
 // events.RebuildPlanned (before the volume's replica is failed),
-// events.RebuildStarted and events.RebuildFinished. Each is recorded once
+// events.RebuildStarted and events.RebuildFinished; and of a temporary
+// replica (spec.replicaPolicy add-first): events.TemporaryReplicaRequested
+// and events.TemporaryReplicaAdded (the worker's), events.ReplicaCountRaised
+// and events.ReplicaCountRestored (the controller's). Each is recorded once
 // per volume, the first counting; a repeat changes nothing, and an event
 // of a volume the node did not record is refused.
 type RecordRebuilds struct {
@@ -57,6 +77,14 @@ func rebuildVolume(e events.Event) string {
 		return d.Volume
 	case events.RebuildFinished:
 		return d.Volume
+	case events.TemporaryReplicaRequested:
+		return d.Volume
+	case events.ReplicaCountRaised:
+		return d.Volume
+	case events.TemporaryReplicaAdded:
+		return d.Volume
+	case events.ReplicaCountRestored:
+		return d.Volume
 	}
 	return ""
 }
@@ -72,6 +100,20 @@ func (r Rebuild) recorded(e events.Event) bool {
 		return r.Started != nil
 	case events.RebuildFinished:
 		return r.Finished != nil
+	}
+	t := r.Temporary
+	if t == nil {
+		return false
+	}
+	switch e.(type) {
+	case events.TemporaryReplicaRequested:
+		return t.Requested != nil
+	case events.ReplicaCountRaised:
+		return t.Raised != nil
+	case events.TemporaryReplicaAdded:
+		return t.Added != nil
+	case events.ReplicaCountRestored:
+		return t.Restored != nil
 	}
 	return false
 }
@@ -136,6 +178,12 @@ func applyRebuild(s *State, e events.Envelope) error {
 			return illegal(s, e, "volume %s: its rebuild was already seen finished", volume)
 		}
 		r.Finished = &d
+	case events.TemporaryReplicaRequested, events.ReplicaCountRaised, events.TemporaryReplicaAdded, events.ReplicaCountRestored:
+		t, err := applyTemporary(s, e, r.Temporary)
+		if err != nil {
+			return err
+		}
+		r.Temporary = t
 	}
 	rebuilds := maps.Clone(s.Rebuilds)
 	if rebuilds == nil {
@@ -144,4 +192,38 @@ func applyRebuild(s *State, e events.Envelope) error {
 	rebuilds[volume] = r
 	s.Rebuilds = rebuilds
 	return nil
+}
+
+// applyTemporary folds one of the temporary replica's events into a copy
+// of t, in their order: requested, raised, added, restored (a restore may
+// follow the raise alone: no replica was built).
+func applyTemporary(s *State, e events.Envelope, t *Temporary) (*Temporary, error) {
+	volume := rebuildVolume(e.Data)
+	next := Temporary{}
+	if t != nil {
+		next = *t
+	}
+	switch d := e.Data.(type) {
+	case events.TemporaryReplicaRequested:
+		if next.Requested != nil {
+			return nil, illegal(s, e, "volume %s: a temporary replica was already requested", volume)
+		}
+		next.Requested = &d
+	case events.ReplicaCountRaised:
+		if next.Requested == nil || next.Raised != nil {
+			return nil, illegal(s, e, "volume %s: a raise follows one request", volume)
+		}
+		next.Raised = &d
+	case events.TemporaryReplicaAdded:
+		if !next.Owns() || next.Added != nil {
+			return nil, illegal(s, e, "volume %s: a temporary replica is added once, after the raise this node made", volume)
+		}
+		next.Added = &d
+	case events.ReplicaCountRestored:
+		if !next.Owns() || next.Restored != nil {
+			return nil, illegal(s, e, "volume %s: a restore follows the raise this node made, once", volume)
+		}
+		next.Restored = &d
+	}
+	return &next, nil
 }

@@ -28,6 +28,9 @@ type State struct {
 	// InitiatorPolicy comes from NodeUpgradeStarted ("" is
 	// events.InitiatorPolicyWait).
 	InitiatorPolicy string `json:"initiatorPolicy,omitempty"`
+	// ReplicaPolicy comes from NodeUpgradeStarted ("" is
+	// events.ReplicaPolicyRebuild).
+	ReplicaPolicy string `json:"replicaPolicy,omitempty"`
 	// Taint is the NoSchedule taint the upgrade put on the node to move its
 	// workloads, nil until recorded.
 	Taint *Taint `json:"taint,omitempty"`
@@ -92,6 +95,10 @@ func (t *Taint) Pending() bool { return t != nil && !t.Removed }
 // MovesWorkloads reports whether the node moves the pods holding its
 // initiators rather than waiting for them to go.
 func (s State) MovesWorkloads() bool { return s.InitiatorPolicy == events.InitiatorPolicyMoveWorkloads }
+
+// AddsFirst reports whether the node adds a temporary replica to a volume
+// before failing a replica that would leave it short of its replicas.
+func (s State) AddsFirst() bool { return s.ReplicaPolicy == events.ReplicaPolicyAddFirst }
 
 // HasMoved reports whether the upgrade recorded moving the pod of that uid
 // (by name when uid is empty).
@@ -178,10 +185,15 @@ func stepIndex(st events.NodeState) int { return slices.Index(events.NodeSteps, 
 // event, and a State is large to copy.
 func (s *State) subject() aggregate.Subject {
 	sub := aggregate.Subject{Machine: Machine, Exists: s.Exists, Terminal: s.Terminal(), State: string(s.State), Opener: events.TypeNodeUpgradeStarted}
+	if sub.Terminal {
+		// The controller restores the volumes whose temporary replica the
+		// node's history raised once the whole upgrade ended.
+		sub.AfterEnd = []events.Type{events.TypeReplicaCountRestored}
+	}
 	if s.State == events.NodeCompleted {
 		// The controller removes a completed node's snapshots once the
 		// whole upgrade completed.
-		sub.AfterEnd = events.TypeSnapshotsRemoved
+		sub.AfterEnd = append(sub.AfterEnd, events.TypeSnapshotsRemoved)
 	}
 	return sub
 }

@@ -34,7 +34,7 @@ func TestCRDsEstablished(t *testing.T) {
 			name:      v1beta2.DataEngineUpgradeManagerResource + "." + v1beta2.GroupName,
 			kind:      "DataEngineUpgradeManager",
 			shortName: "lhum",
-			columns:   []string{"State", "Upgrading Node", "Completed", "Total", "Initiators", "Age"},
+			columns:   []string{"State", "Upgrading Node", "Completed", "Total", "Initiators", "Replicas", "Age"},
 		},
 		{
 			name:      v1beta2.NodeDataEngineUpgradeResource + "." + v1beta2.GroupName,

@@ -16,6 +16,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="(has(self.nodes) ? self.nodes : []) == (has(oldSelf.nodes) ? oldSelf.nodes : [])",message="spec.nodes is immutable: delete this DataEngineUpgradeManager and create a new one to upgrade other nodes",fieldPath=".nodes",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.allowNodesWithoutReplicaScheduling) && self.allowNodesWithoutReplicaScheduling) == (has(oldSelf.allowNodesWithoutReplicaScheduling) && oldSelf.allowNodesWithoutReplicaScheduling)",message="spec.allowNodesWithoutReplicaScheduling is immutable",fieldPath=".allowNodesWithoutReplicaScheduling",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.initiatorPolicy) ? self.initiatorPolicy : 'wait') == (has(oldSelf.initiatorPolicy) ? oldSelf.initiatorPolicy : 'wait')",message="spec.initiatorPolicy is immutable",fieldPath=".initiatorPolicy",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.replicaPolicy) ? self.replicaPolicy : 'rebuild') == (has(oldSelf.replicaPolicy) ? oldSelf.replicaPolicy : 'rebuild')",message="spec.replicaPolicy is immutable",fieldPath=".replicaPolicy",reason=FieldValueForbidden
 type DataEngineUpgradeManagerSpec struct {
 	// DataEngine is the data engine to upgrade. Only v2 is supported.
 	//
@@ -67,7 +68,41 @@ type DataEngineUpgradeManagerSpec struct {
 	// +optional
 	// +kubebuilder:default=wait
 	InitiatorPolicy InitiatorPolicy `json:"initiatorPolicy,omitempty"`
+
+	// ReplicaPolicy says how a node's upgrade treats the replicas it fails
+	// on the node, of attached v2 volumes. rebuild (the default): they are
+	// failed and Longhorn rebuilds them once the node's new instance
+	// manager runs; meanwhile each such volume runs on one copy fewer than
+	// its numberOfReplicas. add-first: before any replica of a volume that
+	// would drop below its numberOfReplicas healthy replicas is failed, the
+	// volume's numberOfReplicas is raised by one (its replicaAutoBalance and
+	// dataLocality disabled for the duration), Longhorn builds one temporary
+	// replica on another node, and the node waits for it to be healthy. The
+	// temporary replica is kept for the whole upgrade, so each volume pays
+	// one whole copy per upgrade; at the end (also on cancel and error)
+	// numberOfReplicas is lowered first, then exactly that replica is
+	// deleted, then the volume's settings recorded before are restored.
+	// The cluster must have room for it: a node without a replica of the
+	// volume that schedules v2 replicas, with the space; until Longhorn
+	// places it the node waits, and reports the wait stalled past the
+	// copy's expected time.
+	//
+	// +optional
+	// +kubebuilder:default=rebuild
+	ReplicaPolicy ReplicaPolicy `json:"replicaPolicy,omitempty"`
 }
+
+// ReplicaPolicy is how a node upgrade keeps the redundancy of the volumes
+// whose replicas it fails.
+//
+// +kubebuilder:validation:Enum=rebuild;add-first
+type ReplicaPolicy string
+
+// The replica policies.
+const (
+	ReplicaPolicyRebuild  ReplicaPolicy = "rebuild"
+	ReplicaPolicyAddFirst ReplicaPolicy = "add-first"
+)
 
 // InitiatorPolicy is what a node upgrade does with the initiators its
 // instance manager cannot keep.
@@ -180,6 +215,7 @@ type DataEngineUpgradeManagerStatus struct {
 // +kubebuilder:printcolumn:name="Completed",type=integer,JSONPath=`.status.completedNodes`,description="Nodes whose upgrade completed"
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalNodes`,description="Nodes in the plan"
 // +kubebuilder:printcolumn:name="Initiators",type=string,JSONPath=`.spec.initiatorPolicy`,priority=1,description="What a node does with initiators its instance manager cannot keep"
+// +kubebuilder:printcolumn:name="Replicas",type=string,JSONPath=`.spec.replicaPolicy`,priority=1,description="How a node keeps the redundancy of the volumes whose replicas it fails"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type DataEngineUpgradeManager struct {
 	metav1.TypeMeta `json:",inline"`

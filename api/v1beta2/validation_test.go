@@ -133,6 +133,24 @@ func TestAdmissionRejections(t *testing.T) {
 			want:  []string{`spec.initiatorPolicy: Unsupported value: "drain": supported values: "wait", "move-workloads"`},
 		},
 		{
+			name:    "spec.replicaPolicy changed",
+			kind:    "lhum",
+			initial: deum("replicas-changed", "v2", ""),
+			apply:   deum("replicas-changed", "v2", "") + "  replicaPolicy: add-first\n",
+			want:    []string{"spec.replicaPolicy: Forbidden: spec.replicaPolicy is immutable"},
+		},
+		{
+			name:    "control: spec.replicaPolicy rebuild and absent are the same",
+			kind:    "lhum",
+			initial: deum("replicas-absent", "v2", ""),
+			apply:   deum("replicas-absent", "v2", "") + "  replicaPolicy: rebuild\n",
+		},
+		{
+			name:  "spec.replicaPolicy unknown",
+			apply: deum("replicas-unknown", "v2", "") + "  replicaPolicy: none\n",
+			want:  []string{`spec.replicaPolicy: Unsupported value: "none": supported values: "rebuild", "add-first"`},
+		},
+		{
 			name:  "duplicate node",
 			apply: deum("nodes-duplicate", "v2", "[node-1, node-2, node-1]"),
 			want:  []string{`spec.nodes[2]: Duplicate value: "node-1"`},

@@ -36,6 +36,8 @@ type workerOptions struct {
 	hashRate                      string
 	hashRateBytes                 int64
 	hashFloor                     time.Duration
+	copyRate                      string
+	copyRateBytes                 int64
 }
 
 func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
@@ -56,7 +58,9 @@ func (o *workerOptions) addFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("keep-snapshots", "the controller removes the upgrade's snapshots once the whole upgrade completed: use switchback controller --keep-snapshots")
 	fs.StringVar(&o.hashRate, "hash-rate", "64Mi", "the rate, per second and replica, at which Longhorn is expected to hash a volume's snapshots before its replica is failed (a quantity: 64Mi, 1Gi): "+
 		"the wait for the hashing lasts --hash-floor plus what there is to hash at this rate, then the replica is failed unhashed (its rebuild copies it whole)")
-	fs.DurationVar(&o.hashFloor, "hash-floor", 2*time.Minute, "the least time given to the hashing of a volume's snapshots (see --hash-rate)")
+	fs.DurationVar(&o.hashFloor, "hash-floor", 2*time.Minute, "the least time given to the hashing of a volume's snapshots (see --hash-rate), and to the copy of a temporary replica (see --copy-rate)")
+	fs.StringVar(&o.copyRate, "copy-rate", "100Mi", "the rate, per second, at which Longhorn is expected to build a volume's temporary replica under spec.replicaPolicy add-first (a quantity): "+
+		"the wait for it is not reported stalled before --hash-floor plus the volume's actual size at this rate")
 	o.health.register(fs)
 	o.log.register(fs)
 }
@@ -80,6 +84,10 @@ func (o *workerOptions) validate() error {
 		return fmt.Errorf("--hash-rate %q: a positive quantity, such as 64Mi: %w", o.hashRate, errUsage)
 	}
 	o.hashRateBytes = q.Value()
+	if q, err = resource.ParseQuantity(o.copyRate); err != nil || q.Sign() <= 0 {
+		return fmt.Errorf("--copy-rate %q: a positive quantity, such as 100Mi: %w", o.copyRate, errUsage)
+	}
+	o.copyRateBytes = q.Value()
 	if nf.user == "" && nf.passwordFile != "" {
 		// The generated user name encodes the node name (dots are not
 		// subject tokens), which a DaemonSet's $(NODE_NAME) cannot.
@@ -128,7 +136,7 @@ func (o *workerOptions) run(ctx context.Context, stderr io.Writer) error {
 	}
 	w, err := nodeworker.New(nodeworker.Config{
 		Node: o.node, Store: c.store, Queue: c.queue, DataPlane: plane, Sysfs: host,
-		StallAfter: o.stallAfter, FailAfter: o.failAfter, Resync: o.resync, HashRate: o.hashRateBytes, HashFloor: o.hashFloor, Log: log,
+		StallAfter: o.stallAfter, FailAfter: o.failAfter, Resync: o.resync, HashRate: o.hashRateBytes, HashFloor: o.hashFloor, CopyRate: o.copyRateBytes, Log: log,
 	})
 	if err != nil {
 		return err

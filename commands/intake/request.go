@@ -18,7 +18,7 @@ func RequestUpgrade(ctx context.Context, x *commands.Executor, ref events.Manage
 	return x.Managers.Execute(ctx, events.ManagerAggregate(ref),
 		manager.Command(manager.RequestUpgrade{Meta: aggregate.Meta{ID: fmt.Sprintf("intake/%s/request", ref.UID)}, Ref: ref, Generation: generation,
 			DataEngine: string(spec.DataEngine), Nodes: spec.Nodes, AllowNodesWithoutReplicaScheduling: spec.AllowNodesWithoutReplicaScheduling,
-			InitiatorPolicy: string(spec.InitiatorPolicy)}))
+			InitiatorPolicy: string(spec.InitiatorPolicy), ReplicaPolicy: string(spec.ReplicaPolicy)}))
 }
 
 // RequestCancel records that the manager was deleted: there is no cancel verb.

@@ -33,7 +33,7 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{mgr, events.CancelRequested{Reason: "manager deleted"}},
 		{mgr, events.UpgradeCancelled{Message: "safe point reached", Node: "n1"}},
 		{nodeAgg, events.NodeUpgradeStarted{Node: node, DataEngine: "v2", InstanceManagerImage: "im:v2", Attempt: 1, LonghornProfile: "v1.12",
-			InitiatorPolicy: events.InitiatorPolicyMoveWorkloads}},
+			InitiatorPolicy: events.InitiatorPolicyMoveWorkloads, ReplicaPolicy: events.ReplicaPolicyAddFirst}},
 		{nodeAgg, events.NodeStateChanged{From: events.NodePending, To: events.NodeInitializing}},
 		{nodeAgg, events.VolumeStateChanged{Volume: "pvc-1", From: events.VolumePending, To: events.VolumeSwitchingOver, TargetNode: "n2", EngineNodeBefore: new(string)}},
 		{nodeAgg, events.NodeStalled{Step: events.NodeSwitchingOver, Volume: "pvc-1", Reason: "TargetNotMoved", Message: "pvc-1 still reports target on n1"}},
@@ -53,6 +53,11 @@ func Samples(m events.ManagerRef, node string, at time.Time) []events.Envelope {
 		{nodeAgg, events.RebuildPlanned{Volume: "pvc-1", Hashed: true, ExpectedBytes: 1 << 30, FullBytes: 100 << 30, HashedBytes: 99 << 30}},
 		{nodeAgg, events.RebuildStarted{Volume: "pvc-1", Replica: "pvc-1-r-1", Node: node, Progress: 12, At: at}},
 		{nodeAgg, events.RebuildFinished{Volume: "pvc-1", At: at.Add(time.Minute)}},
+		{nodeAgg, events.TemporaryReplicaRequested{Volume: "pvc-1", NumberOfReplicas: 2, ReplicaAutoBalance: "ignored", DataLocality: "disabled",
+			Replicas: []string{"pvc-1-r-1", "pvc-1-r-2"}, At: at, Deadline: at.Add(10 * time.Minute)}},
+		{nodeAgg, events.ReplicaCountRaised{Volume: "pvc-1", NumberOfReplicas: 2, ReplicaAutoBalance: "ignored", DataLocality: "disabled", Raised: 3}},
+		{nodeAgg, events.TemporaryReplicaAdded{Volume: "pvc-1", Replica: "pvc-1-r-3", Node: "n3"}},
+		{nodeAgg, events.ReplicaCountRestored{Volume: "pvc-1", NumberOfReplicas: 2, Replica: "pvc-1-r-3"}},
 	}
 	out := make([]events.Envelope, len(list))
 	for i, s := range list {

@@ -132,6 +132,9 @@ func readNodeUpgradeStarted(data []byte, d *events.NodeUpgradeStarted, ns *names
 		case "initiatorPolicy":
 			d.InitiatorPolicy = word(v)
 			return 5
+		case "replicaPolicy":
+			d.ReplicaPolicy = word(v)
+			return 6
 		}
 		return -1
 	}, func(k []byte, n int) int {
@@ -280,6 +283,7 @@ var words = func() map[string]string {
 		string(events.VolumePending), string(events.VolumeSwitchingOver), string(events.VolumeSwitchedOver),
 		string(events.VolumeSwitchingBack), string(events.VolumeSwitchedBack), string(events.VolumeCompleted), string(events.VolumeError),
 		events.InitiatorPolicyWait, events.InitiatorPolicyMoveWorkloads,
+		events.ReplicaPolicyRebuild, events.ReplicaPolicyAddFirst,
 	} {
 		m[s] = s
 	}

@@ -221,6 +221,7 @@ func volume(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longh
 		Spec: longhorn.VolumeSpec{
 			NodeID: v.AttachedNode, EngineNodeID: v.EngineNode, NumberOfReplicas: v.NumberOfReplicas,
 			DataEngine: dataEngine(v), Frontend: v.Frontend, DisableFrontend: v.Frontend == "",
+			ReplicaAutoBalance: v.ReplicaAutoBalance, DataLocality: v.DataLocality,
 		},
 		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown),
 			ActualSize: v.ActualSize, LastOnDemandSnapshotHashingCompleteAt: v.Hashing.CompletedAt},

@@ -79,6 +79,12 @@ func (m *Manager) mirror(ctx context.Context) error {
 		if err == nil && v.Spec.SnapshotHashingRequestedAt != sv.Hashing.RequestedAt {
 			m.mirrorHashingRequest(ctx, v)
 		}
+		if err == nil && (v.Spec.NumberOfReplicas != sv.NumberOfReplicas || v.Spec.ReplicaAutoBalance != sv.ReplicaAutoBalance || v.Spec.DataLocality != sv.DataLocality) {
+			// Longhorn's volume controller replenishes a raised count and
+			// cleans up after a lowered one (sim.RuleExtraReplicaCleanup).
+			m.act("SetReplicaCount", v.Name, m.sim.SetReplicaCount(ctx, v.Name, dataplane.ReplicaSpec{NumberOfReplicas: v.Spec.NumberOfReplicas,
+				ReplicaAutoBalance: v.Spec.ReplicaAutoBalance, DataLocality: v.Spec.DataLocality}))
+		}
 		m.applied[longhorn.VolumesResource.Resource+"/"+v.Name] = v.Generation
 	}
 	for _, r := range all[longhorn.Replica](m.replicas) {

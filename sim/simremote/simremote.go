@@ -28,6 +28,9 @@ type request struct {
 	At time.Time `json:"at,omitzero"`
 	// Action is the change of an "act" call.
 	Action *dataplane.Action `json:"action,omitempty"`
+	// Replicas is SetReplicaCount's; Replica DeleteReplica's.
+	Replicas *dataplane.ReplicaSpec `json:"replicas,omitempty"`
+	Replica  string                 `json:"replica,omitempty"`
 }
 
 // reply carries a result or an error kind that maps back to the
@@ -140,6 +143,15 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		},
 		"hashRequest": func(ctx context.Context, r request) (any, error) {
 			return nil, dp.RequestSnapshotHashing(ctx, r.Volume, r.At)
+		},
+		"replicaCount": func(ctx context.Context, r request) (any, error) {
+			if r.Replicas == nil {
+				return nil, fmt.Errorf("%w: a replicaCount call without its spec", dataplane.ErrRefused)
+			}
+			return nil, dp.SetReplicaCount(ctx, r.Volume, *r.Replicas)
+		},
+		"deleteReplica": func(ctx context.Context, r request) (any, error) {
+			return nil, dp.DeleteReplica(ctx, r.Volume, r.Replica)
 		},
 	}
 }
@@ -271,6 +283,16 @@ func (c *Client) Snapshots(ctx context.Context, volume string) (out []dataplane.
 // RequestSnapshotHashing implements dataplane.SnapshotHasher.
 func (c *Client) RequestSnapshotHashing(ctx context.Context, volume string, at time.Time) error {
 	return c.call(ctx, "hashRequest", request{Volume: volume, At: at}, nil)
+}
+
+// SetReplicaCount implements dataplane.ReplicaCounter.
+func (c *Client) SetReplicaCount(ctx context.Context, volume string, spec dataplane.ReplicaSpec) error {
+	return c.call(ctx, "replicaCount", request{Volume: volume, Replicas: &spec}, nil)
+}
+
+// DeleteReplica implements dataplane.ReplicaCounter.
+func (c *Client) DeleteReplica(ctx context.Context, volume, replica string) error {
+	return c.call(ctx, "deleteReplica", request{Volume: volume, Replica: replica}, nil)
 }
 
 // MarkUpgradePending implements dataplane.NodeMarker.
