@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
@@ -150,4 +152,76 @@ func TestAddFirstCancelRestores(t *testing.T) {
 		assert.Len(t, replicaNames(t, s, v), 2, v)
 	}
 	assert.Zero(t, s.IOStats().Failed)
+}
+
+// The worker and the controller killed together, in the middle of a
+// temporary replica's copy and in the middle of a hashing: fresh ones take
+// over from the history, and the upgrade completes with one raise and one
+// hashing request per volume and node, every volume's count and replicas
+// back, nothing done twice, and the redundancy invariant held throughout.
+func TestAddFirstKilledMidway(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sim.Config
+		// at says, of a volume's rebuild on the first node, that the
+		// kill lands where the case means.
+		at func(rb nodeupgrade.Rebuild) bool
+	}{
+		{name: "mid-temporary-replica", cfg: sim.Config{RebuildBandwidth: 2 * gib}, at: func(rb nodeupgrade.Rebuild) bool {
+			return rb.Temporary != nil && rb.Temporary.Raised != nil
+		}},
+		{name: "mid-hash", cfg: sim.Config{HashBandwidth: gib}, at: func(rb nodeupgrade.Rebuild) bool {
+			return rb.Hashing != nil && rb.Planned == nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.FullRedundancy = true
+			s := replicaLayout(t, tc.cfg, "")
+			before := map[string][]string{}
+			for _, v := range []string{"vol-a", "vol-b", "vol-c"} {
+				before[v] = replicaNames(t, s, v)
+			}
+			e := enginetest.Start(t, s, enginetest.Options{AckWait: 300 * time.Millisecond, StallAfter: time.Minute})
+			m := ref("add-first-kill-" + tc.name)
+			e.RequestSpec(m, addFirst("n1", "n2", "n3"))
+			first := e.WaitManager(m, time.Minute, "planned", func(st manager.State) bool { return st.Planned() }).Plan[0]
+			e.WaitNode(m, first, time.Minute, tc.name, func(ns nodeupgrade.State) bool {
+				return slices.ContainsFunc(slices.Collect(maps.Values(ns.Rebuilds)), tc.at)
+			})
+			e.StopWorker(first)
+			e.StopOrchestrators()
+			e.StartOrchestrator()
+			e.StartWorker(first)
+			st := e.WaitManager(m, time.Minute, "a terminal state", terminal)
+			require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+			io := s.IOStats()
+			assert.Zero(t, io.Failed, "%s", io)
+			assert.Empty(t, io.Breaches)
+			h := e.History(m)
+			for key, n := range enginetest.Transitions(h) {
+				assert.Equal(t, 1, n, "transition %q appears once", key)
+			}
+			raised, hashed := map[string]int{}, map[string]int{}
+			for _, ev := range h {
+				switch d := ev.Data.(type) {
+				case events.ReplicaCountRaised:
+					if d.FirstNode == "" {
+						raised[d.Volume]++
+					}
+				case events.HashingRequested:
+					hashed[ev.Aggregate.Node+"/"+d.Volume]++
+				}
+			}
+			assert.Equal(t, map[string]int{"vol-a": 1, "vol-b": 1, "vol-c": 1}, raised)
+			for key, n := range hashed {
+				assert.Equal(t, 1, n, "hashing of %s asked for once", key)
+			}
+			for v, names := range before {
+				spec, err := s.ReplicaSpecOf(v)
+				require.NoError(t, err)
+				assert.Equal(t, 2, spec.NumberOfReplicas, v)
+				assert.Equal(t, names, replicaNames(t, s, v), "%s: exactly its own replicas back", v)
+			}
+		})
+	}
 }

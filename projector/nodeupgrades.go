@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/kubeclient"
@@ -237,5 +239,43 @@ func renderNode(v *view, node string, gen int64) v1beta2.NodeDataEngineUpgradeSt
 		st.Volumes[name] = v1beta2.VolumeUpgradeStatus{State: v1beta2.VolumeUpgradeState(vol.State), Message: vm}
 	}
 	st.VolumeCount = int32(len(st.Volumes))
+	st.Rebuild = rebuildStatus(n.Rebuilds)
 	return st
+}
+
+// rebuildStatus sums a node's recorded rebuilds; nil when none was
+// planned and no temporary replica added.
+func rebuildStatus(rebuilds map[string]nodeupgrade.Rebuild) *v1beta2.NodeRebuildStatus {
+	var out v1beta2.NodeRebuildStatus
+	var first, last time.Time
+	for _, rb := range rebuilds {
+		if t := rb.Temporary; t != nil && t.Added != nil {
+			out.TemporaryReplicas++
+		}
+		if rb.Planned == nil {
+			continue
+		}
+		out.Volumes++
+		out.ExpectedBytes += rb.Planned.ExpectedBytes
+		out.FullBytes += rb.Planned.FullBytes
+		if rb.Planned.Hashed {
+			out.Hashed++
+		}
+		if rb.Started != nil && (first.IsZero() || rb.Started.At.Before(first)) {
+			first = rb.Started.At
+		}
+		if rb.Finished != nil {
+			out.Finished++
+			if rb.Finished.At.After(last) {
+				last = rb.Finished.At
+			}
+		}
+	}
+	if out == (v1beta2.NodeRebuildStatus{}) {
+		return nil
+	}
+	if !first.IsZero() && last.After(first) {
+		out.Seconds = int64(last.Sub(first).Round(time.Second) / time.Second)
+	}
+	return &out
 }

@@ -153,6 +153,25 @@ func (f *folder) applyNode(n *Node, e events.Envelope) {
 		f.t.Errors = append(f.t.Errors, mark(e))
 	case events.NodeUpgradeCancelled:
 		f.endStep(n, e, "cancelled", d.Message)
+	case events.RebuildPlanned:
+		r := rebuildOf(n)
+		r.Volumes++
+		r.Expected, r.Full = r.Expected+d.ExpectedBytes, r.Full+d.FullBytes
+		if d.Hashed {
+			r.Hashed++
+		}
+	case events.RebuildStarted:
+		if r := rebuildOf(n); r.First.IsZero() || d.At.Before(r.First) {
+			r.First = d.At
+		}
+	case events.RebuildFinished:
+		r := rebuildOf(n)
+		r.Finished++
+		if d.At.After(r.Last) {
+			r.Last = d.At
+		}
+	case events.TemporaryReplicaAdded:
+		rebuildOf(n).Temporary++
 	case events.PodMoved:
 		n.Moved = append(n.Moved, PodMove{At: e.Time, Pod: d.Pod, Volumes: slices.Clone(d.Volumes), Restart: d.Restart})
 	case events.VolumeStateChanged:
@@ -293,3 +312,11 @@ func appendNew(list []string, s string) []string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rebuildOf is n's rebuild summary, made on first use.
+func rebuildOf(n *Node) *Rebuild {
+	if n.Rebuild == nil {
+		n.Rebuild = &Rebuild{}
+	}
+	return n.Rebuild
+}

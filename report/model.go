@@ -88,6 +88,33 @@ type Node struct {
 	Volumes []*Volume
 	// Moved are the pods the node's upgrade moved off it, in order.
 	Moved []PodMove
+	// Rebuild sums the node's rebuilds, nil when none was planned.
+	Rebuild *Rebuild
+}
+
+// Rebuild is what a node's rebuilds were expected to copy (the plan's
+// bytes: Longhorn reports none) and when they were seen.
+type Rebuild struct {
+	// Volumes, Hashed and Finished count the volumes whose rebuild was
+	// planned, hashed first, and seen over.
+	Volumes, Hashed, Finished int
+	// Expected and Full are the bytes expected, and a whole copy's.
+	Expected, Full int64
+	// First is when the first rebuild was seen under way, Last when the
+	// last was seen over.
+	First, Last time.Time
+	// Temporary counts the temporary replicas the node added
+	// (replicaPolicy add-first).
+	Temporary int
+}
+
+// Took is the time from the first rebuild seen to the last over (zero
+// unless both were).
+func (r *Rebuild) Took() time.Duration {
+	if r.First.IsZero() || !r.Last.After(r.First) {
+		return 0
+	}
+	return r.Last.Sub(r.First)
 }
 
 // PodMove is one pod moved off a node so that its initiators went.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchback-dev/switchback/events"
+	"github.com/switchback-dev/switchback/plan"
 	"github.com/switchback-dev/switchback/replay"
 )
 
@@ -36,6 +37,10 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"anyVolume": func(v view) bool {
 		return slices.ContainsFunc(v.Nodes, func(n *Node) bool { return len(n.Volumes) > 0 })
 	},
+	"anyRebuild": func(v view) bool {
+		return slices.ContainsFunc(v.Nodes, func(n *Node) bool { return n.Rebuild != nil })
+	},
+	"bytes": plan.Bytes,
 	"anyMoved": func(v view) bool {
 		return slices.ContainsFunc(v.Nodes, func(n *Node) bool { return len(n.Moved) > 0 })
 	},

@@ -120,3 +120,32 @@ func TestRenderShowsTheWorkloadsMoved(t *testing.T) {
 	require.NoError(t, report.Render(&out, report.BuildTimeline(goldenHistories()["stalled"].out)))
 	assert.NotContains(t, out.String(), `<section id="workloads">`)
 }
+
+// TestRenderShowsTheRebuilds: a node whose rebuilds were planned shows
+// their bytes (expected and whole), how many were hashed and over, how
+// long they were seen, and its temporary replicas; a history without
+// rebuilds has no such section.
+func TestRenderShowsTheRebuilds(t *testing.T) {
+	const gib = int64(1) << 30
+	h := &hist{}
+	h.node("node-1", 0, events.NodeUpgradeStarted{Node: "node-1", DataEngine: "v2", InstanceManagerImage: "im:2", Attempt: 1})
+	h.node("node-1", 1, events.VolumeStateChanged{Volume: "pvc-1", To: events.VolumePending})
+	h.node("node-1", 2, events.VolumeStateChanged{Volume: "pvc-2", To: events.VolumePending})
+	h.node("node-1", 3, events.TemporaryReplicaRequested{Volume: "pvc-1", NumberOfReplicas: 2, Replicas: []string{"pvc-1-r-1", "pvc-1-r-2"}, At: ms(3), Deadline: ms(60000)})
+	h.node("node-1", 4, events.ReplicaCountRaised{Volume: "pvc-1", NumberOfReplicas: 2, Raised: 3})
+	h.node("node-1", 5, events.TemporaryReplicaAdded{Volume: "pvc-1", Replica: "pvc-1-r-3", Node: "node-3"})
+	h.node("node-1", 10, events.RebuildPlanned{Volume: "pvc-1", Hashed: true, ExpectedBytes: gib, FullBytes: 100 * gib})
+	h.node("node-1", 11, events.RebuildPlanned{Volume: "pvc-2", Reason: "HashingTimedOut", ExpectedBytes: 50 * gib, FullBytes: 50 * gib})
+	h.node("node-1", 20, events.RebuildStarted{Volume: "pvc-1", Replica: "r", Node: "node-1", At: ms(20)})
+	h.node("node-1", 1520, events.RebuildFinished{Volume: "pvc-1", At: ms(1520)})
+	tl := report.BuildTimeline(h.out)
+	require.Len(t, tl.Nodes, 1)
+	assert.Equal(t, &report.Rebuild{Volumes: 2, Hashed: 1, Finished: 1, Expected: 51 * gib, Full: 150 * gib, First: ms(20), Last: ms(1520), Temporary: 1}, tl.Nodes[0].Rebuild)
+	var out bytes.Buffer
+	require.NoError(t, report.Render(&out, tl))
+	assert.Regexp(t, `<tr class="rebuild" data-node="node-1"><td>node-1</td><td class="num">2 \(1 over\)</td><td class="num">1</td><td class="num">51.0 GiB</td><td class="num">150 GiB</td><td class="num">1.500s</td><td class="num">1</td></tr>`, out.String())
+
+	out.Reset()
+	require.NoError(t, report.Render(&out, report.BuildTimeline(goldenHistories()["stalled"].out)))
+	assert.NotContains(t, out.String(), `<section id="rebuilds">`)
+}

@@ -97,6 +97,13 @@ type NodeDataEngineUpgradeStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	VolumeCount int32 `json:"volumeCount"`
 
+	// Rebuild sums the rebuilds of the volumes whose replicas the node's
+	// upgrade failed, as its history recorded them; absent before any was
+	// planned.
+	//
+	// +optional
+	Rebuild *NodeRebuildStatus `json:"rebuild,omitempty"`
+
 	// Conditions hold the node's summary (Ready, Progressing, Stalled,
 	// Degraded) and the checks that apply to one node.
 	//
@@ -149,4 +156,40 @@ type NodeDataEngineUpgradeList struct {
 
 	// Items are the node upgrades.
 	Items []NodeDataEngineUpgrade `json:"items"`
+}
+
+// NodeRebuildStatus is what a node's rebuilds were expected to copy and
+// how long they were seen under way. Longhorn reports no byte count: the
+// bytes are the plan's (a reused replica copies what was written since its
+// hashed snapshots; an unhashed one, the volume's actual size).
+type NodeRebuildStatus struct {
+	// Volumes counts the volumes whose rebuild was planned; Hashed those
+	// whose snapshots were hashed first; Finished those seen healthy again.
+	//
+	// +optional
+	Volumes int32 `json:"volumes,omitempty"`
+	// +optional
+	Hashed int32 `json:"hashed,omitempty"`
+	// +optional
+	Finished int32 `json:"finished,omitempty"`
+
+	// ExpectedBytes is what the rebuilds were expected to copy, FullBytes
+	// what whole copies would have.
+	//
+	// +optional
+	ExpectedBytes int64 `json:"expectedBytes,omitempty"`
+	// +optional
+	FullBytes int64 `json:"fullBytes,omitempty"`
+
+	// Seconds is the time from the first rebuild seen under way to the
+	// last seen over.
+	//
+	// +optional
+	Seconds int64 `json:"seconds,omitempty"`
+
+	// TemporaryReplicas counts the temporary replicas this node's upgrade
+	// added (spec.replicaPolicy add-first), kept until the upgrade ends.
+	//
+	// +optional
+	TemporaryReplicas int32 `json:"temporaryReplicas,omitempty"`
 }

@@ -181,6 +181,7 @@ var goals = []goal{
 	// The simulator's byte model (sim/RULES.md): 20 attached volumes of
 	// 100 GiB with a replica on the node, 1% of each written meanwhile.
 	{what: "bytes rebuilt per node upgrade, delta rebuilds vs whole copies (ratio)", bench: "perf BenchmarkRebuildBytes", unit: "delta/full", op: "<=", limit: 0.05},
+	{what: "replicaPolicy add-first: temporary replicas' bytes per volume and whole upgrade vs its allocated size", bench: "perf BenchmarkAddFirstExtraBytes", unit: "extra/allocated", op: "<=", limit: 1},
 }
 
 // evaluate returns g's measured median and whether it meets the limit; ok

@@ -76,8 +76,16 @@ func killWorkerAtStep(t *testing.T, scenario string, opts options, step events.N
 	held := waitIn(w)
 	workers[held.node].kill9(t)
 	// Only the node's worker appends its node's events: the last one says
-	// where the kill landed.
-	require.Equal(t, step, w.nodeState(held.node), "the kill landed inside the step")
+	// where the kill landed. A step that makes no request is held by
+	// nothing: one that only records (finalizing, on the Longhorn path) may
+	// be over before the kill lands, which then lands right after it.
+	landed := w.nodeState(held.node)
+	if held.seen && landed != step {
+		require.Greater(t, stepOrder(landed), stepOrder(step), "the kill landed in or after the step")
+		t.Logf("worker of %s killed right after %s, at %s (the step makes no request to hold)", held.node, step, landed)
+	} else {
+		require.Equal(t, step, landed, "the kill landed inside the step")
+	}
 	t.Logf("worker of %s killed in %s (held: %q)", held.node, step, held.method)
 	workers[held.node] = w.startWorker(held.node)
 	w.gate.open()
@@ -468,4 +476,13 @@ func nodeLeft(h []events.Envelope, node string, step events.NodeState) bool {
 		}
 	}
 	return false
+}
+
+// stepOrder places a node state in the walk: its working step's index, the
+// terminal states after every step.
+func stepOrder(s events.NodeState) int {
+	if i := slices.Index(events.NodeSteps, s); i >= 0 {
+		return i
+	}
+	return len(events.NodeSteps)
 }

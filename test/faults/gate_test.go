@@ -39,6 +39,9 @@ type gate struct {
 // heldCall says which node's step was entered and which call was held.
 type heldCall struct {
 	node, method string
+	// seen: no call is held; the stream showed the node in the step (a
+	// step that makes no request on the Longhorn path).
+	seen bool
 }
 
 // newGate wraps plane; with no step it never holds (the nemesis still

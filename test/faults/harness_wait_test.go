@@ -145,7 +145,7 @@ func (w *world) waitInStep() heldCall {
 		h, _ := w.refresh()
 		for _, n := range w.nodes {
 			if stateOf(h, n) == w.gate.step {
-				return heldCall{node: n, method: "none yet (the step waits on Longhorn)"}
+				return heldCall{node: n, method: "none yet (the step waits on Longhorn)", seen: true}
 			}
 		}
 		w.failIfExited()

@@ -2,10 +2,12 @@ package perf_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
+	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/dataplane"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/sim"
@@ -114,5 +116,62 @@ func BenchmarkRebuildBytes(b *testing.B) {
 		b.ReportMetric(rebuildTime(whole, rebuildVolumes).Minutes(), "rebuild-min-full")
 		b.ReportMetric(float64(hashed)/gib, "hashed-GiB")
 		b.ReportMetric(hashTime(hashed).Minutes(), "hash-min")
+	}
+}
+
+// upgradeAddFirst upgrades every node of the benchmark's cluster under
+// spec.replicaPolicy add-first and returns, per volume, the bytes the
+// temporary replicas copied (the replicas of a name the volume did not
+// have before), the most any volume paid.
+func upgradeAddFirst(b *testing.B) (total, most int64) {
+	b.Helper()
+	s := sim.New(sim.Config{Profile: dataplane.ProfileInPlace, IMStartLatency: 300 * time.Millisecond,
+		RebuildBandwidth: 1 << 50, ReplicaReplenishWait: -1})
+	nodes := make([]string, 4)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("node-%d", i)
+		if err := s.AddNode(nodes[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	own := map[string][]string{}
+	for k := range rebuildVolumes {
+		name, other := fmt.Sprintf("pvc-%02d", k), fmt.Sprintf("node-%d", 1+k%3)
+		if err := s.AddVolumeSpec(sim.VolumeSpec{Name: name, AttachedTo: other, ReplicasOn: []string{"node-0", other}, Allocated: rebuildAllocated}); err != nil {
+			b.Fatal(err)
+		}
+		own[name] = []string{name + "-r-1", name + "-r-2"}
+	}
+	e := enginetest.Start(b, s, enginetest.Options{Defaults: true})
+	defer func() {
+		e.Stop()
+		e.Server.Shutdown()
+	}()
+	m := events.ManagerRef{Namespace: "bench", Name: "add-first", UID: "add-first"}
+	e.RequestSpec(m, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: nodes, ReplicaPolicy: v1beta2.ReplicaPolicyAddFirst})
+	e.Completes(m)
+	extra := map[string]int64{}
+	for _, r := range s.RebuildRecords() {
+		if !slices.Contains(own[r.Volume], r.Replica) {
+			extra[r.Volume] += r.Bytes
+		}
+	}
+	for _, n := range extra {
+		total, most = total+n, max(most, n)
+	}
+	return total, most
+}
+
+// BenchmarkAddFirstExtraBytes: what spec.replicaPolicy add-first costs a
+// whole upgrade of the rebuild benchmark's cluster (every node, 20
+// attached 2-replica volumes of 100 GiB): the temporary replicas' copies,
+// per volume, against the volume's allocated size. extra/allocated: goal
+// ≤ 1, one whole copy per volume and upgrade, not one per node.
+func BenchmarkAddFirstExtraBytes(b *testing.B) {
+	const gib = float64(1 << 30)
+	for b.Loop() {
+		total, most := upgradeAddFirst(b)
+		b.ReportMetric(float64(total)/gib, "extra-GiB/upgrade")
+		b.ReportMetric(float64(most)/rebuildAllocated, "extra/allocated")
 	}
 }

@@ -149,6 +149,18 @@ func (e *Engine) StartOrchestrator() {
 	})
 }
 
+// StopOrchestrators kills every orchestrator instance mid-whatever, like
+// a crash: the event it was reacting to comes back to the next one.
+func (e *Engine) StopOrchestrators() {
+	e.mu.Lock()
+	orchs := e.orchs
+	e.orchs = nil
+	e.mu.Unlock()
+	for _, cancel := range orchs {
+		cancel()
+	}
+}
+
 // StartWorker starts the worker of node (again, after StopWorker), on a
 // connection of its own, as a separate process would.
 func (e *Engine) StartWorker(node string) {
@@ -333,6 +345,14 @@ func Transitions(h []events.Envelope) map[string]int {
 			key = fmt.Sprintf("%s rebuild started %s", e.Aggregate.Node, d.Volume)
 		case events.RebuildFinished:
 			key = fmt.Sprintf("%s rebuild finished %s", e.Aggregate.Node, d.Volume)
+		case events.TemporaryReplicaRequested:
+			key = fmt.Sprintf("%s temporary replica requested %s", e.Aggregate.Node, d.Volume)
+		case events.ReplicaCountRaised:
+			key = fmt.Sprintf("%s replica count raised %s", e.Aggregate.Node, d.Volume)
+		case events.TemporaryReplicaAdded:
+			key = fmt.Sprintf("%s temporary replica added %s", e.Aggregate.Node, d.Volume)
+		case events.ReplicaCountRestored:
+			key = fmt.Sprintf("%s replica count restored %s", e.Aggregate.Node, d.Volume)
 		case events.NodeStalled, events.NodeResumed:
 			continue // may legitimately repeat
 		default:
