@@ -424,6 +424,20 @@ func (v Volume) HealthyReplicasOff(node string) int {
 	return n
 }
 
+// HealthyNodesOff counts the nodes other than node holding a healthy
+// replica of v, the replica named except ("" for none) left out: two
+// replicas on one node protect against that node's loss no better than
+// one.
+func (v Volume) HealthyNodesOff(node, except string) int {
+	var nodes []string
+	for _, r := range v.Replicas {
+		if r.Node != node && r.Name != except && r.Healthy() && !slices.Contains(nodes, r.Node) {
+			nodes = append(nodes, r.Node)
+		}
+	}
+	return len(nodes)
+}
+
 // HealthyReplicas counts replicas that serve I/O.
 func (v Volume) HealthyReplicas() int {
 	n := 0

@@ -45,9 +45,9 @@ func awaitingTemporary(v dataplane.Volume, st nodeupgrade.State, node string) bo
 	}
 	t := st.Rebuilds[v.Name].Temporary
 	if t == nil || t.Requested == nil {
-		return healthyNodesOff(v, node) < v.NumberOfReplicas
+		return v.HealthyNodesOff(node, "") < v.NumberOfReplicas
 	}
-	return t.Raised == nil || healthyNodesOff(v, node) < t.Raised.NumberOfReplicas
+	return t.Raised == nil || v.HealthyNodesOff(node, "") < t.Raised.NumberOfReplicas
 }
 
 // prepareRedundancy reports whether failing v's replica on the node
@@ -61,7 +61,7 @@ func (p *stepPlan) prepareRedundancy(o observation, st nodeupgrade.State, v data
 	}
 	t := st.Rebuilds[v.Name].Temporary
 	if t == nil || t.Requested == nil {
-		if healthyNodesOff(v, c.node) >= v.NumberOfReplicas {
+		if v.HealthyNodesOff(c.node, "") >= v.NumberOfReplicas {
 			return true
 		}
 		if o.node.AllowScheduling {
@@ -80,7 +80,7 @@ func (p *stepPlan) prepareRedundancy(o observation, st nodeupgrade.State, v data
 			ReplicaAutoBalance: v.ReplicaAutoBalance, DataLocality: v.DataLocality, Replicas: names, At: at, Deadline: deadline})
 		p.wait(&block{volume: v.Name, reason: ReasonTemporaryReplica, until: deadline,
 			message: fmt.Sprintf("volume %s: %d healthy replica(s) off %s for numberOfReplicas %d; asking for a temporary replica before failing its replica on %s",
-				v.Name, healthyNodesOff(v, c.node), c.node, v.NumberOfReplicas, c.node)})
+				v.Name, v.HealthyNodesOff(c.node, ""), c.node, v.NumberOfReplicas, c.node)})
 		return false
 	}
 	if t.Raised == nil {
@@ -102,7 +102,7 @@ func (p *stepPlan) prepareRedundancy(o observation, st nodeupgrade.State, v data
 		return false
 	}
 	want := t.Raised.NumberOfReplicas
-	if healthyNodesOff(v, c.node) >= want {
+	if v.HealthyNodesOff(c.node, "") >= want {
 		return true
 	}
 	what := "Longhorn to place it (on a node that allows scheduling and holds no replica of the volume, with the space)"
@@ -127,17 +127,4 @@ func temporaryReplica(v dataplane.Volume, t *nodeupgrade.Temporary) *dataplane.R
 		}
 	}
 	return nil
-}
-
-// healthyNodesOff counts the nodes other than node holding a healthy
-// replica of v: two replicas on one node protect against that node's loss
-// no better than one.
-func healthyNodesOff(v dataplane.Volume, node string) int {
-	var nodes []string
-	for _, r := range v.Replicas {
-		if r.Node != node && r.Healthy() && !slices.Contains(nodes, r.Node) {
-			nodes = append(nodes, r.Node)
-		}
-	}
-	return len(nodes)
 }

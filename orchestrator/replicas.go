@@ -178,15 +178,9 @@ func (o *Orchestrator) restoreVolume(ctx context.Context, volume string, t *node
 	case i < 0:
 		out.Replica = name // deleted already
 	default:
-		others := map[string]bool{}
-		for _, x := range v.Replicas {
-			if x.Name != name && x.Healthy() {
-				others[x.Node] = true
-			}
-		}
-		if len(others) < r.NumberOfReplicas {
+		if others := v.HealthyNodesOff("", name); others < r.NumberOfReplicas {
 			out.Message = fmt.Sprintf("kept the temporary replica %s on %s: the volume has %d healthy replica(s) on other nodes for numberOfReplicas %d; delete it once the volume is healthy",
-				name, v.Replicas[i].Node, len(others), r.NumberOfReplicas)
+				name, v.Replicas[i].Node, others, r.NumberOfReplicas)
 			break
 		}
 		if err := o.replicas.DeleteReplica(ctx, volume, name); err != nil {
