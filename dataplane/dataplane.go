@@ -85,6 +85,15 @@ type Node struct {
 	// PreferNoSchedule taint UpgradePendingTaintKey (the UID of the
 	// manager that put it there), "" without one.
 	UpgradePendingMark string
+	// Zone is Longhorn's node status.zone (the Kubernetes node's
+	// topology.kubernetes.io/zone), "" when it has none.
+	Zone string
+	// Tags are the node's spec.tags, matched against a volume's
+	// nodeSelector.
+	Tags []string
+	// Disks are the node's Longhorn disks, sorted by name; none when the
+	// data plane does not report them.
+	Disks []Disk
 }
 
 // IMState is an instance manager's lifecycle state.
@@ -326,6 +335,21 @@ type Volume struct {
 	ActualSize int64
 	// Hashing is its snapshots' hashing.
 	Hashing SnapshotHashing
+	// Size is spec.size: what Longhorn schedules on a disk for each
+	// replica.
+	Size int64
+	// NodeSelector and DiskSelector are spec.nodeSelector and
+	// spec.diskSelector: the tags a node and a disk must carry to hold one
+	// of its replicas.
+	NodeSelector, DiskSelector []string
+	// SoftAntiAffinity says whether Longhorn may put a new replica on a
+	// node that already holds one of the volume's, HardZoneAntiAffinity
+	// whether it must not put one in a zone that does: from
+	// spec.replicaSoftAntiAffinity and spec.replicaZoneSoftAntiAffinity,
+	// or when they are ignored the settings replica-soft-anti-affinity
+	// (false by default) and replica-zone-soft-anti-affinity (true by
+	// default, so both are false at Longhorn's defaults).
+	SoftAntiAffinity, HardZoneAntiAffinity bool
 }
 
 // TargetAway is the controller's record, kept on the volume, that the
@@ -483,6 +507,19 @@ type Reader interface {
 	// Snapshots lists the volume's snapshots, oldest first (ErrNotFound
 	// for a volume gone).
 	Snapshots(ctx context.Context, volume string) ([]Snapshot, error)
+	// RebuildSettings reads Longhorn's settings on rebuilding the replicas
+	// an upgrade fails.
+	RebuildSettings(ctx context.Context) (RebuildSettings, error)
+}
+
+// RebuildSettings are Longhorn's settings that decide what becomes of the
+// replicas a node's upgrade fails while the node is away.
+type RebuildSettings struct {
+	// ReplenishWait is replica-replenishment-wait-interval (600 s by
+	// default): how long after a volume degrades Longhorn waits for a
+	// failed replica to become reusable before it builds a new one on
+	// another node, a whole copy. Negative waits for ever.
+	ReplenishWait time.Duration `json:"replenishWait"`
 }
 
 // Actions are what node steps do. Each is idempotent.

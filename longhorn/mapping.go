@@ -52,6 +52,8 @@ func toNode(ln *LonghornNode, kn *KubeNode, hasV2IM bool, managers []*Pod) datap
 		AllowScheduling: ln.Spec.AllowScheduling,
 		ManagerIMImage:  managerIMImage(managers),
 		NVMeMultipath:   dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation]),
+		Zone:            ln.Status.Zone,
+		Tags:            slices.Clone(ln.Spec.Tags),
 	}
 	if kn == nil {
 		n.Ready = false

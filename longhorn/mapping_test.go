@@ -452,7 +452,7 @@ func TestManagerIMImage(t *testing.T) {
 }
 
 // defaultRebuild are the rebuild settings at Longhorn's defaults.
-var defaultRebuild = rebuildSettings{wait: DefaultReplicaReplenishmentWaitInterval, fastV2: true}
+var defaultRebuild = rebuildSettings{wait: DefaultReplicaReplenishmentWaitInterval, fastV2: true, zoneSoftAntiAffinity: true}
 
 // TestSettingTrueForV2: fast-replica-rebuild-enabled's v2 value as
 // Longhorn's scheduler reads it; what it cannot read counts as false.

@@ -299,23 +299,25 @@ func eventTime(e *Event) metav1.Time {
 	return e.FirstTimestamp
 }
 
+// rebuildSettings are the settings that decide how Longhorn replenishes a
+// volume: replica-replenishment-wait-interval, whether
+// fast-replica-rebuild-enabled holds for v2, the v2 value of
+// snapshot-data-integrity (whether its snapshots can be hashed, so that a
+// reused replica skips them), and where a new replica may land
+// (replica-soft-anti-affinity, replica-zone-soft-anti-affinity).
+type rebuildSettings struct {
+	wait                                   time.Duration
+	fastV2                                 bool
+	integrityV2                            string
+	softAntiAffinity, zoneSoftAntiAffinity bool
+}
+
 // toVolume maps a volume with its replicas, engines, engine frontends (any
 // order) and the Events of its engine frontends. Replicas being deleted are
 // left out: they serve nothing, and Longhorn is removing them. Robustness is Longhorn's for an attached volume; for a detached
 // one, for which Longhorn says "unknown", it is computed from the replicas
 // as dataplane asks. A detached volume reports no switch-over (Longhorn may
 // leave a stale state there).
-// rebuildSettings are the settings that decide how Longhorn replenishes a
-// volume: replica-replenishment-wait-interval, whether
-// fast-replica-rebuild-enabled holds for v2, and the v2 value of
-// snapshot-data-integrity (whether its snapshots can be hashed, so that a
-// reused replica skips them).
-type rebuildSettings struct {
-	wait        time.Duration
-	fastV2      bool
-	integrityV2 string
-}
-
 func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFrontend, events []*Event, rs rebuildSettings) dataplane.Volume {
 	out := dataplane.Volume{
 		Name:             v.Name,
@@ -335,6 +337,10 @@ func toVolume(v *Volume, replicas []*Replica, engines []*Engine, efs []*EngineFr
 	out.NoReplicaReuse = out.DataEngine == dataplane.DataEngineV2 && !rs.fastV2
 	out.ActualSize = v.Status.ActualSize
 	out.Hashing = hashingOf(v, rs.integrityV2)
+	out.Size = volumeSize(v)
+	out.NodeSelector, out.DiskSelector = slices.Clone(v.Spec.NodeSelector), slices.Clone(v.Spec.DiskSelector)
+	out.SoftAntiAffinity = softAntiAffinity(v.Spec.ReplicaSoftAntiAffinity, rs.softAntiAffinity)
+	out.HardZoneAntiAffinity = !softAntiAffinity(v.Spec.ReplicaZoneSoftAntiAffinity, rs.zoneSoftAntiAffinity)
 	active := activeEngine(engines, out.AttachedNode)
 	out.TargetNode = targetNode(v, active)
 	if out.Attached() {

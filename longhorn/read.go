@@ -52,7 +52,10 @@ func (p *Plane) node(ln *LonghornNode) dataplane.Node {
 	hasV2 := slices.ContainsFunc(indexed[InstanceManager](p.ims, byNode, ln.Name), func(im *InstanceManager) bool {
 		return isV2(im.Spec.DataEngine)
 	})
-	return toNode(ln, kn, hasV2, indexed[Pod](p.managers, byNode, ln.Name))
+	n := toNode(ln, kn, hasV2, indexed[Pod](p.managers, byNode, ln.Name))
+	n.Disks = toDisks(ln, p.intSetting(SettingStorageOverProvisioningPercentage, DefaultStorageOverProvisioningPercentage),
+		p.intSetting(SettingStorageMinimalAvailablePercentage, DefaultStorageMinimalAvailablePercentage))
+	return n
 }
 
 // DefaultInstanceManagerImage returns the value of the setting
@@ -194,11 +197,17 @@ func (p *Plane) volume(v *Volume) dataplane.Volume {
 	out := toVolume(v,
 		indexed[Replica](p.replicas, byVolume, v.Name),
 		indexed[Engine](p.engines, byVolume, v.Name),
-		efs, evs, rebuildSettings{wait: p.replenishWait(), fastV2: p.fastReplicaRebuildV2(), integrityV2: p.snapshotIntegrityV2()})
+		efs, evs, rebuildSettings{wait: p.replenishWait(), fastV2: p.fastReplicaRebuildV2(), integrityV2: p.snapshotIntegrityV2(),
+			softAntiAffinity: p.boolSetting(SettingReplicaSoftAntiAffinity, false), zoneSoftAntiAffinity: p.boolSetting(SettingReplicaZoneSoftAntiAffinity, true)})
 	if ln, ok := get[LonghornNode](p.lhNodes, key(p.ns, out.AttachedNode)); ok && out.Attached() {
 		out.InitiatorMultipath = dataplane.ParseMultipath(ln.Annotations[MultipathAnnotation])
 	}
 	return out
+}
+
+// RebuildSettings implements dataplane.Reader, from the settings cache.
+func (p *Plane) RebuildSettings(ctx context.Context) (dataplane.RebuildSettings, error) {
+	return dataplane.RebuildSettings{ReplenishWait: p.replenishWait()}, ctx.Err()
 }
 
 // replenishWait is the setting replica-replenishment-wait-interval

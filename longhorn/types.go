@@ -108,6 +108,20 @@ const (
 	ManagerIMImageFlag   = "--instance-manager-image"
 	// ConditionReady is the Ready condition of Longhorn and Kubernetes nodes.
 	ConditionReady = "Ready"
+	// ConditionSchedulable is a Longhorn disk's condition that it may take
+	// replicas.
+	ConditionSchedulable = "Schedulable"
+	// DiskTypeBlock is the disk type of the v2 data engine.
+	DiskTypeBlock = "block"
+	// Settings the replica scheduler applies to every disk and volume
+	// (LM@v1.12.1 types/setting.go:622-631, 690-713, 1021-1030), and their
+	// defaults.
+	SettingStorageOverProvisioningPercentage = "storage-over-provisioning-percentage"
+	SettingStorageMinimalAvailablePercentage = "storage-minimal-available-percentage"
+	SettingReplicaSoftAntiAffinity           = "replica-soft-anti-affinity"
+	SettingReplicaZoneSoftAntiAffinity       = "replica-zone-soft-anti-affinity"
+	DefaultStorageOverProvisioningPercentage = 100
+	DefaultStorageMinimalAvailablePercentage = 25
 	// DisableV2Label on a Kubernetes node turns the v2 data engine off there.
 	DisableV2Label = "node.longhorn.io/disable-v2-data-engine"
 	// VolumeLabel is the label Longhorn puts on a volume's engines,
@@ -184,17 +198,49 @@ type LonghornNode struct {
 	Status            LonghornNodeStatus `json:"status"`
 }
 
-// LonghornNodeSpec holds the node's replica scheduling switch.
+// LonghornNodeSpec holds the node's replica scheduling switch, its tags
+// and its disks.
 type LonghornNodeSpec struct {
 	Name string `json:"name"`
 	// AllowScheduling: new replicas, and reuses of failed ones, may land on
 	// the node.
 	AllowScheduling bool `json:"allowScheduling"`
+	// Tags are matched against a volume's nodeSelector.
+	Tags []string `json:"tags,omitempty"`
+	// Disks are the node's disks by name.
+	Disks map[string]DiskSpec `json:"disks,omitempty"`
 }
 
-// LonghornNodeStatus holds the node's conditions (Ready).
+// DiskSpec is one disk of a node's spec: where replicas may be scheduled.
+type DiskSpec struct {
+	// Type is filesystem or block (DiskTypeBlock, the only type a v2
+	// replica lands on).
+	Type              string   `json:"diskType,omitempty"`
+	Path              string   `json:"path,omitempty"`
+	AllowScheduling   bool     `json:"allowScheduling"`
+	EvictionRequested bool     `json:"evictionRequested"`
+	StorageReserved   int64    `json:"storageReserved"`
+	Tags              []string `json:"tags,omitempty"`
+}
+
+// LonghornNodeStatus holds the node's conditions (Ready), zone and disks'
+// status.
 type LonghornNodeStatus struct {
 	Conditions []Condition `json:"conditions"`
+	// Zone is the Kubernetes node's topology.kubernetes.io/zone.
+	Zone string `json:"zone,omitempty"`
+	// DiskStatus is each disk's status by the name in spec.disks.
+	DiskStatus map[string]*DiskStatus `json:"diskStatus,omitempty"`
+}
+
+// DiskStatus is one disk's storage as Longhorn measured it, and its
+// Schedulable condition.
+type DiskStatus struct {
+	Conditions       []Condition `json:"conditions,omitempty"`
+	StorageAvailable int64       `json:"storageAvailable"`
+	StorageScheduled int64       `json:"storageScheduled"`
+	StorageMaximum   int64       `json:"storageMaximum"`
+	DiskUUID         string      `json:"diskUUID,omitempty"`
 }
 
 // KubeNode is a core Kubernetes Node, reduced to the fields used.

@@ -45,6 +45,17 @@ type VolumeSpec struct {
 	// SnapshotHashingRequestedAt asks for the on-demand hashing of every
 	// user snapshot taken before it (RFC 3339).
 	SnapshotHashingRequestedAt string `json:"snapshotHashingRequestedAt,omitempty"`
+	// Size is the volume's size in bytes, an int64 Longhorn serves as a
+	// string (format int64).
+	Size string `json:"size,omitempty"`
+	// NodeSelector and DiskSelector are the tags a node and a disk must
+	// carry to hold a replica of the volume.
+	NodeSelector []string `json:"nodeSelector,omitempty"`
+	DiskSelector []string `json:"diskSelector,omitempty"`
+	// ReplicaSoftAntiAffinity and ReplicaZoneSoftAntiAffinity are
+	// ignored (follow the setting), enabled or disabled.
+	ReplicaSoftAntiAffinity     string `json:"replicaSoftAntiAffinity,omitempty"`
+	ReplicaZoneSoftAntiAffinity string `json:"replicaZoneSoftAntiAffinity,omitempty"`
 }
 
 // Longhorn's spec.accessMode and spec.dataLocality values a mapping reads.

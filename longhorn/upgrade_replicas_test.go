@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchback-dev/switchback/aggregate/manager"
 	"github.com/switchback-dev/switchback/api/v1beta2"
 	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/longhorn"
@@ -80,4 +81,29 @@ func TestAddFirstThroughTheAdapter(t *testing.T) {
 		}
 		assert.Equal(t, want, v.Spec.ReplicaAutoBalance, v.Name)
 	}
+}
+
+// Under add-first, a cluster whose one spare node has a disk too small
+// for a temporary replica, as its Longhorn node's status.diskStatus says,
+// is refused by the precheck TemporaryReplicasFit through the adapter,
+// naming the volume and the disk, before anything is touched.
+func TestAddFirstRefusedWithoutRoomThroughTheAdapter(t *testing.T) {
+	const gib = int64(1) << 30
+	s := sim.New(latencies)
+	for _, n := range []sim.NodeSpec{{Name: "n1"}, {Name: "n2"}, {Name: "n3", Storage: 2 * gib}} {
+		require.NoError(t, s.AddNodeSpec(n))
+	}
+	require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-1", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n1", Allocated: gib, Size: 10 * gib}))
+	c := newCluster(t, s)
+	e := enginetest.Start(t, c.plane, enginetest.Options{})
+	m := ref("no-room")
+	e.RequestSpec(m, v1beta2.DataEngineUpgradeManagerSpec{DataEngine: v1beta2.DataEngineTypeV2, Nodes: []string{"n1", "n2"},
+		ReplicaPolicy: v1beta2.ReplicaPolicyAddFirst})
+	st := e.WaitManager(m, time.Minute, "a terminal state", terminal)
+	require.Equal(t, events.ManagerError, st.State)
+	i := slices.IndexFunc(st.Prechecks, func(p manager.PrecheckResult) bool { return p.Check == "TemporaryReplicasFit" })
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "NoRoomForTemporaryReplica", st.Prechecks[i].Reason)
+	assert.Contains(t, st.Prechecks[i].Message, "temporary replica of volume vol-1 (10.0 GiB): n3: disk disk-1 would have 10737418240 bytes scheduled, over its 100% over-provisioning limit (2147483648 bytes)")
+	assert.Empty(t, st.Nodes, "no node was touched")
 }

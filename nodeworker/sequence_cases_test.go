@@ -444,6 +444,9 @@ func TestEveryRuleHasItsCase(t *testing.T) {
 		// The order of a temporary replica's restore, the controller's:
 		// orchestrator TestAddFirstKeepsRedundancy.
 		sim.RuleExtraReplicaCleanup: true,
+		// Room for a temporary replica, the precheck's: orchestrator
+		// TestAddFirstRefusedWithoutRoom.
+		sim.RuleReplicaSpace: true,
 	}
 	for _, rc := range ruleCases {
 		for _, r := range rc.rules {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/switchback-dev/switchback/internal/periodic"
+	"github.com/switchback-dev/switchback/plan"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,7 +108,7 @@ func New(cfg Config) (*Worker, error) {
 	cfg.FailAfter = cmp.Or(cfg.FailAfter, 10*time.Minute)
 	cfg.HashRate = cmp.Or(cfg.HashRate, 64<<20)
 	cfg.HashFloor = cmp.Or(cfg.HashFloor, 2*time.Minute)
-	cfg.CopyRate = cmp.Or(cfg.CopyRate, 100<<20)
+	cfg.CopyRate = cmp.Or(cfg.CopyRate, plan.DefaultCopyRate)
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	x := commands.New(commands.Config{Store: cfg.Store, Source: events.SourceWorker + "/" + cfg.Node, Now: cfg.Now})
 	return &Worker{cfg: cfg, log: cfg.Log.With("node", cfg.Node), x: x, nodeEvents: make(chan struct{}, 1)}, nil

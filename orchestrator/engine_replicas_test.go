@@ -225,3 +225,39 @@ func TestAddFirstKilledMidway(t *testing.T) {
 		})
 	}
 }
+
+// Under add-first, a cluster whose only node without a replica of a
+// volume has no room for one is refused by the precheck
+// TemporaryReplicasFit, naming the volume and the disk, before anything
+// is touched (RuleReplicaSpace: Longhorn would never build the replica
+// the node's upgrade waits for); under rebuild the same cluster upgrades.
+func TestAddFirstRefusedWithoutRoom(t *testing.T) {
+	for _, policy := range []v1beta2.ReplicaPolicy{v1beta2.ReplicaPolicyAddFirst, v1beta2.ReplicaPolicyRebuild} {
+		t.Run(string(policy), func(t *testing.T) {
+			s := sim.New(sim.Config{Profile: inPlace, ReplicaReplenishWait: time.Hour})
+			for _, n := range []sim.NodeSpec{{Name: "n1"}, {Name: "n2"}, {Name: "n3", Storage: gib}} {
+				require.NoError(t, s.AddNodeSpec(n))
+			}
+			require.NoError(t, s.AddVolumeSpec(sim.VolumeSpec{Name: "vol-a", ReplicasOn: []string{"n1", "n2"}, AttachedTo: "n1", Allocated: gib}))
+			e := enginetest.Start(t, s, enginetest.Options{})
+			m := ref("no-room-" + string(policy))
+			spec := addFirst("n1", "n2")
+			spec.ReplicaPolicy = policy
+			e.RequestSpec(m, spec)
+			st := e.WaitManager(m, time.Minute, "a terminal state", terminal)
+			if policy == v1beta2.ReplicaPolicyRebuild {
+				require.Equal(t, events.ManagerCompleted, st.State, st.Message)
+				return
+			}
+			require.Equal(t, events.ManagerError, st.State)
+			i := slices.IndexFunc(st.Prechecks, func(p manager.PrecheckResult) bool { return p.Check == "TemporaryReplicasFit" })
+			require.GreaterOrEqual(t, i, 0)
+			assert.False(t, st.Prechecks[i].Passed)
+			assert.Equal(t, "NoRoomForTemporaryReplica", st.Prechecks[i].Reason)
+			assert.Contains(t, st.Prechecks[i].Message, "temporary replica of volume vol-a (1.00 GiB): n3: disk disk-1 would keep 0 bytes available")
+			assert.Empty(t, st.Nodes, "no node was touched")
+			actions, _ := s.ActionLog()
+			assert.Empty(t, actions, "the cluster was not touched")
+		})
+	}
+}

@@ -91,7 +91,7 @@ func (o *Orchestrator) runPrechecks(ctx context.Context, ref events.ManagerRef, 
 	results := precheck.Run(precheck.Input{
 		Cluster: cluster, DataEngine: st.DataEngine, RequestedNodes: st.RequestedNodes,
 		TargetImage: cluster.DefaultImage, ActiveUpgrades: active,
-		AllowNodesWithoutReplicaScheduling: st.AllowNodesWithoutReplicaScheduling,
+		AllowNodesWithoutReplicaScheduling: st.AllowNodesWithoutReplicaScheduling, ReplicaPolicy: st.ReplicaPolicy,
 	})
 	recorded := make([]manager.PrecheckResult, len(results))
 	for i, r := range results {

@@ -17,6 +17,14 @@ type Plan struct {
 	Platform dataplane.Platform `json:"platform"`
 	// Nodes are the nodes to upgrade, in order (see TargetNodes).
 	Nodes []NodePlan `json:"nodes"`
+	// Warnings are what the plan finds costly but not blocking, with what
+	// to change (a replica-replenishment-wait-interval shorter than a
+	// node's time away).
+	Warnings []string `json:"warnings,omitempty"`
+	// Room is, under spec.replicaPolicy add-first, the space the
+	// temporary replicas are expected to take per node and disk (see
+	// PlaceTemporaryReplicas); none otherwise.
+	Room []DiskRoom `json:"room,omitempty"`
 }
 
 // NodePlan is what one node's upgrade will do, as seen from the snapshot with
@@ -51,8 +59,17 @@ type NodePlan struct {
 	// reused replica copies only what is written while the node is away,
 	// once HashBytes (on each replica of the volumes no earlier node of the
 	// plan holds, whose snapshots are not hashed yet) were read.
+	// ExpectedBytes is what the rebuilds copy besides what is written
+	// while the node is away: whole copies of the volumes that cannot
+	// hash first (Longhorn reuses no failed replica, integrity disabled,
+	// fewer than two healthy replicas).
 	FullCopyBytes int64 `json:"fullCopyBytes,omitempty"`
 	HashBytes     int64 `json:"hashBytes,omitempty"`
+	ExpectedBytes int64 `json:"expectedBytes,omitempty"`
+	// TemporaryReplicas are, under spec.replicaPolicy add-first, the
+	// temporary replicas the node's upgrade adds and where they are
+	// expected (see PlaceTemporaryReplicas); none otherwise.
+	TemporaryReplicas []TemporaryReplica `json:"temporaryReplicas,omitempty"`
 }
 
 // Switchover is one attached volume whose target leaves the node while its
@@ -94,7 +111,8 @@ func (p Plan) Order() []string {
 }
 
 // Feasible reports whether every node exists, can be upgraded live and is
-// held by nothing, and every switch-over has a temporary target. A plan
+// held by nothing, every switch-over has a temporary target and every
+// temporary replica a disk. A plan
 // that is not feasible would stall, so the dry run says so up front.
 func (p Plan) Feasible() bool {
 	for _, n := range p.Nodes {
@@ -103,6 +121,11 @@ func (p Plan) Feasible() bool {
 		}
 		for _, s := range n.Switchovers {
 			if !s.OK {
+				return false
+			}
+		}
+		for _, t := range n.TemporaryReplicas {
+			if !t.Placed() {
 				return false
 			}
 		}
@@ -159,7 +182,9 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 				if r.Node == name {
 					np.Replicas = append(np.Replicas, ReplicaRef{Volume: vol.Name, Replica: r.Name})
 					np.FullCopyBytes += vol.ActualSize
-					if !hashed[vol.Name] && !vol.NoReplicaReuse && !vol.Hashing.Disabled {
+					if vol.NoReplicaReuse || vol.Hashing.Disabled || vol.HealthyReplicas() < 2 {
+						np.ExpectedBytes += vol.ActualSize
+					} else if !hashed[vol.Name] {
 						np.HashBytes += vol.ActualSize
 						hashed[vol.Name] = true
 					}
@@ -168,6 +193,9 @@ func Build(c Cluster, requested []string, targetImage string) Plan {
 		}
 		p.Nodes = append(p.Nodes, np)
 		v.upgraded(name, targetImage)
+	}
+	if w := replenishWarning(c, p); w != "" {
+		p.Warnings = append(p.Warnings, w)
 	}
 	return p
 }

@@ -29,6 +29,10 @@ type Cluster struct {
 	TargetCounts map[string]int
 	// Upgrader is what Longhorn's own instance-manager upgrader shows.
 	Upgrader dataplane.LonghornUpgrader
+	// Rebuild is Longhorn's settings on rebuilding failed replicas; nil
+	// when not read, and then no node's time away is weighed against
+	// them.
+	Rebuild *dataplane.RebuildSettings
 }
 
 // Read takes a snapshot through r. It and ReadPlacement are the package's
@@ -48,6 +52,11 @@ func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 	if c.Upgrader, err = r.LonghornUpgrader(ctx); err != nil {
 		return Cluster{}, fmt.Errorf("plan: read Longhorn's own upgrader: %w", err)
 	}
+	rs, err := r.RebuildSettings(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read Longhorn's rebuild settings: %w", err)
+	}
+	c.Rebuild = &rs
 	return c, nil
 }
 

@@ -35,6 +35,13 @@ func fuzzCluster(data []byte) (Cluster, []string, string) {
 				n.Images = append(n.Images, img)
 			}
 		}
+		for j := range s.Pick(3) {
+			capacity := int64(1+s.Pick(8)) << 30
+			n.Disks = append(n.Disks, dataplane.Disk{Name: fmt.Sprintf("d%d", j), Block: s.Pick(4) != 0, Schedulable: s.Pick(4) != 0,
+				StorageMaximum: capacity, StorageAvailable: capacity - int64(s.Pick(4))<<28, StorageScheduled: int64(s.Pick(8)) << 29,
+				OverProvisioningPercentage: []int64{100, 200, 50}[s.Pick(3)], MinimalAvailablePercentage: []int64{25, 0, 10}[s.Pick(3)]})
+		}
+		n.Zone = []string{"", "z1", "z2"}[s.Pick(3)]
 		c.Nodes = append(c.Nodes, n)
 		names = append(names, n.Name)
 		for j := range s.Pick(3) {
@@ -56,6 +63,8 @@ func fuzzCluster(data []byte) (Cluster, []string, string) {
 		if s.Pick(4) == 0 {
 			v.DataEngine = "v1"
 		}
+		v.ActualSize, v.Size = int64(s.Pick(4))<<28, int64(s.Pick(4))<<29
+		v.HardZoneAntiAffinity = s.Pick(3) == 0
 		v.AttachedNode = places[s.Pick(len(places))]
 		switch s.Pick(3) {
 		case 0:
@@ -129,6 +138,7 @@ func FuzzPlan(f *testing.F) {
 			slices.Reverse(reversed.Volumes[i].Replicas)
 		}
 		require.Equal(t, p, Build(reversed, requested, target), "Build depends on the snapshot's order")
+		requireTemporaryReplicas(t, c, p)
 
 		// A worker chooses from counts (ReadPlacement), not from every
 		// volume: both must give the same answer and the same reason.
@@ -169,4 +179,48 @@ func findVolume(t *testing.T, c Cluster, name string) dataplane.Volume {
 	}
 	t.Fatalf("plan names volume %s, which the cluster does not have", name)
 	return dataplane.Volume{}
+}
+
+// requireTemporaryReplicas asserts what PlaceTemporaryReplicas promises on
+// c: it is pure and deterministic, gives each volume one temporary replica
+// at most, never on the node being upgraded or on one holding a replica
+// of the volume or not scheduling, and never more on a disk than it fits,
+// all placements counted together.
+func requireTemporaryReplicas(t *testing.T, c Cluster, p Plan) {
+	t.Helper()
+	before := cloneCluster(c)
+	tp := PlaceTemporaryReplicas(c, p)
+	require.Equal(t, before, c, "PlaceTemporaryReplicas modified its snapshot")
+	require.Equal(t, tp, PlaceTemporaryReplicas(c, p), "PlaceTemporaryReplicas is not deterministic")
+	_ = tp.String()
+	seen := map[string]bool{}
+	taken := map[[2]string]dataplane.Disk{}
+	for _, np := range tp.Nodes {
+		for _, tr := range np.TemporaryReplicas {
+			require.False(t, seen[tr.Volume], "volume %s got two temporary replicas", tr.Volume)
+			seen[tr.Volume] = true
+			if !tr.Placed() {
+				require.NotEmpty(t, tr.Reason)
+				continue
+			}
+			vol := findVolume(t, c, tr.Volume)
+			requireCandidate(t, c, tr.Node, np.Node)
+			n, _ := c.Node(tr.Node)
+			require.True(t, n.AllowScheduling, "node %s does not schedule", tr.Node)
+			for _, r := range vol.Replicas {
+				require.NotEqual(t, r.Node, tr.Node, "volume %s's temporary replica shares a node with %s", vol.Name, r.Name)
+			}
+			k := [2]string{tr.Node, tr.Disk}
+			d, ok := taken[k]
+			if !ok {
+				i := slices.IndexFunc(n.Disks, func(d dataplane.Disk) bool { return d.Name == tr.Disk })
+				require.GreaterOrEqual(t, i, 0, "unknown disk %s on %s", tr.Disk, tr.Node)
+				d = n.Disks[i]
+			}
+			fits, why := d.Fits(tr.Size, tr.Bytes)
+			require.True(t, fits, "disk %s/%s overfilled: %s", tr.Node, tr.Disk, why)
+			require.True(t, d.Block && d.Schedulable)
+			taken[k] = d.Take(tr.Size, tr.Bytes)
+		}
+	}
 }

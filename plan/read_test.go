@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,6 +74,13 @@ func (f fakeReader) LonghornUpgrader(context.Context) (dataplane.LonghornUpgrade
 	return f.c.Upgrader, f.err("upgrader")
 }
 
+func (f fakeReader) RebuildSettings(context.Context) (dataplane.RebuildSettings, error) {
+	if f.c.Rebuild == nil {
+		return dataplane.RebuildSettings{}, f.err("rebuild")
+	}
+	return *f.c.Rebuild, f.err("rebuild")
+}
+
 func (f fakeReader) Workloads(_ context.Context, node string) (dataplane.Workloads, error) {
 	return dataplane.Workloads{Node: node}, f.err("workloads")
 }
@@ -84,6 +92,7 @@ func (f fakeReader) Snapshots(context.Context, string) ([]dataplane.Snapshot, er
 func TestRead(t *testing.T) {
 	want := cluster3(attached("a", "node-1", "node-1", "node-2"))
 	want.Upgrader = dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "false"}}
+	want.Rebuild = &dataplane.RebuildSettings{ReplenishWait: 10 * time.Minute}
 	asked := "unset"
 	got, err := Read(context.Background(), fakeReader{c: want, imNode: &asked})
 	require.NoError(t, err)
@@ -111,6 +120,7 @@ func TestReadWrapsErrors(t *testing.T) {
 		"volumes":  "plan: read volumes: boom",
 		"image":    "plan: read default instance-manager image: boom",
 		"upgrader": "plan: read Longhorn's own upgrader: boom",
+		"rebuild":  "plan: read Longhorn's rebuild settings: boom",
 	} {
 		t.Run(call, func(t *testing.T) {
 			_, err := Read(context.Background(), fakeReader{c: cluster3(), failOn: call})

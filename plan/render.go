@@ -9,7 +9,8 @@ import (
 // String renders the plan as the tables `switchback plan` prints: the
 // Longhorn it was computed for, one row per node in order with whether it
 // can be upgraded live there, then one row per switch-over with its
-// temporary target and why, then the replicas to fail, the nodes that
+// temporary target and why, then the replicas to fail, their bytes, the
+// temporary replicas under add-first and the room they take, the nodes that
 // cannot be upgraded live and why, what would hold a node, and the volumes
 // left on a single healthy replica, per node.
 func (p Plan) String() string {
@@ -27,6 +28,9 @@ func (p Plan) String() string {
 	fmt.Fprintf(&b, "Plan: %d node(s) to instance-manager image %s\n", len(p.Nodes), orDash(p.TargetImage))
 	if !p.Feasible() {
 		b.WriteString("Warning: the plan cannot complete as is (see below)\n")
+	}
+	for _, w := range p.Warnings {
+		b.WriteString("Warning: " + w + "\n")
 	}
 	b.WriteString("\n")
 
@@ -88,14 +92,15 @@ func (p Plan) String() string {
 	if hasBytes(p) {
 		b.WriteString("\nRebuild bytes (delta rebuilds: a reused replica copies only what is written while its node is away, once the volume's snapshots are hashed):\n")
 		w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ORDER\tNODE\tWHOLE COPIES\tHASHED FIRST (ON EACH REPLICA)")
+		fmt.Fprintln(w, "ORDER\tNODE\tWHOLE COPIES\tEXPECTED (+ WRITTEN WHILE AWAY)\tHASHED FIRST (ON EACH REPLICA)")
 		for i, n := range p.Nodes {
 			if len(n.Replicas) > 0 {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", i+1, n.Node, Bytes(n.FullCopyBytes), Bytes(n.HashBytes))
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", i+1, n.Node, Bytes(n.FullCopyBytes), Bytes(n.ExpectedBytes), Bytes(n.HashBytes))
 			}
 		}
 		_ = w.Flush()
 	}
+	writeTemporary(&b, p)
 	if len(notLive) > 0 {
 		b.WriteString("\nNot live on this Longhorn (the upgrade stalls there, touching nothing, until fixed):\n" + strings.Join(notLive, ""))
 	}
@@ -132,4 +137,40 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeTemporary writes the add-first policy's temporary replicas, per
+// node in order, and the room they take per disk; nothing when the plan
+// has none.
+func writeTemporary(b *strings.Builder, p Plan) {
+	has := false
+	for _, n := range p.Nodes {
+		has = has || len(n.TemporaryReplicas) > 0
+	}
+	if !has {
+		return
+	}
+	b.WriteString("\nTemporary replicas (replicaPolicy add-first: one per volume, added before its first replica is failed, kept until the upgrade ends; Longhorn places it, expected as below):\n")
+	w := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ORDER\tNODE\tVOLUME\tSIZE\tCOPIES\tEXPECTED ON")
+	for i, n := range p.Nodes {
+		for _, t := range n.TemporaryReplicas {
+			on := t.Node + "/" + t.Disk
+			if !t.Placed() {
+				on = "none: " + t.Reason
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", i+1, n.Node, t.Volume, Bytes(t.Size), Bytes(t.Bytes), on)
+		}
+	}
+	_ = w.Flush()
+	if len(p.Room) == 0 {
+		return
+	}
+	b.WriteString("\nRoom they take, per disk (scheduled: spec.size, what Longhorn's over-provisioning counts; written: what the copies write):\n")
+	w = tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tDISK\tREPLICAS\tSCHEDULED\tWRITTEN\tUSABLE NOW")
+	for _, r := range p.Room {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Node, r.Disk, r.Replicas, Bytes(r.Size), Bytes(r.Bytes), Bytes(r.Usable))
+	}
+	_ = w.Flush()
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -149,6 +150,38 @@ func TestPlanStringRebuildBytes(t *testing.T) {
 	assert.Equal(t, []int64{10 << 30, 100 << 30, 110 << 30}, []int64{p.Nodes[0].FullCopyBytes, p.Nodes[1].FullCopyBytes, p.Nodes[2].FullCopyBytes})
 	assert.Equal(t, []int64{0, 100 << 30, 0}, []int64{p.Nodes[0].HashBytes, p.Nodes[1].HashBytes, p.Nodes[2].HashBytes},
 		"a hashed on its first node only; b cannot hash")
-	assert.Contains(t, p.String(), "ORDER  NODE    WHOLE COPIES  HASHED FIRST (ON EACH REPLICA)\n"+
-		"1      node-3  10.0 GiB      0 B\n2      node-1  100 GiB       100 GiB\n3      node-2  110 GiB       0 B\n")
+	assert.Equal(t, []int64{10 << 30, 0, 10 << 30}, []int64{p.Nodes[0].ExpectedBytes, p.Nodes[1].ExpectedBytes, p.Nodes[2].ExpectedBytes},
+		"b copies whole; a only what is written while away")
+	assert.Contains(t, p.String(), "ORDER  NODE    WHOLE COPIES  EXPECTED (+ WRITTEN WHILE AWAY)  HASHED FIRST (ON EACH REPLICA)\n"+
+		"1      node-3  10.0 GiB      10.0 GiB                         0 B\n"+
+		"2      node-1  100 GiB       0 B                              100 GiB\n"+
+		"3      node-2  110 GiB       10.0 GiB                         0 B\n")
+}
+
+// A replica-replenishment-wait-interval shorter than a node's time away
+// is a warning naming the nodes whose replicas it costs and what to set;
+// at Longhorn's default, or when it is not known, none.
+func TestPlanReplenishWarning(t *testing.T) {
+	c := cluster3(attached("a", "node-1", "node-1", "node-2"))
+	for _, tc := range []struct {
+		name string
+		wait *dataplane.RebuildSettings
+		want []string
+	}{
+		{name: "not read", wait: nil},
+		{name: "Longhorn's default", wait: &dataplane.RebuildSettings{ReplenishWait: 10 * time.Minute}},
+		{name: "never", wait: &dataplane.RebuildSettings{ReplenishWait: -1}},
+		{name: "a minute", wait: &dataplane.RebuildSettings{ReplenishWait: time.Minute}, want: []string{
+			"Longhorn's replica-replenishment-wait-interval is 60 s, shorter than the about 5m0s a node's replicas are away (targets moved off and back, its instance manager replaced): " +
+				"on node-2, node-1 Longhorn would build each failed replica again on another node, a whole copy, and a switch-over waits while one is due; set it to at least 300 for the upgrade"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Rebuild = tc.wait
+			p := Build(c, nil, newIM)
+			assert.Equal(t, tc.want, p.Warnings)
+			for _, w := range tc.want {
+				assert.Contains(t, p.String(), "Warning: "+w+"\n")
+			}
+		})
+	}
 }

@@ -37,6 +37,10 @@ const (
 	// FailedReplicasReusable holds when Longhorn would reuse the replicas
 	// the upgrade fails (fast-replica-rebuild-enabled true for v2).
 	FailedReplicasReusable = "FailedReplicasReusable"
+	// TemporaryReplicasFit holds when, under spec.replicaPolicy
+	// add-first, every temporary replica the upgrade asks for has a node
+	// and disk with room outside the node in flight.
+	TemporaryReplicasFit = "TemporaryReplicasFit"
 	// VolumesHealthy holds when every attached v2 volume concerned by the
 	// nodes to upgrade is healthy and has more than one replica.
 	VolumesHealthy = "VolumesHealthy"
@@ -75,6 +79,9 @@ const (
 	// ReasonFastReplicaRebuildDisabled: Longhorn's fast-replica-rebuild-enabled
 	// is not true for v2, so it reuses no failed v2 replica.
 	ReasonFastReplicaRebuildDisabled = "FastReplicaRebuildDisabled"
+	// ReasonNoRoomForTemporaryReplica: under add-first, a temporary
+	// replica has no node and disk to land on.
+	ReasonNoRoomForTemporaryReplica = "NoRoomForTemporaryReplica"
 	// ReasonVolumeUnhealthy: a concerned volume is not healthy.
 	ReasonVolumeUnhealthy = "VolumeUnhealthy"
 	// ReasonSingleReplica: concerned volumes are healthy but one has a single
@@ -98,6 +105,8 @@ type Input struct {
 	ActiveUpgrades []string
 	// AllowNodesWithoutReplicaScheduling is the spec field of that name.
 	AllowNodesWithoutReplicaScheduling bool
+	// ReplicaPolicy is spec.replicaPolicy ("" is rebuild).
+	ReplicaPolicy string
 }
 
 // Result is the outcome of one check.
@@ -119,7 +128,8 @@ type Result struct {
 // (AtLeastTwoNodes), other upgrades (SingleActiveUpgrade, then Longhorn's
 // own upgrader: NoOtherUpgrader), the image
 // (DefaultImageOnAllNodesReady), versions (NoVersionDrift), the nodes'
-// settings (ReplicaSchedulingAllowed), Longhorn's (FailedReplicasReusable), and last the
+// settings (ReplicaSchedulingAllowed), Longhorn's (FailedReplicasReusable),
+// the room add-first needs (TemporaryReplicasFit), and last the
 // volumes, the most detailed and the most likely to change from one try to
 // the next. The order is also the order of the precheck events and conditions.
 var checks = []struct {
@@ -135,6 +145,7 @@ var checks = []struct {
 	{NoVersionDrift, CheckNoVersionDrift},
 	{ReplicaSchedulingAllowed, CheckReplicaSchedulingAllowed},
 	{FailedReplicasReusable, CheckFailedReplicasReusable},
+	{TemporaryReplicasFit, CheckTemporaryReplicasFit},
 	{VolumesHealthy, CheckVolumesHealthy},
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchback-dev/switchback/dataplane"
+	"github.com/switchback-dev/switchback/events"
 	"github.com/switchback-dev/switchback/plan"
 )
 
@@ -23,7 +24,7 @@ func TestRunHealthyCluster(t *testing.T) {
 	rs := Run(input(c))
 	require.Equal(t, []string{
 		"DataEngineSupported", "NodesKnown", "AtLeastTwoNodes", "SingleActiveUpgrade", "NoOtherUpgrader",
-		"DefaultImageOnAllNodesReady", "NoVersionDrift", "ReplicaSchedulingAllowed", "FailedReplicasReusable", "VolumesHealthy",
+		"DefaultImageOnAllNodesReady", "NoVersionDrift", "ReplicaSchedulingAllowed", "FailedReplicasReusable", "TemporaryReplicasFit", "VolumesHealthy",
 	}, checkNames(rs))
 	assert.Equal(t, Names(), checkNames(rs))
 	assert.Equal(t, []Result{
@@ -36,17 +37,19 @@ func TestRunHealthyCluster(t *testing.T) {
 		{NoVersionDrift, true, ReasonChecksPassed, "the upgrade covers every node with the v2 data engine"},
 		{ReplicaSchedulingAllowed, true, ReasonChecksPassed, "every node to upgrade that holds replicas of attached v2 volumes allows replica scheduling"},
 		{FailedReplicasReusable, true, ReasonChecksPassed, "Longhorn reuses the replicas the upgrade fails (fast-replica-rebuild-enabled is true for v2)"},
+		{TemporaryReplicasFit, true, ReasonChecksPassed, "spec.replicaPolicy is rebuild: no temporary replica is added"},
 		{VolumesHealthy, true, ReasonChecksPassed, "every attached v2 volume on the nodes to upgrade is healthy and has more than one replica (1)"},
 	}, rs)
 	assert.True(t, Passed(rs))
-	assert.Equal(t, "all 10 prechecks passed", Summary(rs))
+	assert.Equal(t, "all 11 prechecks passed", Summary(rs))
 }
 
 func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 	// One v2 node without the target image nor replica scheduling, a
 	// single-replica volume whose failed replica Longhorn would not reuse, another
 	// upgrade active, Longhorn's own upgrader on, a v1 request naming a
-	// ghost: each check finds its own
+	// ghost, asking for add-first with no other node to take a temporary
+	// replica: each check finds its own
 	// problem, whatever the others found. NoVersionDrift needs two v2 nodes to
 	// fail, so it is the one check that holds here (and fails in the drift
 	// tests).
@@ -57,7 +60,8 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 		Upgrader:         dataplane.LonghornUpgrader{Settings: map[string]string{dataplane.SettingV2IMAutoUpgrade: "true"}},
 	}
 	c.Volumes[0].NoReplicaReuse = true
-	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"}}
+	in := Input{Cluster: c, DataEngine: "v1", RequestedNodes: []string{"node-1", "ghost"}, TargetImage: newIM, ActiveUpgrades: []string{"longhorn-system/earlier"},
+		ReplicaPolicy: events.ReplicaPolicyAddFirst}
 	assert.Equal(t, []Result{
 		{DataEngineSupported, false, ReasonUnsupportedDataEngine, `data engine "v1" is not supported: only "v2" can be upgraded live`},
 		{NodesKnown, false, ReasonUnknownNodes, "spec.nodes names unknown nodes: ghost; the upgrade does not start: spec.nodes cannot change, so name only existing nodes with the v2 data engine in a new manager"},
@@ -71,10 +75,12 @@ func TestRunReportsEveryProblemAtOnce(t *testing.T) {
 			"allow scheduling on them, or set spec.allowNodesWithoutReplicaScheduling in a new manager"},
 		{FailedReplicasReusable, false, ReasonFastReplicaRebuildDisabled, "Longhorn's setting fast-replica-rebuild-enabled is not true for v2, so it would reuse none of the replicas the upgrade fails " +
 			`(attached v2 volumes vol-1) and would build each again on another node at once, a full copy that also reverts its target's move: set it to {"v1":"true","v2":"true"} (its default)`},
+		{TemporaryReplicasFit, false, ReasonNoRoomForTemporaryReplica, "no node outside node-1 can take a temporary replica of volume vol-1: node-2 does not schedule replicas; " +
+			"free space or add a disk or node Longhorn can schedule on, or create the manager with spec.replicaPolicy rebuild"},
 		{VolumesHealthy, false, ReasonSingleReplica, "attached v2 volumes on the nodes to upgrade must be healthy and have more than one replica: vol-1 has a single replica"},
 	}, Run(in))
 	assert.False(t, Passed(Run(in)))
-	assert.Equal(t, "9 of 10 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, ReplicaSchedulingAllowed, FailedReplicasReusable, VolumesHealthy", Summary(Run(in)))
+	assert.Equal(t, "10 of 11 prechecks failed: DataEngineSupported, NodesKnown, AtLeastTwoNodes, SingleActiveUpgrade, NoOtherUpgrader, DefaultImageOnAllNodesReady, ReplicaSchedulingAllowed, FailedReplicasReusable, TemporaryReplicasFit, VolumesHealthy", Summary(Run(in)))
 }
 
 func TestPassedAndSummary(t *testing.T) {

@@ -40,7 +40,18 @@ type NodeSpec struct {
 	// is N: a switch-over of a blockdev volume attached there loses its
 	// path (RuleNoSecondPathWithoutMultipath).
 	NoMultipath bool
+	// Storage is the size in bytes of the node's one block disk, DiskName
+	// (0 = DefaultStorage): a new replica lands only where it fits
+	// (RuleReplicaSpace).
+	Storage int64
 }
+
+// DiskName is the name of every simulated node's one disk.
+const DiskName = "disk-1"
+
+// DefaultStorage is a node's disk size when NodeSpec.Storage is 0: room
+// for anything a test builds.
+const DefaultStorage int64 = 1 << 50
 
 // AddNode adds a Ready v2 node with a running IM on Config.IMImage.
 func (s *Sim) AddNode(name string) error {
@@ -72,7 +83,7 @@ func (s *Sim) AddNodeSpec(spec NodeSpec) error {
 		manager = s.cfg.DefaultIMImage
 	}
 	n := &node{name: spec.Name, ready: true, v2: !spec.NoV2, allowSched: !spec.NoScheduling, images: slices.Compact(images),
-		managerImage: manager, shards: spec.Shards, multipath: dataplane.MultipathOn}
+		managerImage: manager, shards: spec.Shards, multipath: dataplane.MultipathOn, storage: cmp.Or(spec.Storage, DefaultStorage)}
 	if spec.NoMultipath {
 		n.multipath = dataplane.MultipathOff
 	}
@@ -138,6 +149,9 @@ type VolumeSpec struct {
 	// head: no snapshot yet); WriteRate the bytes per second its workload
 	// writes while it is attached (data.go).
 	Allocated, WriteRate int64
+	// Size is spec.size, what each replica takes of its disk's
+	// scheduling limit (0 = Allocated).
+	Size int64
 	// ShareManager makes it an RWX volume served by a share-manager pod
 	// (dataplane.Volume.ShareManager): Longhorn attaches it where that pod
 	// runs, which longhornsim plays (Options.VolumeAttachments).
@@ -169,7 +183,7 @@ func (s *Sim) AddVolumeSpec(spec VolumeSpec) error {
 	}
 	v := &volume{name: spec.Name, engine: spec.Engine, numReplicas: spec.NumberOfReplicas, frontend: spec.Frontend,
 		engineNode: spec.EngineOn, baseline: spec.EngineOn, shareManager: spec.ShareManager, writeRate: spec.WriteRate, wroteAt: s.now(),
-		integrityDisabled: spec.IntegrityDisabled, redundancy: min(spec.NumberOfReplicas, len(spec.ReplicasOn)),
+		integrityDisabled: spec.IntegrityDisabled, redundancy: min(spec.NumberOfReplicas, len(spec.ReplicasOn)), size: cmp.Or(spec.Size, spec.Allocated),
 		autoBalance: cmp.Or(spec.ReplicaAutoBalance, defaultAutoBalance), dataLocality: cmp.Or(spec.DataLocality, defaultDataLocality)}
 	for _, nodeName := range spec.ReplicasOn {
 		v.replicaSeq++

@@ -237,6 +237,8 @@ type node struct {
 	// multipath is the node's kernel nvme_core.multipath, as its worker
 	// reports it.
 	multipath dataplane.Multipath
+	// storage is the size of its one disk (NodeSpec.Storage).
+	storage int64
 	// im is the IM serving the node (running, starting or in error); nil on
 	// a node without the v2 engine.
 	im *im
@@ -289,6 +291,8 @@ type volume struct {
 	engine      string
 	numReplicas int
 	frontend    string
+	// size is spec.size (VolumeSpec.Size).
+	size int64
 	// writeRate is the bytes per second its workload writes while
 	// attached; wroteAt when they were last counted (data.go).
 	writeRate int64

@@ -316,7 +316,7 @@ func (s *Sim) pickNode(v *volume) *node {
 	for i := range count {
 		idx := (s.placeCursor + i) % count
 		n := s.nodes[s.nodeNames[idx]]
-		if v.replicaOn(n.name) != nil || !s.eligible(v, n) {
+		if v.replicaOn(n.name) != nil || !s.eligible(v, n) || !s.roomFor(v, n) {
 			continue
 		}
 		s.placeCursor = idx + 1

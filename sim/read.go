@@ -34,7 +34,7 @@ func (s *Sim) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	s.tick()
 	out := make([]dataplane.Node, 0, len(s.nodeNames))
 	for _, name := range s.nodeNames {
-		out = append(out, s.nodes[name].export())
+		out = append(out, s.exportNode(s.nodes[name]))
 	}
 	return out, nil
 }
@@ -52,7 +52,7 @@ func (s *Sim) Node(ctx context.Context, name string) (dataplane.Node, error) {
 	if err != nil {
 		return dataplane.Node{}, err
 	}
-	return n.export(), nil
+	return s.exportNode(n), nil
 }
 
 // DefaultInstanceManagerImage returns the image new v2 IMs get.
@@ -202,6 +202,13 @@ func (s *Sim) Baselines() map[string]string {
 	return out
 }
 
+// exportNode is n as a data plane reports it, its disk included.
+func (s *Sim) exportNode(n *node) dataplane.Node {
+	out := n.export()
+	out.Disks = []dataplane.Disk{s.disk(n)}
+	return out
+}
+
 func (n *node) export() dataplane.Node {
 	return dataplane.Node{
 		Name:               n.name,
@@ -252,6 +259,7 @@ func (s *Sim) exportVolume(v *volume) dataplane.Volume {
 	out.ReplenishAt = s.replenishAt(v)
 	out.NoReplicaReuse = !s.reuses(v)
 	out.ActualSize = v.actualSize()
+	out.Size = v.size
 	out.Hashing = v.hashing()
 	for i, r := range v.replicas {
 		out.Replicas[i].RebuildProgress = r.rebuildProgress(s.now())
@@ -385,4 +393,12 @@ func (s *Sim) Instances() (map[string]IMInstances, map[string]VolumeInstances) {
 		vols[name] = vi
 	}
 	return ims, vols
+}
+
+// RebuildSettings implements dataplane.Reader: Config.ReplicaReplenishWait.
+func (s *Sim) RebuildSettings(ctx context.Context) (dataplane.RebuildSettings, error) {
+	if err := ctx.Err(); err != nil {
+		return dataplane.RebuildSettings{}, err
+	}
+	return dataplane.RebuildSettings{ReplenishWait: s.cfg.ReplicaReplenishWait}, nil
 }

@@ -74,6 +74,9 @@ const (
 	// its numberOfReplicas loses one only with data locality or replica
 	// auto-balance on.
 	RuleExtraReplicaCleanup Rule = "extra-replica-cleanup"
+	// RuleReplicaSpace: a new replica lands only on a disk it fits on,
+	// by what it holds and by its volume's size.
+	RuleReplicaSpace Rule = "replica-space"
 )
 
 // RuleInfo describes one rule: what Longhorn does and where its code says so.
@@ -122,6 +125,8 @@ var Rules = []RuleInfo{
 		"linux:drivers/nvme/host/multipath.c (module_param multipath, 0444), drivers/nvme/host/core.c (nvme_alloc_ns: a disk per controller without multipath); LM@v1.12.1:controller/monitor/environment_check_monitor.go:327-344 (checks multipathd only)", "sim"},
 	{RuleExtraReplicaCleanup, "with more healthy replicas than spec.numberOfReplicas, one is deleted only when data locality is not disabled (the smallest-named healthy one off the engine's node) or replica auto-balance is not disabled (ignored follows the global setting, disabled by default; its choice is by node, zone and disk); with both disabled none is, whatever the count",
 		"LM@v1.12.1:controller/volume_controller.go:1321-1356, 1643-1704, 1706-1739, 3636-3638", "sim"},
+	{RuleReplicaSpace, "a new replica lands only on a schedulable disk of its engine's type where storageAvailable less the volume's actualSize stays above storage-minimal-available-percentage (25) of storageMaximum, and spec.size plus storageScheduled stays within storage-over-provisioning-percentage (100) of storageMaximum less storageReserved; storageScheduled counts every replica on the disk, failed ones too",
+		"LM@v1.12.1:scheduler/replica_scheduler.go:138-205, 531-615, 1225-1262, 1311-1348, 1426-1446; controller/node_controller.go:969-1011; types/setting.go:690-713", "sim"},
 }
 
 // On reports whether the simulated Longhorn plays rule (Config.Disable

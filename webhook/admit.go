@@ -56,6 +56,9 @@ var admissionChecks = []admissionCheck{
 	// Longhorn's setting is the operator's to change: refused at once,
 	// with what to set.
 	{precheck.FailedReplicasReusable, "", precheck.CheckFailedReplicasReusable},
+	// Room for add-first's temporary replicas is the operator's to make;
+	// the request can also choose the rebuild policy.
+	{precheck.TemporaryReplicasFit, "spec.replicaPolicy", precheck.CheckTemporaryReplicasFit},
 }
 
 // deferredChecks are the prechecks left to the controller at the start of
@@ -219,6 +222,7 @@ func (a *Admitter) Evaluate(ctx context.Context, m *v1beta2.DataEngineUpgradeMan
 		ActiveUpgrades: active,
 
 		AllowNodesWithoutReplicaScheduling: m.Spec.AllowNodesWithoutReplicaScheduling,
+		ReplicaPolicy:                      string(m.Spec.ReplicaPolicy),
 	}
 	out := make([]precheck.Result, len(admissionChecks))
 	for i, c := range admissionChecks {

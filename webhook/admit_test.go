@@ -136,6 +136,22 @@ func TestAdmitThroughHandler(t *testing.T) {
 				"\n- SingleActiveUpgrade (AnotherUpgradeActive): another upgrade is active: longhorn-system/first"),
 		},
 		{
+			name: "add-first with no node to take a temporary replica: refused on spec.replicaPolicy",
+			cluster: func(t *testing.T) dataplane.Reader {
+				s := newCluster(t, sim.NodeSpec{Name: "n1"}, sim.NodeSpec{Name: "n2"})
+				require.NoError(t, s.AddVolume("vol-1", sim.EngineV2, []string{"n1", "n2"}, "n1"))
+				return s
+			},
+			req: func(t *testing.T) *admissionv1.AdmissionRequest {
+				m := manager("v2")
+				m.Spec.ReplicaPolicy = v1beta2.ReplicaPolicyAddFirst
+				return request(t, m)
+			},
+			want: denied([]string{"spec.replicaPolicy"},
+				"spec.replicaPolicy: TemporaryReplicasFit (NoRoomForTemporaryReplica): no node outside n2 can take a temporary replica of volume vol-1: every other node holds a replica of it;",
+				"or create the manager with spec.replicaPolicy rebuild"),
+		},
+		{
 			name:    "a degraded volume is left to the controller: accepted",
 			cluster: degradedVolume,
 			req:     func(t *testing.T) *admissionv1.AdmissionRequest { return request(t, manager("v2")) },

@@ -98,3 +98,41 @@ func TestPlanShowsWorkloadMoves(t *testing.T) {
 	code, _, _ = runCmd(t, time.Minute, append(args, "--initiator-policy", "drain")...)
 	assert.Equal(t, 2, code)
 }
+
+// TestPlanShowsTemporaryReplicas: with --replica-policy add-first the plan
+// shows, per node, the temporary replicas its upgrade adds and where they
+// are expected, and per disk the room they take, in the table and in
+// JSON, with the precheck TemporaryReplicasFit passed; with the default
+// it shows none; an unknown policy is a usage error.
+func TestPlanShowsTemporaryReplicas(t *testing.T) {
+	args := []string{"plan", "--data-plane", "sim", "--nodes", "4", "--volumes", "6"}
+	code, js, errOut := runCmd(t, time.Minute, append(args, "--replica-policy", "add-first", "-o", "json")...)
+	require.Equal(t, 0, code, errOut)
+	var out planOutput
+	require.NoError(t, json.Unmarshal([]byte(js), &out))
+	var temporary int
+	for _, n := range out.Plan.Nodes {
+		for _, tr := range n.TemporaryReplicas {
+			temporary++
+			assert.True(t, tr.Placed(), "%s: %s", tr.Volume, tr.Reason)
+			assert.NotEqual(t, n.Node, tr.Node, "never on the node upgraded")
+		}
+	}
+	assert.Positive(t, temporary)
+	assert.NotEmpty(t, out.Plan.Room)
+	for _, p := range out.Prechecks {
+		if p.Check == "TemporaryReplicasFit" {
+			assert.True(t, p.Passed, p.Message)
+		}
+	}
+
+	code, table, errOut := runCmd(t, time.Minute, append(args, "--replica-policy", "add-first")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, table, "Temporary replicas (replicaPolicy add-first")
+	assert.Contains(t, table, "Room they take, per disk")
+	code, table, _ = runCmd(t, time.Minute, args...)
+	require.Equal(t, 0, code)
+	assert.NotContains(t, table, "Temporary replicas")
+	code, _, _ = runCmd(t, time.Minute, append(args, "--replica-policy", "add-last")...)
+	assert.Equal(t, 2, code)
+}

@@ -44,6 +44,7 @@ type planOptions struct {
 	nodes              stringList
 	allowUnschedulable bool
 	initiatorPolicy    string
+	replicaPolicy      string
 	output             string
 }
 
@@ -61,6 +62,8 @@ func (o *planOptions) addFlags(cmd *cobra.Command) {
 		"as spec.allowNodesWithoutReplicaScheduling: accept nodes to upgrade that do not allow replica scheduling")
 	fs.StringVar(&o.initiatorPolicy, "initiator-policy", "wait",
 		"as spec.initiatorPolicy: wait, or move-workloads to show, per node that cannot be upgraded live, the pods that would be evicted, the budgets that would hold them now, the share-managers whose NFS would restart and what pins the node")
+	fs.StringVar(&o.replicaPolicy, "replica-policy", string(v1beta2.ReplicaPolicyRebuild),
+		"as spec.replicaPolicy: rebuild, or add-first to show the temporary replicas, where Longhorn is expected to place them and the room they take per disk")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
@@ -72,6 +75,9 @@ func (o *planOptions) validate() error {
 	}
 	if o.initiatorPolicy != string(v1beta2.InitiatorPolicyWait) && o.initiatorPolicy != string(v1beta2.InitiatorPolicyMoveWorkloads) {
 		return fmt.Errorf("--initiator-policy %q: want %s or %s: %w", o.initiatorPolicy, v1beta2.InitiatorPolicyWait, v1beta2.InitiatorPolicyMoveWorkloads, errUsage)
+	}
+	if o.replicaPolicy != string(v1beta2.ReplicaPolicyRebuild) && o.replicaPolicy != string(v1beta2.ReplicaPolicyAddFirst) {
+		return fmt.Errorf("--replica-policy %q: want %s or %s: %w", o.replicaPolicy, v1beta2.ReplicaPolicyRebuild, v1beta2.ReplicaPolicyAddFirst, errUsage)
 	}
 	switch o.dataPlane.kind {
 	case "sim":
@@ -113,8 +119,11 @@ func (o *planOptions) run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: o.nodes, TargetImage: snap.DefaultImage,
-		AllowNodesWithoutReplicaScheduling: o.allowUnschedulable})
+		AllowNodesWithoutReplicaScheduling: o.allowUnschedulable, ReplicaPolicy: o.replicaPolicy})
 	built := plan.Build(snap, o.nodes, snap.DefaultImage)
+	if o.replicaPolicy == string(v1beta2.ReplicaPolicyAddFirst) {
+		built = plan.PlaceTemporaryReplicas(snap, built)
+	}
 	var moves []nodeMove
 	if o.initiatorPolicy == string(v1beta2.InitiatorPolicyMoveWorkloads) {
 		if moves, err = readMoves(ctx, reader, snap, built); err != nil {

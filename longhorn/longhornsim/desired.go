@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,9 +86,39 @@ func managerPod(n dataplane.Node, namespace string) *longhorn.Pod {
 func longhornNode(n dataplane.Node, namespace string) *longhorn.LonghornNode {
 	return &longhorn.LonghornNode{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: namespace, Annotations: multipathAnnotation(n.NVMeMultipath)},
-		Spec:       longhorn.LonghornNodeSpec{Name: n.Name, AllowScheduling: n.AllowScheduling},
-		Status:     longhorn.LonghornNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)}},
+		Spec:       longhorn.LonghornNodeSpec{Name: n.Name, AllowScheduling: n.AllowScheduling, Tags: n.Tags, Disks: diskSpecs(n)},
+		Status: longhorn.LonghornNodeStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionReady, n.Ready)},
+			Zone: n.Zone, DiskStatus: diskStatus(n)},
 	}
+}
+
+// diskSpecs and diskStatus render a node's disks as Longhorn's node
+// controller reports them; none when the node has none.
+func diskSpecs(n dataplane.Node) map[string]longhorn.DiskSpec {
+	if len(n.Disks) == 0 {
+		return nil
+	}
+	out := make(map[string]longhorn.DiskSpec, len(n.Disks))
+	for _, d := range n.Disks {
+		spec := longhorn.DiskSpec{Path: "/dev/" + d.Name, AllowScheduling: d.Schedulable, StorageReserved: d.StorageReserved, Tags: d.Tags}
+		if d.Block {
+			spec.Type = longhorn.DiskTypeBlock
+		}
+		out[d.Name] = spec
+	}
+	return out
+}
+
+func diskStatus(n dataplane.Node) map[string]*longhorn.DiskStatus {
+	if len(n.Disks) == 0 {
+		return nil
+	}
+	out := make(map[string]*longhorn.DiskStatus, len(n.Disks))
+	for _, d := range n.Disks {
+		out[d.Name] = &longhorn.DiskStatus{Conditions: []longhorn.Condition{condition(longhorn.ConditionSchedulable, d.Schedulable)},
+			StorageAvailable: d.StorageAvailable, StorageScheduled: d.StorageScheduled, StorageMaximum: d.StorageMaximum, DiskUUID: n.Name + "-" + d.Name}
+	}
+	return out
 }
 
 // multipathAnnotation is the node's nvme_core.multipath as its worker
@@ -225,6 +256,9 @@ func volume(v dataplane.Volume, vi sim.VolumeInstances, namespace string) *longh
 		},
 		Status: longhorn.VolumeStatus{State: longhorn.VolumeDetached, Robustness: string(dataplane.RobustnessUnknown),
 			ActualSize: v.ActualSize, LastOnDemandSnapshotHashingCompleteAt: v.Hashing.CompletedAt},
+	}
+	if v.Size > 0 {
+		out.Spec.Size = strconv.FormatInt(v.Size, 10)
 	}
 	out.Spec.SnapshotDataIntegrity = longhorn.SnapshotDataIntegrityIgnored
 	if v.Hashing.Disabled {

@@ -127,6 +127,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"volumesOn": func(ctx context.Context, r request) (any, error) { return dp.VolumesOn(ctx, r.Node) },
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
+		"rebuild":   func(ctx context.Context, _ request) (any, error) { return dp.RebuildSettings(ctx) },
 		"workloads": func(ctx context.Context, r request) (any, error) { return dp.Workloads(ctx, r.Node) },
 		"snapshots": func(ctx context.Context, r request) (any, error) { return dp.Snapshots(ctx, r.Volume) },
 		"act": func(ctx context.Context, r request) (any, error) {
@@ -263,6 +264,11 @@ func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err erro
 // LonghornUpgrader implements dataplane.Reader.
 func (c *Client) LonghornUpgrader(ctx context.Context) (out dataplane.LonghornUpgrader, err error) {
 	return out, c.call(ctx, "upgrader", request{}, &out)
+}
+
+// RebuildSettings implements dataplane.Reader.
+func (c *Client) RebuildSettings(ctx context.Context) (out dataplane.RebuildSettings, err error) {
+	return out, c.call(ctx, "rebuild", request{}, &out)
 }
 
 // Workloads implements dataplane.Reader.

@@ -81,6 +81,10 @@ func (c *switchableCluster) LonghornUpgrader(ctx context.Context) (dataplane.Lon
 	return c.cur.Load().LonghornUpgrader(ctx)
 }
 
+func (c *switchableCluster) RebuildSettings(ctx context.Context) (dataplane.RebuildSettings, error) {
+	return c.cur.Load().RebuildSettings(ctx)
+}
+
 // newCluster is a simulated cluster of the given nodes (Ready, v2, IM on
 // sim.OldIMImage unless said otherwise; target sim.NewIMImage).
 func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {

@@ -21,6 +21,13 @@ func V2Node(name string) dataplane.Node {
 	return dataplane.Node{Name: name, Ready: true, V2: true, AllowScheduling: true, Images: []string{OldIM, NewIM}, ManagerIMImage: NewIM}
 }
 
+// BlockDisk is a schedulable block disk of capacity bytes with nothing on
+// it, under Longhorn's storage settings at their defaults.
+func BlockDisk(name string, capacity int64) dataplane.Disk {
+	return dataplane.Disk{Name: name, Block: true, Schedulable: true, StorageMaximum: capacity, StorageAvailable: capacity,
+		OverProvisioningPercentage: 100, MinimalAvailablePercentage: 25}
+}
+
 // RunningIM is the running v2 instance manager of node, on image.
 func RunningIM(node, image string) dataplane.InstanceManager {
 	return dataplane.InstanceManager{
