@@ -91,8 +91,9 @@ type Node struct {
 	// Tags are the node's spec.tags, matched against a volume's
 	// nodeSelector.
 	Tags []string
-	// Disks are the node's Longhorn disks, sorted by name; none when the
-	// data plane does not report them.
+	// Disks are the node's Longhorn disks, sorted by name, as
+	// Reader.Disks reports them (Nodes does not: what a disk holds costs
+	// a read of every replica on it); plan.Read fills them in.
 	Disks []Disk
 }
 
@@ -510,6 +511,9 @@ type Reader interface {
 	// RebuildSettings reads Longhorn's settings on rebuilding the replicas
 	// an upgrade fails.
 	RebuildSettings(ctx context.Context) (RebuildSettings, error)
+	// Disks reads every node's Longhorn disks, by node, each sorted by
+	// name (nodes without disks are absent).
+	Disks(ctx context.Context) (map[string][]Disk, error)
 }
 
 // RebuildSettings are Longhorn's settings that decide what becomes of the

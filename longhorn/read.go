@@ -52,10 +52,24 @@ func (p *Plane) node(ln *LonghornNode) dataplane.Node {
 	hasV2 := slices.ContainsFunc(indexed[InstanceManager](p.ims, byNode, ln.Name), func(im *InstanceManager) bool {
 		return isV2(im.Spec.DataEngine)
 	})
-	n := toNode(ln, kn, hasV2, indexed[Pod](p.managers, byNode, ln.Name))
-	n.Disks = toDisks(ln, p.intSetting(SettingStorageOverProvisioningPercentage, DefaultStorageOverProvisioningPercentage),
-		p.intSetting(SettingStorageMinimalAvailablePercentage, DefaultStorageMinimalAvailablePercentage))
-	return n
+	return toNode(ln, kn, hasV2, indexed[Pod](p.managers, byNode, ln.Name))
+}
+
+// Disks implements dataplane.Reader: every Longhorn node's disks, from
+// the informers' cache.
+func (p *Plane) Disks(ctx context.Context) (map[string][]dataplane.Disk, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	overProvisioning := p.intSetting(SettingStorageOverProvisioningPercentage, DefaultStorageOverProvisioningPercentage)
+	minimalAvailable := p.intSetting(SettingStorageMinimalAvailablePercentage, DefaultStorageMinimalAvailablePercentage)
+	out := map[string][]dataplane.Disk{}
+	for _, ln := range list[LonghornNode](p.lhNodes) {
+		if d := toDisks(ln, overProvisioning, minimalAvailable); len(d) > 0 {
+			out[ln.Name] = d
+		}
+	}
+	return out, nil
 }
 
 // DefaultInstanceManagerImage returns the value of the setting

@@ -15,8 +15,13 @@ type Plan struct {
 	TargetImage string `json:"targetImage"`
 	// Platform is the Longhorn the plan was computed for.
 	Platform dataplane.Platform `json:"platform"`
-	// Nodes are the nodes to upgrade, in order (see TargetNodes).
+	// MaxConcurrentNodes is how many nodes may be upgraded at once.
+	MaxConcurrentNodes int `json:"maxConcurrentNodes"`
+	// Nodes are the nodes to upgrade, in order (see TargetNodes), wave
+	// after wave.
 	Nodes []NodePlan `json:"nodes"`
+	// Waves are the nodes upgraded together, in order (see BuildWaves).
+	Waves []Wave `json:"waves,omitempty"`
 	// Warnings are what the plan finds costly but not blocking, with what
 	// to change (a replica-replenishment-wait-interval shorter than a
 	// node's time away).
@@ -32,6 +37,11 @@ type Plan struct {
 type NodePlan struct {
 	// Node is the node's name.
 	Node string `json:"node"`
+	// Wave is the number of the node's wave, from 1; Waited says why the
+	// node could not join the wave before ("" when it is in the first it
+	// could be).
+	Wave   int    `json:"wave"`
+	Waited string `json:"waited,omitempty"`
 	// Unknown is true when the cluster has no such node; the NodesKnown
 	// precheck refuses such a plan.
 	Unknown bool `json:"unknown,omitempty"`
@@ -134,7 +144,7 @@ func (p Plan) Feasible() bool {
 }
 
 // Build computes the plan for upgrading requested (every v2 node when empty)
-// to targetImage.
+// to targetImage, one node at a time.
 //
 // Temporary targets are chosen as if every earlier node of the plan were
 // upgraded by then (its IM runs targetImage), which is
@@ -145,59 +155,83 @@ func (p Plan) Feasible() bool {
 //
 // Only v2 volumes are included (see Concerned). Build does not modify c.
 func Build(c Cluster, requested []string, targetImage string) Plan {
+	return BuildWaves(c, requested, targetImage, 1)
+}
+
+// BuildWaves is Build with up to maxConcurrent nodes upgraded at once, in
+// waves: two nodes share a wave only if no attached volume's Footprint
+// holds both (splitWaves), and a temporary target is never a node of the
+// wave being upgraded. Each wave is planned as if every earlier wave were
+// upgraded. With maxConcurrent 1 it is Build.
+func BuildWaves(c Cluster, requested []string, targetImage string, maxConcurrent int) Plan {
 	v := newView(c)
 	vols := v2Volumes(c.Volumes)
-	p := Plan{TargetImage: targetImage, Platform: c.Platform}
+	p := Plan{TargetImage: targetImage, Platform: c.Platform, MaxConcurrentNodes: max(maxConcurrent, 1)}
 	hashed := map[string]bool{}
-	for _, name := range v.order(c, requested) {
-		np := NodePlan{Node: name, Image: c.InstanceManagerImage(name)}
-		_, known := c.Node(name)
-		np.Unknown = !known
-		np.Live, np.NotLive = LiveVerdict(c.Platform.Profile, name, vols)
-		np.SingleReplica = SingleReplicaWhile(vols, name)
-		if n, ok := c.Node(name); ok && np.Image != targetImage {
-			np.Holds = Holds(c.Platform.Profile, n, imsOf(c.InstanceManagers, name), c.DefaultImage, targetImage)
+	split := splitWaves(vols, v.order(c, requested), maxConcurrent)
+	for i, w := range split.waves {
+		v.fly(w.Nodes)
+		for _, name := range w.Nodes {
+			np := v.nodePlan(c, vols, name, targetImage, hashed)
+			np.Wave, np.Waited = i+1, split.waited[name]
+			p.Nodes = append(p.Nodes, np)
 		}
-		extra := map[string]int{}
-		for _, vol := range vols {
-			if !Concerned(vol, name) || !vol.Attached() {
-				continue
-			}
-			if vol.TargetHost() == name {
-				node, reason, ok := "", vol.FrontendBlocker(), false
-				if vol.CanSwitchTarget() {
-					if reason = vol.MultipathBlocker(); reason == "" {
-						node, reason, ok = v.choose(vol, name, targetImage, extra)
-					}
-				}
-				if ok {
-					extra[node]++
-				}
-				np.Switchovers = append(np.Switchovers, Switchover{
-					Volume: vol.Name, AttachedNode: vol.AttachedNode,
-					TemporaryTarget: node, OK: ok, Reason: reason, InitiatorMultipath: vol.InitiatorMultipath,
-				})
-			}
-			for _, r := range vol.Replicas {
-				if r.Node == name {
-					np.Replicas = append(np.Replicas, ReplicaRef{Volume: vol.Name, Replica: r.Name})
-					np.FullCopyBytes += vol.ActualSize
-					if vol.NoReplicaReuse || vol.Hashing.Disabled || vol.HealthyReplicas() < 2 {
-						np.ExpectedBytes += vol.ActualSize
-					} else if !hashed[vol.Name] {
-						np.HashBytes += vol.ActualSize
-						hashed[vol.Name] = true
-					}
-				}
-			}
+		for _, name := range w.Nodes {
+			v.upgraded(name, targetImage)
 		}
-		p.Nodes = append(p.Nodes, np)
-		v.upgraded(name, targetImage)
 	}
+	p.Waves = split.waves
 	if w := replenishWarning(c, p); w != "" {
 		p.Warnings = append(p.Warnings, w)
 	}
 	return p
+}
+
+// nodePlan plans node's upgrade on the view as it stands; hashed holds the
+// volumes an earlier node of the plan hashes, and gains this node's.
+func (v *view) nodePlan(c Cluster, vols []dataplane.Volume, name, targetImage string, hashed map[string]bool) NodePlan {
+	np := NodePlan{Node: name, Image: c.InstanceManagerImage(name)}
+	_, known := c.Node(name)
+	np.Unknown = !known
+	np.Live, np.NotLive = LiveVerdict(c.Platform.Profile, name, vols)
+	np.SingleReplica = SingleReplicaWhile(vols, name)
+	if n, ok := c.Node(name); ok && np.Image != targetImage {
+		np.Holds = Holds(c.Platform.Profile, n, imsOf(c.InstanceManagers, name), c.DefaultImage, targetImage)
+	}
+	extra := map[string]int{}
+	for _, vol := range vols {
+		if !Concerned(vol, name) || !vol.Attached() {
+			continue
+		}
+		if vol.TargetHost() == name {
+			node, reason, ok := "", vol.FrontendBlocker(), false
+			if vol.CanSwitchTarget() {
+				if reason = vol.MultipathBlocker(); reason == "" {
+					node, reason, ok = v.choose(vol, name, targetImage, extra)
+				}
+			}
+			if ok {
+				extra[node]++
+			}
+			np.Switchovers = append(np.Switchovers, Switchover{
+				Volume: vol.Name, AttachedNode: vol.AttachedNode,
+				TemporaryTarget: node, OK: ok, Reason: reason, InitiatorMultipath: vol.InitiatorMultipath,
+			})
+		}
+		for _, r := range vol.Replicas {
+			if r.Node == name {
+				np.Replicas = append(np.Replicas, ReplicaRef{Volume: vol.Name, Replica: r.Name})
+				np.FullCopyBytes += vol.ActualSize
+				if vol.NoReplicaReuse || vol.Hashing.Disabled || vol.HealthyReplicas() < 2 {
+					np.ExpectedBytes += vol.ActualSize
+				} else if !hashed[vol.Name] {
+					np.HashBytes += vol.ActualSize
+					hashed[vol.Name] = true
+				}
+			}
+		}
+	}
+	return np
 }
 
 // imsOf returns node's v2 instance managers.

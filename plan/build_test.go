@@ -32,16 +32,16 @@ func TestBuildWholePlan(t *testing.T) {
 	p := Build(c, nil, newIM)
 	assert.Equal(t, []string{"node-2", "node-3", "node-1"}, p.Order())
 	assert.True(t, p.Feasible())
-	assert.Equal(t, Plan{TargetImage: newIM, Platform: inPlace, Nodes: []NodePlan{
+	assert.Equal(t, Plan{TargetImage: newIM, Platform: inPlace, MaxConcurrentNodes: 1, Nodes: []NodePlan{
 		{
-			Node: "node-2", Image: oldIM, Live: true,
+			Node: "node-2", Wave: 1, Image: oldIM, Live: true,
 			Replicas:      []ReplicaRef{{"b", "b-r-node-2"}},
 			SingleReplica: []string{"b"},
 		},
 		{
 			// node-2 is on the target image by then: it beats node-1, which
 			// holds a replica of c.
-			Node: "node-3", Image: oldIM, Live: true,
+			Node: "node-3", Wave: 2, Image: oldIM, Live: true,
 			Switchovers: []Switchover{{
 				Volume: "c", AttachedNode: "node-3", TemporaryTarget: "node-2", OK: true,
 				Reason: "node-2 runs the target image im:v2, holds no healthy replica of c and hosts 0 other target(s)",
@@ -52,7 +52,7 @@ func TestBuildWholePlan(t *testing.T) {
 		{
 			// Both are on the target image now; locality decides for a, then
 			// b goes to node-2, which holds its replica.
-			Node: "node-1", Image: oldIM, Live: true,
+			Node: "node-1", Wave: 3, Image: oldIM, Live: true,
 			Switchovers: []Switchover{
 				{
 					Volume: "a", AttachedNode: "node-1", TemporaryTarget: "node-3", OK: true,
@@ -66,7 +66,7 @@ func TestBuildWholePlan(t *testing.T) {
 			Replicas:      []ReplicaRef{{"a", "a-r-node-1"}, {"b", "b-r-node-1"}, {"c", "c-r-node-1"}},
 			SingleReplica: []string{"a", "b", "c"},
 		},
-	}}, p)
+	}, Waves: []Wave{{Nodes: []string{"node-2"}}, {Nodes: []string{"node-3"}}, {Nodes: []string{"node-1"}}}}, p)
 }
 
 func TestBuildSimulatesEarlierNodesUpgraded(t *testing.T) {
@@ -145,7 +145,7 @@ func TestBuildIsPureAndOrderIndependent(t *testing.T) {
 }
 
 func TestBuildEmpty(t *testing.T) {
-	assert.Equal(t, Plan{TargetImage: newIM}, Build(Cluster{}, nil, newIM))
+	assert.Equal(t, Plan{TargetImage: newIM, MaxConcurrentNodes: 1}, Build(Cluster{}, nil, newIM))
 	assert.True(t, Plan{}.Feasible())
 	assert.Empty(t, Plan{}.Order())
 }

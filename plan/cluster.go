@@ -57,6 +57,13 @@ func Read(ctx context.Context, r dataplane.Reader) (Cluster, error) {
 		return Cluster{}, fmt.Errorf("plan: read Longhorn's rebuild settings: %w", err)
 	}
 	c.Rebuild = &rs
+	disks, err := r.Disks(ctx)
+	if err != nil {
+		return Cluster{}, fmt.Errorf("plan: read disks: %w", err)
+	}
+	for i := range c.Nodes {
+		c.Nodes[i].Disks = disks[c.Nodes[i].Name]
+	}
 	return c, nil
 }
 

@@ -139,6 +139,13 @@ func FuzzPlan(f *testing.F) {
 		}
 		require.Equal(t, p, Build(reversed, requested, target), "Build depends on the snapshot's order")
 		requireTemporaryReplicas(t, c, p)
+		for _, limit := range []int{2, 4} {
+			wp := BuildWaves(c, requested, target, limit)
+			require.Equal(t, before, c, "BuildWaves modified its snapshot")
+			require.Equal(t, wp, BuildWaves(c, requested, target, limit), "BuildWaves is not deterministic")
+			requireWaves(t, c, p, wp, limit)
+			requireTemporaryReplicas(t, c, wp)
+		}
 
 		// A worker chooses from counts (ReadPlacement), not from every
 		// volume: both must give the same answer and the same reason.
@@ -183,7 +190,7 @@ func findVolume(t *testing.T, c Cluster, name string) dataplane.Volume {
 
 // requireTemporaryReplicas asserts what PlaceTemporaryReplicas promises on
 // c: it is pure and deterministic, gives each volume one temporary replica
-// at most, never on the node being upgraded or on one holding a replica
+// at most, never on a node of the wave being upgraded or on one holding a replica
 // of the volume or not scheduling, and never more on a disk than it fits,
 // all placements counted together.
 func requireTemporaryReplicas(t *testing.T, c Cluster, p Plan) {
@@ -205,6 +212,9 @@ func requireTemporaryReplicas(t *testing.T, c Cluster, p Plan) {
 			}
 			vol := findVolume(t, c, tr.Volume)
 			requireCandidate(t, c, tr.Node, np.Node)
+			for _, o := range tp.Nodes {
+				require.False(t, o.Wave == np.Wave && o.Node == tr.Node, "temporary replica of %s on %s, in its wave", tr.Volume, tr.Node)
+			}
 			n, _ := c.Node(tr.Node)
 			require.True(t, n.AllowScheduling, "node %s does not schedule", tr.Node)
 			for _, r := range vol.Replicas {
@@ -221,6 +231,44 @@ func requireTemporaryReplicas(t *testing.T, c Cluster, p Plan) {
 			require.True(t, fits, "disk %s/%s overfilled: %s", tr.Node, tr.Disk, why)
 			require.True(t, d.Block && d.Schedulable)
 			taken[k] = d.Take(tr.Size, tr.Bytes)
+		}
+	}
+}
+
+// requireWaves asserts what BuildWaves promises: the nodes of the one-at-a-
+// time plan p, each once; waves of at most limit nodes; no two nodes of a
+// wave in one attached volume's footprint; no temporary target in its
+// wave; each wave led by the first node of today's order not yet planned.
+func requireWaves(t *testing.T, c Cluster, p, wp Plan, limit int) {
+	t.Helper()
+	require.ElementsMatch(t, p.Order(), wp.Order())
+	var flat []string
+	left := p.Order()
+	for i, w := range wp.Waves {
+		require.NotEmpty(t, w.Nodes)
+		require.LessOrEqual(t, len(w.Nodes), limit)
+		require.Equal(t, left[0], w.Nodes[0], "wave %d is not led by the first node left in today's order", i+1)
+		for _, n := range w.Nodes {
+			left = slices.DeleteFunc(left, func(o string) bool { return o == n })
+		}
+		flat = append(flat, w.Nodes...)
+		for _, v := range c.Volumes {
+			fp := Footprint(v)
+			var in []string
+			for _, n := range w.Nodes {
+				if slices.Contains(fp, n) {
+					in = append(in, n)
+				}
+			}
+			require.LessOrEqual(t, len(in), 1, "wave %d holds %v, both in volume %s's footprint %v", i+1, in, v.Name, fp)
+		}
+	}
+	require.Equal(t, flat, wp.Order())
+	for _, np := range wp.Nodes {
+		for _, s := range np.Switchovers {
+			if s.OK {
+				require.NotContains(t, wp.Waves[np.Wave-1].Nodes, s.TemporaryTarget, "temporary target of %s in its own wave", s.Volume)
+			}
 		}
 	}
 }

@@ -81,6 +81,16 @@ func (f fakeReader) RebuildSettings(context.Context) (dataplane.RebuildSettings,
 	return *f.c.Rebuild, f.err("rebuild")
 }
 
+func (f fakeReader) Disks(context.Context) (map[string][]dataplane.Disk, error) {
+	out := map[string][]dataplane.Disk{}
+	for _, n := range f.c.Nodes {
+		if len(n.Disks) > 0 {
+			out[n.Name] = n.Disks
+		}
+	}
+	return out, f.err("disks")
+}
+
 func (f fakeReader) Workloads(_ context.Context, node string) (dataplane.Workloads, error) {
 	return dataplane.Workloads{Node: node}, f.err("workloads")
 }
@@ -121,6 +131,7 @@ func TestReadWrapsErrors(t *testing.T) {
 		"image":    "plan: read default instance-manager image: boom",
 		"upgrader": "plan: read Longhorn's own upgrader: boom",
 		"rebuild":  "plan: read Longhorn's rebuild settings: boom",
+		"disks":    "plan: read disks: boom",
 	} {
 		t.Run(call, func(t *testing.T) {
 			_, err := Read(context.Background(), fakeReader{c: cluster3(), failOn: call})

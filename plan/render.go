@@ -53,6 +53,7 @@ func (p Plan) String() string {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\n", i+1, n.Node, img, live, len(n.Switchovers), len(n.Replicas))
 	}
 	_ = w.Flush() // a strings.Builder never fails
+	writeWaves(&b, p)
 
 	if hasSwitchovers(p) {
 		b.WriteString("\nSwitch-overs (the initiator stays on the attached node):\n")
@@ -173,4 +174,28 @@ func writeTemporary(b *strings.Builder, p Plan) {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Node, r.Disk, r.Replicas, Bytes(r.Size), Bytes(r.Bytes), Bytes(r.Usable))
 	}
 	_ = w.Flush()
+}
+
+// writeWaves writes the waves and why a node waited for a later one,
+// when the plan may upgrade more than one node at once.
+func writeWaves(b *strings.Builder, p Plan) {
+	if p.MaxConcurrentNodes < 2 {
+		return
+	}
+	fmt.Fprintf(b, "\nWaves (up to %d nodes at once; two nodes share a wave only if no attached volume depends on both):\n", p.MaxConcurrentNodes)
+	w := tabwriter.NewWriter(b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WAVE\tNODES")
+	for i, wave := range p.Waves {
+		fmt.Fprintf(w, "%d\t%s\n", i+1, wave)
+	}
+	_ = w.Flush()
+	var waited []string
+	for _, n := range p.Nodes {
+		if n.Waited != "" {
+			waited = append(waited, fmt.Sprintf("  %s (wave %d): %s\n", n.Node, n.Wave, n.Waited))
+		}
+	}
+	if len(waited) > 0 {
+		b.WriteString("Why a node could not join the wave before its own:\n" + strings.Join(waited, ""))
+	}
 }

@@ -127,6 +127,8 @@ func (v *view) disqualify(n dataplane.Node, upgrading string) string {
 	switch {
 	case n.Name == upgrading:
 		return "is the node being upgraded"
+	case v.flying[n.Name]:
+		return "is upgraded in the same wave"
 	case !n.V2:
 		return "does not run the v2 data engine"
 	case !n.Ready:

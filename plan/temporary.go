@@ -38,7 +38,8 @@ func (t TemporaryReplica) Placed() bool { return t.Node != "" }
 // each attached v2 volume with a replica on the node, none on an earlier
 // node of the plan, that would otherwise serve from fewer nodes than its
 // numberOfReplicas. Each is placed as Longhorn would once the node's
-// scheduling is off (so never on the node itself), on a node holding no
+// scheduling is off (so never on the node itself, nor on another node of
+// its wave), on a node holding no
 // replica of the volume (Switchback holds a volume whose temporary
 // replica shares a node, so a soft anti-affinity that allows it does not
 // count), and each placement takes its space before the next is chosen.
@@ -61,13 +62,19 @@ func PlaceTemporaryReplicas(c Cluster, p Plan) Plan {
 	for i := range out.Nodes {
 		np := &out.Nodes[i]
 		np.TemporaryReplicas = nil
+		wave := []string{np.Node}
+		for _, o := range out.Nodes {
+			if o.Wave == np.Wave && o.Node != np.Node && np.Wave != 0 {
+				wave = append(wave, o.Node)
+			}
+		}
 		for _, vol := range vols {
 			if done[vol.Name] || !needsTemporary(vol, np.Node) {
 				continue
 			}
 			done[vol.Name] = true
 			t := TemporaryReplica{Volume: vol.Name, Size: sizeOf(vol), Bytes: vol.ActualSize}
-			node, disk, reason := v.placeReplica(vol, np.Node, disks, zones)
+			node, disk, reason := v.placeReplica(vol, wave, disks, zones)
 			if reason != "" {
 				t.Reason = reason
 			} else {
@@ -103,15 +110,16 @@ func sizeOf(vol dataplane.Volume) int64 {
 	return vol.ActualSize
 }
 
-// placeReplica chooses, for a new replica of vol while upgrading is
-// upgraded, the node and the index of its disk Longhorn's scheduler would
+// placeReplica chooses, for a new replica of vol while the nodes of wave
+// (the first the one whose upgrade asks) are upgraded, the node and the
+// index of its disk Longhorn's scheduler would
 // take, or says why none: the candidates are the Ready v2 nodes that allow
 // scheduling, run an IM, match the volume's node selector and hold no
 // replica of it; of them, those in a zone without one first, and with zone
 // anti-affinity hard, only those. Among the disks that fit, the node is
 // the one leaving the nodes' usable space most even (Longhorn's balance
 // with its weight on absolute bytes), then the disk on it likewise.
-func (v *view) placeReplica(vol dataplane.Volume, upgrading string, disks map[string][]dataplane.Disk, zones map[string]string) (string, int, string) {
+func (v *view) placeReplica(vol dataplane.Volume, wave []string, disks map[string][]dataplane.Disk, zones map[string]string) (string, int, string) {
 	used, usedZones := map[string]bool{}, map[string]bool{}
 	for _, r := range vol.Replicas {
 		used[r.Node] = true
@@ -126,7 +134,7 @@ func (v *view) placeReplica(vol dataplane.Volume, upgrading string, disks map[st
 	var why []string
 	for _, n := range v.nodes {
 		switch {
-		case n.Name == upgrading || used[n.Name]:
+		case slices.Contains(wave, n.Name) || used[n.Name]:
 			continue
 		case !n.Ready || !n.V2 || !n.AllowScheduling || len(v.running[n.Name]) == 0:
 			why = append(why, fmt.Sprintf("%s does not schedule replicas", n.Name))
@@ -170,7 +178,7 @@ func (v *view) placeReplica(vol dataplane.Volume, upgrading string, disks map[st
 		if size > 0 {
 			what += " (" + Bytes(size) + ")"
 		}
-		return "", 0, fmt.Sprintf("no node outside %s can take a temporary replica of volume %s: %s", upgrading, what, strings.Join(why, "; "))
+		return "", 0, fmt.Sprintf("no node outside %s can take a temporary replica of volume %s: %s", strings.Join(wave, ", "), what, strings.Join(why, "; "))
 	}
 	byNode := map[string][]int{}
 	var nodes []string

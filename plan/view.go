@@ -21,8 +21,12 @@ type view struct {
 	// notLive holds the nodes that cannot be upgraded live on the
 	// snapshot's Longhorn.
 	notLive map[string]bool
-	// sets caches candidates by upgrading node and image; upgraded clears it.
+	// sets caches candidates by upgrading node and image; upgraded and fly
+	// clear it.
 	sets map[string]candidateSet
+	// flying are the nodes of the wave being planned: none hosts a
+	// temporary target.
+	flying map[string]bool
 }
 
 func newView(c Cluster) *view {
@@ -51,4 +55,13 @@ func newView(c Cluster) *view {
 func (v *view) upgraded(node, image string) {
 	v.sets = nil
 	v.running[node] = []string{image}
+}
+
+// fly makes nodes the wave being planned.
+func (v *view) fly(nodes []string) {
+	v.sets = nil
+	v.flying = map[string]bool{}
+	for _, n := range nodes {
+		v.flying[n] = true
+	}
 }

@@ -34,7 +34,7 @@ func (s *Sim) Nodes(ctx context.Context) ([]dataplane.Node, error) {
 	s.tick()
 	out := make([]dataplane.Node, 0, len(s.nodeNames))
 	for _, name := range s.nodeNames {
-		out = append(out, s.exportNode(s.nodes[name]))
+		out = append(out, s.nodes[name].export())
 	}
 	return out, nil
 }
@@ -52,7 +52,7 @@ func (s *Sim) Node(ctx context.Context, name string) (dataplane.Node, error) {
 	if err != nil {
 		return dataplane.Node{}, err
 	}
-	return s.exportNode(n), nil
+	return n.export(), nil
 }
 
 // DefaultInstanceManagerImage returns the image new v2 IMs get.
@@ -199,13 +199,6 @@ func (s *Sim) Baselines() map[string]string {
 			out[name] = v.baseline
 		}
 	}
-	return out
-}
-
-// exportNode is n as a data plane reports it, its disk included.
-func (s *Sim) exportNode(n *node) dataplane.Node {
-	out := n.export()
-	out.Disks = []dataplane.Disk{s.disk(n)}
 	return out
 }
 
@@ -401,4 +394,19 @@ func (s *Sim) RebuildSettings(ctx context.Context) (dataplane.RebuildSettings, e
 		return dataplane.RebuildSettings{}, err
 	}
 	return dataplane.RebuildSettings{ReplenishWait: s.cfg.ReplicaReplenishWait}, nil
+}
+
+// Disks implements dataplane.Reader: each node's one disk (see disk).
+func (s *Sim) Disks(ctx context.Context) (map[string][]dataplane.Disk, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick()
+	out := make(map[string][]dataplane.Disk, len(s.nodeNames))
+	for _, name := range s.nodeNames {
+		out[name] = []dataplane.Disk{s.disk(s.nodes[name])}
+	}
+	return out, nil
 }

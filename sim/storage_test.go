@@ -12,7 +12,7 @@ import (
 // A new replica lands only on a disk it fits on (RuleReplicaSpace): the
 // next node in turn, too small once the replica's data is written, is
 // passed over for one with room; with the rule off it takes it. Each
-// node reports its disk with every replica on it scheduled.
+// node's disk is reported (Disks) with every replica on it scheduled.
 func TestRule_ReplicaSpace(t *testing.T) {
 	const gib = int64(1) << 30
 	for _, tc := range []struct {
@@ -40,7 +40,10 @@ func TestRule_ReplicaSpace(t *testing.T) {
 	require.NoError(t, s.AddNode("node-2"))
 	require.NoError(t, s.AddVolumeSpec(VolumeSpec{Name: "vol-1", ReplicasOn: []string{"node-1", "node-2"}, AttachedTo: "node-1", Allocated: 10 * gib, Size: 20 * gib}))
 	require.NoError(t, s.AddVolumeSpec(VolumeSpec{Name: "vol-2", ReplicasOn: []string{"node-1"}, Allocated: gib}))
+	disks, err := s.Disks(ctx)
+	require.NoError(t, err)
 	assert.Equal(t, []dataplane.Disk{{Name: DiskName, Block: true, Schedulable: true,
 		StorageMaximum: 100 * gib, StorageAvailable: 89 * gib, StorageScheduled: 21 * gib,
-		OverProvisioningPercentage: 100, MinimalAvailablePercentage: 25}}, nodeOf(t, s, "node-1").Disks)
+		OverProvisioningPercentage: 100, MinimalAvailablePercentage: 25}}, disks["node-1"])
+	assert.Empty(t, nodeOf(t, s, "node-1").Disks, "Nodes reads no disk")
 }

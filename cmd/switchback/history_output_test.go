@@ -136,3 +136,31 @@ func TestPlanShowsTemporaryReplicas(t *testing.T) {
 	code, _, _ = runCmd(t, time.Minute, append(args, "--replica-policy", "add-last")...)
 	assert.Equal(t, 2, code)
 }
+
+// TestPlanShowsWaves: with --max-concurrent-nodes the plan shows the waves
+// in the table and in JSON, every node once; with the default, none; a
+// count below 1 is a usage error.
+func TestPlanShowsWaves(t *testing.T) {
+	args := []string{"plan", "--data-plane", "sim", "--nodes", "6", "--volumes", "6"}
+	code, js, errOut := runCmd(t, time.Minute, append(args, "--max-concurrent-nodes", "3", "-o", "json")...)
+	require.Equal(t, 0, code, errOut)
+	var out planOutput
+	require.NoError(t, json.Unmarshal([]byte(js), &out))
+	assert.Equal(t, 3, out.Plan.MaxConcurrentNodes)
+	var nodes []string
+	for _, w := range out.Plan.Waves {
+		assert.LessOrEqual(t, len(w.Nodes), 3)
+		nodes = append(nodes, w.Nodes...)
+	}
+	assert.Len(t, nodes, 6)
+	assert.Less(t, len(out.Plan.Waves), 6, "some nodes share a wave")
+
+	code, table, errOut := runCmd(t, time.Minute, append(args, "--max-concurrent-nodes", "3")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, table, "Waves (up to 3 nodes at once")
+	code, table, _ = runCmd(t, time.Minute, args...)
+	require.Equal(t, 0, code)
+	assert.NotContains(t, table, "Waves")
+	code, _, _ = runCmd(t, time.Minute, append(args, "--max-concurrent-nodes", "0")...)
+	assert.Equal(t, 2, code)
+}

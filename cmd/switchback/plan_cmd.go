@@ -45,6 +45,7 @@ type planOptions struct {
 	allowUnschedulable bool
 	initiatorPolicy    string
 	replicaPolicy      string
+	maxConcurrent      int
 	output             string
 }
 
@@ -64,6 +65,8 @@ func (o *planOptions) addFlags(cmd *cobra.Command) {
 		"as spec.initiatorPolicy: wait, or move-workloads to show, per node that cannot be upgraded live, the pods that would be evicted, the budgets that would hold them now, the share-managers whose NFS would restart and what pins the node")
 	fs.StringVar(&o.replicaPolicy, "replica-policy", string(v1beta2.ReplicaPolicyRebuild),
 		"as spec.replicaPolicy: rebuild, or add-first to show the temporary replicas, where Longhorn is expected to place them and the room they take per disk")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent-nodes", 1,
+		"show the waves of up to this many nodes upgraded at once (two nodes share a wave only if no attached volume depends on both), and per node why it could not join an earlier wave")
 	fs.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
@@ -75,6 +78,9 @@ func (o *planOptions) validate() error {
 	}
 	if o.initiatorPolicy != string(v1beta2.InitiatorPolicyWait) && o.initiatorPolicy != string(v1beta2.InitiatorPolicyMoveWorkloads) {
 		return fmt.Errorf("--initiator-policy %q: want %s or %s: %w", o.initiatorPolicy, v1beta2.InitiatorPolicyWait, v1beta2.InitiatorPolicyMoveWorkloads, errUsage)
+	}
+	if o.maxConcurrent < 1 {
+		return fmt.Errorf("--max-concurrent-nodes %d: want at least 1: %w", o.maxConcurrent, errUsage)
 	}
 	if o.replicaPolicy != string(v1beta2.ReplicaPolicyRebuild) && o.replicaPolicy != string(v1beta2.ReplicaPolicyAddFirst) {
 		return fmt.Errorf("--replica-policy %q: want %s or %s: %w", o.replicaPolicy, v1beta2.ReplicaPolicyRebuild, v1beta2.ReplicaPolicyAddFirst, errUsage)
@@ -120,7 +126,7 @@ func (o *planOptions) run(ctx context.Context, stdout io.Writer) error {
 	}
 	results := precheck.Run(precheck.Input{Cluster: snap, DataEngine: "v2", RequestedNodes: o.nodes, TargetImage: snap.DefaultImage,
 		AllowNodesWithoutReplicaScheduling: o.allowUnschedulable, ReplicaPolicy: o.replicaPolicy})
-	built := plan.Build(snap, o.nodes, snap.DefaultImage)
+	built := plan.BuildWaves(snap, o.nodes, snap.DefaultImage, o.maxConcurrent)
 	if o.replicaPolicy == string(v1beta2.ReplicaPolicyAddFirst) {
 		built = plan.PlaceTemporaryReplicas(snap, built)
 	}

@@ -30,6 +30,13 @@ func (m *Manager) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	disks, err := m.sim.Disks(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range nodes {
+		nodes[i].Disks = disks[nodes[i].Name]
+	}
 	ims, err := m.sim.InstanceManagers(ctx, "")
 	if err != nil {
 		return err

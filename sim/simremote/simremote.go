@@ -128,6 +128,7 @@ func handlers(dp dataplane.DataPlane) map[string]handler {
 		"targets":   func(ctx context.Context, _ request) (any, error) { return dp.TargetCounts(ctx) },
 		"upgrader":  func(ctx context.Context, _ request) (any, error) { return dp.LonghornUpgrader(ctx) },
 		"rebuild":   func(ctx context.Context, _ request) (any, error) { return dp.RebuildSettings(ctx) },
+		"disks":     func(ctx context.Context, _ request) (any, error) { return dp.Disks(ctx) },
 		"workloads": func(ctx context.Context, r request) (any, error) { return dp.Workloads(ctx, r.Node) },
 		"snapshots": func(ctx context.Context, r request) (any, error) { return dp.Snapshots(ctx, r.Volume) },
 		"act": func(ctx context.Context, r request) (any, error) {
@@ -264,6 +265,11 @@ func (c *Client) TargetCounts(ctx context.Context) (out map[string]int, err erro
 // LonghornUpgrader implements dataplane.Reader.
 func (c *Client) LonghornUpgrader(ctx context.Context) (out dataplane.LonghornUpgrader, err error) {
 	return out, c.call(ctx, "upgrader", request{}, &out)
+}
+
+// Disks implements dataplane.Reader.
+func (c *Client) Disks(ctx context.Context) (out map[string][]dataplane.Disk, err error) {
+	return out, c.call(ctx, "disks", request{}, &out)
 }
 
 // RebuildSettings implements dataplane.Reader.

@@ -85,6 +85,10 @@ func (c *switchableCluster) RebuildSettings(ctx context.Context) (dataplane.Rebu
 	return c.cur.Load().RebuildSettings(ctx)
 }
 
+func (c *switchableCluster) Disks(ctx context.Context) (map[string][]dataplane.Disk, error) {
+	return c.cur.Load().Disks(ctx)
+}
+
 // newCluster is a simulated cluster of the given nodes (Ready, v2, IM on
 // sim.OldIMImage unless said otherwise; target sim.NewIMImage).
 func newCluster(t *testing.T, nodes ...sim.NodeSpec) *sim.Sim {
