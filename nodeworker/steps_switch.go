@@ -2,6 +2,7 @@ package nodeworker
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchback-dev/switchback/aggregate/nodeupgrade"
@@ -279,23 +280,33 @@ func (p *stepPlan) moveEngine(v dataplane.Volume, node, engineNode, home, notMov
 }
 
 // decideSwitchBack brings every switched-over target home by restoring
-// exactly the engine node recorded before the switch-over, then, once every
-// one has settled, restores the node's replica scheduling. In that order:
-// with scheduling allowed, Longhorn reuses the node's failed replicas at
-// once, in the very pass that first sees a target's new engine node, and
-// the rebuild makes it revert the switch-back.
+// exactly the engine node recorded before the switch-over, and restores the
+// node's replica scheduling once no target still on its way home belongs
+// to a volume that could rebuild on the node (at worst once every one has
+// settled). In that order: with scheduling allowed, Longhorn reuses the
+// node's failed replicas at once, in the very pass that first sees a
+// target's new engine node, and a volume's rebuild makes it revert that
+// volume's switch-back. Another volume's rebuild does not
+// (RuleRevertWhileSwitchingOver is per volume), so the rebuilds of volumes
+// whose targets stayed where they were start with the switch-back.
 func decideSwitchBack(o observation, st nodeupgrade.State, c settings) stepPlan {
 	p := stepPlan{done: true}
 	p.removeTaint(o, st, c)
 	p.keepSchedulingOff(o, st, c)
+	hold := false // a volume still coming home could rebuild on the node
 	for _, v := range o.sortedRecorded() {
 		rec := st.Volumes[v.Name]
 		if rec.State != events.VolumeSwitchedOver && rec.State != events.VolumeSwitchingBack {
 			continue
 		}
+		before := len(p.volumes)
 		p.bringHome(o, v, rec, c.node, "TargetNotMovedBack")
+		home := len(p.volumes) > before && p.volumes[len(p.volumes)-1].To == events.VolumeSwitchedBack
+		if !home && couldRebuildOn(v, c.node) {
+			hold = true
+		}
 	}
-	if p.done {
+	if p.done || !hold {
 		p.restoreScheduling(o, st, c)
 	}
 	return p
@@ -328,4 +339,14 @@ func (p *stepPlan) bringHome(o observation, v dataplane.Volume, rec nodeupgrade.
 		}
 	}
 	p.moveEngine(v, node, before, home, notMoved)
+}
+
+// couldRebuildOn reports whether v could start a rebuild on node once the
+// node schedules replicas again: it has a replica there (failed by the
+// upgrade, which Longhorn reuses), or its data locality is not known to
+// be disabled (best-effort builds a local replica where its target
+// lands, LM@v1.12.1 controller/volume_controller.go:963-969).
+func couldRebuildOn(v dataplane.Volume, node string) bool {
+	return v.DataLocality != dataplane.DataLocalityDisabled ||
+		slices.ContainsFunc(v.Replicas, func(r dataplane.Replica) bool { return r.Node == node })
 }

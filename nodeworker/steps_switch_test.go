@@ -281,3 +281,44 @@ func TestSwitchBackWaitsForRebuilds(t *testing.T) {
 		})
 	}
 }
+
+// The node's scheduling comes back with the switch-back's moves when no
+// volume coming home could rebuild on the node (no replica there, data
+// locality disabled): the rebuilds of the volumes that stayed put start
+// with the switch-back. A volume coming home with a replica on the node,
+// or whose data locality may build one there (best-effort, or not
+// reported), keeps it off until every target has settled.
+func TestSwitchBackRestoresSchedulingEarlyWhenNoMovingVolumeCanRebuildThere(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		locality string
+		replicas []string
+		early    bool
+	}{
+		{name: "no replica on the node, locality disabled", locality: dataplane.DataLocalityDisabled, replicas: []string{"n2", "n3"}, early: true},
+		{name: "a replica on the node", locality: dataplane.DataLocalityDisabled, replicas: []string{"n1", "n2"}},
+		{name: "best-effort locality", locality: "best-effort", replicas: []string{"n2", "n3"}},
+		{name: "locality not reported", replicas: []string{"n2", "n3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := volume("vol-a", "n1", "n3", tc.replicas...)
+			v.DataLocality = tc.locality
+			v.Away = &dataplane.TargetAway{Node: "n1", Temporary: "n3"}
+			o := observed(dataplane.ProfileInPlace, v)
+			o.node.AllowScheduling = false
+			st := state(events.NodeSwitchingBack, map[string]nodeupgrade.Volume{
+				"vol-a": {State: events.VolumeSwitchedOver, TargetNode: "n3", EngineNodeBefore: ptr("")},
+			})
+			p := decideSwitchBack(o, st, cfg)
+			assert.False(t, p.done, "the target is still on its way")
+			if !tc.early {
+				assert.Equal(t, []string{`SetEngineNode vol-a ""`}, actions(p))
+				assert.Empty(t, p.confirm)
+				return
+			}
+			assert.Equal(t, []string{`SetEngineNode vol-a ""`, "SetReplicaScheduling n1 allow=true"}, actions(p))
+			require.Len(t, p.confirm, 1)
+			assert.IsType(t, nodeupgrade.ConfirmSchedulingRestored{}, p.confirm[0])
+		})
+	}
+}
