@@ -39,21 +39,17 @@ func (t TemporaryReplica) Placed() bool { return t.Node != "" }
 // node of the plan, that would otherwise serve from fewer nodes than its
 // numberOfReplicas. Each is placed as Longhorn would once the node's
 // scheduling is off (so never on the node itself, nor on another node of
-// its wave), on a node holding no
-// replica of the volume (Switchback holds a volume whose temporary
-// replica shares a node, so a soft anti-affinity that allows it does not
-// count), and each placement takes its space before the next is chosen.
+// its wave), on a node holding no replica of the volume (Switchback holds
+// a volume whose temporary replica shares a node, so a soft anti-affinity
+// that allows it does not count), and each placement takes its space
+// before the next is chosen.
 // It is a prediction: Longhorn breaks a tie between equally balanced
 // disks at random, and space changes as volumes write.
 func PlaceTemporaryReplicas(c Cluster, p Plan) Plan {
 	v := newView(c)
-	disks := map[string][]dataplane.Disk{}
+	disks, zones := map[string][]dataplane.Disk{}, map[string]string{}
 	for _, n := range v.nodes {
-		disks[n.Name] = slices.Clone(n.Disks)
-	}
-	zones := map[string]string{}
-	for _, n := range v.nodes {
-		zones[n.Name] = n.Zone
+		disks[n.Name], zones[n.Name] = slices.Clone(n.Disks), n.Zone
 	}
 	vols := v2Volumes(c.Volumes)
 	done := map[string]bool{}
@@ -112,8 +108,8 @@ func sizeOf(vol dataplane.Volume) int64 {
 
 // placeReplica chooses, for a new replica of vol while the nodes of wave
 // (the first the one whose upgrade asks) are upgraded, the node and the
-// index of its disk Longhorn's scheduler would
-// take, or says why none: the candidates are the Ready v2 nodes that allow
+// index of its disk Longhorn's scheduler would take, or says why none:
+// the candidates are the Ready v2 nodes that allow
 // scheduling, run an IM, match the volume's node selector and hold no
 // replica of it; of them, those in a zone without one first, and with zone
 // anti-affinity hard, only those. Among the disks that fit, the node is
@@ -180,43 +176,25 @@ func (v *view) placeReplica(vol dataplane.Volume, wave []string, disks map[strin
 		}
 		return "", 0, fmt.Sprintf("no node outside %s can take a temporary replica of volume %s: %s", strings.Join(wave, ", "), what, strings.Join(why, "; "))
 	}
-	byNode := map[string][]int{}
 	var nodes []string
+	nodeUsable := map[string]int64{}
 	for _, f := range fits {
-		if _, ok := byNode[f.node]; !ok {
+		if _, ok := nodeUsable[f.node]; !ok {
 			nodes = append(nodes, f.node)
 		}
-		byNode[f.node] = append(byNode[f.node], f.disk)
+		nodeUsable[f.node] += disks[f.node][f.disk].Usable()
 	}
-	usable := func(node string) int64 {
-		var sum int64
-		for _, i := range byNode[node] {
-			sum += disks[node][i].Usable()
-		}
-		return sum
-	}
-	nodeUsable := map[string]int64{}
-	for _, n := range nodes {
-		nodeUsable[n] = usable(n)
-	}
-	best := mostBalanced(nodes, nodeUsable, size)
-	if best == "" {
-		best = nodes[0]
-	}
-	diskUsable := map[string]int64{}
+	best := cmp.Or(mostBalanced(nodes, nodeUsable, size), nodes[0])
 	var names []string
-	for _, i := range byNode[best] {
-		name := disks[best][i].Name
-		names = append(names, name)
-		diskUsable[name] = disks[best][i].Usable()
-	}
-	bestDisk := mostBalanced(names, diskUsable, size)
-	for _, i := range byNode[best] {
-		if disks[best][i].Name == bestDisk {
-			return best, i, ""
+	diskUsable, index := map[string]int64{}, map[string]int{}
+	for _, f := range fits {
+		if f.node == best {
+			d := disks[best][f.disk]
+			names = append(names, d.Name)
+			diskUsable[d.Name], index[d.Name] = d.Usable(), f.disk
 		}
 	}
-	return best, byNode[best][0], ""
+	return best, index[cmp.Or(mostBalanced(names, diskUsable, size), names[0])], ""
 }
 
 // mostBalanced is the key of usable whose taking of size leaves the

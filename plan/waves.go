@@ -50,19 +50,24 @@ type waveOf struct {
 // each wave takes, in order, every node left that shares no volume's
 // footprint with a node already in it, until it is full; the nodes it
 // passed over make the next waves, in order. With limit 1 each wave is one
-// node, in order: today's sequence. A later node may so join an earlier
-// wave than a node before it, never a node of an earlier wave a later one.
+// node, in order: today's sequence. A node may so join an earlier wave
+// than a node before it in the order.
 func splitWaves(vols []dataplane.Volume, order []string, limit int) waveOf {
 	limit = max(limit, 1)
-	footprints := map[string][]string{} // node → volumes whose footprint holds it
+	footprints := map[string][]string{} // node → volumes whose footprint holds it, sorted
+	holds := map[string]map[string]bool{}
 	for _, v := range vols {
 		for _, n := range Footprint(v) {
 			footprints[n] = append(footprints[n], v.Name)
+			if holds[n] == nil {
+				holds[n] = map[string]bool{}
+			}
+			holds[n][v.Name] = true
 		}
 	}
 	shared := func(a, b string) string {
 		for _, name := range footprints[a] {
-			if slices.Contains(footprints[b], name) {
+			if holds[b][name] {
 				return name
 			}
 		}
