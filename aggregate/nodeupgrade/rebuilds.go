@@ -65,9 +65,9 @@ type RecordRebuilds struct {
 
 func (RecordRebuilds) commandName() string { return "RecordRebuilds" }
 
-// rebuildVolume is the volume a rebuild event is about, "" for another
-// event.
-func rebuildVolume(e events.Event) string {
+// RebuildVolume is the volume a rebuild event (RecordRebuilds' kinds) is
+// about, "" for another event.
+func RebuildVolume(e events.Event) string {
 	switch d := e.(type) {
 	case events.HashingRequested:
 		return d.Volume
@@ -122,7 +122,7 @@ func decideRebuilds(s State, c RecordRebuilds) ([]events.Event, error) {
 	var out []events.Event
 	seen := map[string]Rebuild{}
 	for _, e := range c.Events {
-		volume := rebuildVolume(e)
+		volume := RebuildVolume(e)
 		if volume == "" {
 			return nil, refuse(s, c, nil, "%T is not a rebuild event", e)
 		}
@@ -152,7 +152,7 @@ func decideRebuilds(s State, c RecordRebuilds) ([]events.Event, error) {
 // applyRebuild folds one of the rebuild events into s. The map is copied:
 // states share it otherwise.
 func applyRebuild(s *State, e events.Envelope) error {
-	volume := rebuildVolume(e.Data)
+	volume := RebuildVolume(e.Data)
 	if _, ok := s.Volumes[volume]; !ok {
 		return illegal(s, e, "volume %q is not recorded on the node", volume)
 	}
@@ -198,7 +198,7 @@ func applyRebuild(s *State, e events.Envelope) error {
 // of t, in their order: requested, raised, added, restored (a restore may
 // follow the raise alone: no replica was built).
 func applyTemporary(s *State, e events.Envelope, t *Temporary) (*Temporary, error) {
-	volume := rebuildVolume(e.Data)
+	volume := RebuildVolume(e.Data)
 	next := Temporary{}
 	if t != nil {
 		next = *t

@@ -321,6 +321,11 @@ func Transitions(h []events.Envelope) map[string]int {
 	out := map[string]int{}
 	for _, e := range h {
 		var key string
+		if v := nodeupgrade.RebuildVolume(e.Data); v != "" {
+			// One of each rebuild event per volume and node.
+			out[fmt.Sprintf("%s %s %s", e.Aggregate.Node, e.Type(), v)]++
+			continue
+		}
 		switch d := e.Data.(type) {
 		case events.NodeStateChanged:
 			key = fmt.Sprintf("%s %s->%s", e.Aggregate.Node, d.From, d.To)
@@ -337,22 +342,6 @@ func Transitions(h []events.Envelope) map[string]int {
 		case events.PodMoved:
 			// One per pod: the same pod (uid) moved twice is a duplicate.
 			key = fmt.Sprintf("%s moved %s %s", e.Aggregate.Node, d.Pod, d.UID)
-		case events.HashingRequested:
-			key = fmt.Sprintf("%s hashing %s", e.Aggregate.Node, d.Volume)
-		case events.RebuildPlanned:
-			key = fmt.Sprintf("%s rebuild planned %s", e.Aggregate.Node, d.Volume)
-		case events.RebuildStarted:
-			key = fmt.Sprintf("%s rebuild started %s", e.Aggregate.Node, d.Volume)
-		case events.RebuildFinished:
-			key = fmt.Sprintf("%s rebuild finished %s", e.Aggregate.Node, d.Volume)
-		case events.TemporaryReplicaRequested:
-			key = fmt.Sprintf("%s temporary replica requested %s", e.Aggregate.Node, d.Volume)
-		case events.ReplicaCountRaised:
-			key = fmt.Sprintf("%s replica count raised %s", e.Aggregate.Node, d.Volume)
-		case events.TemporaryReplicaAdded:
-			key = fmt.Sprintf("%s temporary replica added %s", e.Aggregate.Node, d.Volume)
-		case events.ReplicaCountRestored:
-			key = fmt.Sprintf("%s replica count restored %s", e.Aggregate.Node, d.Volume)
 		case events.NodeStalled, events.NodeResumed:
 			continue // may legitimately repeat
 		default:
